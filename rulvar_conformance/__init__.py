@@ -1,0 +1,1 @@
+"""rulvar conformance kit."""

@@ -1,0 +1,123 @@
+"""rulvar stores: the store SPI, reference stores and the backend registry.
+
+A run's durable state is a journal of entries, one metadata record and a set of
+blobs. Leases carry a fencing epoch; a store that declares ``fenced_writes``
+refuses every write of a superseded owner (CONTRACT.md sections 1-5).
+"""
+
+from rulvar_store._capabilities import (
+    assert_fenced_writes,
+    has_fenced_writes,
+    has_meta_lookup,
+    read_run_meta,
+)
+from rulvar_store._failpoints import FAILPOINTS, Failpoint, hit, set_failpoint_hook
+from rulvar_store._json import dump_record, load_record, stable_stringify
+from rulvar_store._memory import (
+    MemoryFencedTranscriptStore,
+    MemoryStore,
+    MemoryTranscriptStore,
+)
+from rulvar_store._plugins import (
+    ENTRY_POINT_GROUP,
+    Backend,
+    BackendInfo,
+    FreshStoreFactory,
+    OpenedStore,
+    hookimpl,
+    list_backends,
+    make_plugin_manager,
+    open_store,
+)
+from rulvar_store._protocols import (
+    JournalStore,
+    LeasableStore,
+    MetaLookupStore,
+    TranscriptStore,
+)
+from rulvar_store._records import (
+    DEFAULT_LEASE_TTL_MS,
+    MAX_LEASE_TTL_MS,
+    Clock,
+    JournalEntry,
+    Lease,
+    RunFilter,
+    RunMeta,
+    RunMetaDict,
+    finite_seq,
+    meta_matches_filter,
+    system_clock_ms,
+    validate_ttl_ms,
+)
+from rulvar_store._refs import check_safe_token, copy_blob, is_safe_token, ref_run_id
+from rulvar_store._urls import StoreUrl, option_bool, option_int, redact_url
+from rulvar_store.errors import (
+    ConfigError,
+    ContractError,
+    JournalOrderViolation,
+    LeaseHeldError,
+    RulvarError,
+    SettlementError,
+    StoreBusyError,
+    StoreUnavailableError,
+    SupersededError,
+)
+
+__all__ = [
+    "DEFAULT_LEASE_TTL_MS",
+    "ENTRY_POINT_GROUP",
+    "FAILPOINTS",
+    "MAX_LEASE_TTL_MS",
+    "Backend",
+    "BackendInfo",
+    "Clock",
+    "ConfigError",
+    "ContractError",
+    "Failpoint",
+    "FreshStoreFactory",
+    "JournalEntry",
+    "JournalOrderViolation",
+    "JournalStore",
+    "LeasableStore",
+    "Lease",
+    "LeaseHeldError",
+    "MemoryFencedTranscriptStore",
+    "MemoryStore",
+    "MemoryTranscriptStore",
+    "MetaLookupStore",
+    "OpenedStore",
+    "RulvarError",
+    "RunFilter",
+    "RunMeta",
+    "RunMetaDict",
+    "SettlementError",
+    "StoreBusyError",
+    "StoreUnavailableError",
+    "StoreUrl",
+    "SupersededError",
+    "TranscriptStore",
+    "assert_fenced_writes",
+    "check_safe_token",
+    "copy_blob",
+    "dump_record",
+    "finite_seq",
+    "has_fenced_writes",
+    "has_meta_lookup",
+    "hit",
+    "hookimpl",
+    "is_safe_token",
+    "list_backends",
+    "load_record",
+    "make_plugin_manager",
+    "meta_matches_filter",
+    "open_store",
+    "option_bool",
+    "option_int",
+    "read_run_meta",
+    "redact_url",
+    "ref_run_id",
+    "set_failpoint_hook",
+    "stable_stringify",
+    "system_clock_ms",
+    "validate_ttl_ms",
+]

@@ -1,0 +1,53 @@
+"""Capability helpers: one reader per declared marker, never scattered ``hasattr`` (F5, M5)."""
+
+from __future__ import annotations
+
+from typing import Any, TypeGuard
+
+from rulvar_store._protocols import JournalStore, MetaLookupStore
+from rulvar_store._records import RunFilter, RunMeta
+from rulvar_store.errors import ConfigError
+
+__all__ = [
+    "assert_fenced_writes",
+    "has_fenced_writes",
+    "has_meta_lookup",
+    "read_run_meta",
+]
+
+
+def has_fenced_writes(store: object) -> bool:
+    """Return whether ``store`` declares fenced writes (the marker ``is True``)."""
+    return getattr(store, "fenced_writes", None) is True
+
+
+def assert_fenced_writes(journal: object, transcripts: object | None = None) -> None:
+    """Require fenced writes on the journal and, when given, the transcript store.
+
+    Raises:
+        ConfigError: naming each store that does not declare the marker (X5).
+    """
+    missing: list[str] = []
+    if not has_fenced_writes(journal):
+        missing.append(f"journal ({type(journal).__name__})")
+    if transcripts is not None and not has_fenced_writes(transcripts):
+        missing.append(f"transcripts ({type(transcripts).__name__})")
+    if missing:
+        raise ConfigError(
+            "fenced writes are required but not declared by: "
+            + ", ".join(missing)
+            + "; a superseded owner could still change these stores"
+        )
+
+
+def has_meta_lookup(store: object) -> TypeGuard[MetaLookupStore]:
+    """Return whether ``store`` offers ``get_meta`` (M5)."""
+    return callable(getattr(store, "get_meta", None))
+
+
+def read_run_meta(store: JournalStore, run_id: str) -> RunMeta | None:
+    """Return the run's meta through ``get_meta``, or by scanning ``list_runs``."""
+    if has_meta_lookup(store):
+        return store.get_meta(run_id)
+    metas: list[dict[str, Any]] = store.list_runs(RunFilter())
+    return next((meta for meta in metas if meta.get("runId") == run_id), None)

@@ -1,0 +1,301 @@
+"""In-memory reference stores: the honest, fenced positive control of the kit.
+
+One ``MemoryStore`` is one fencing domain inside one process. Every method holds
+the domain's lock for its whole check-and-mutate unit, which is what makes the
+fence atomic here (L7); other handles on the same domain (``MemoryStore.sharing``)
+see the same journals, metas, leases, epochs and blobs.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Literal, final
+
+from rulvar_store._json import dump_record, load_record
+from rulvar_store._records import (
+    DEFAULT_LEASE_TTL_MS,
+    Clock,
+    JournalEntry,
+    Lease,
+    RunFilter,
+    RunMeta,
+    finite_seq,
+    meta_matches_filter,
+    system_clock_ms,
+    validate_ttl_ms,
+)
+from rulvar_store._refs import copy_blob, ref_run_id
+from rulvar_store.errors import ContractError, JournalOrderViolation, LeaseHeldError
+
+__all__ = ["MemoryFencedTranscriptStore", "MemoryStore", "MemoryTranscriptStore"]
+
+
+@dataclass(slots=True)
+class _LeaseRow:
+    owner: str
+    epoch: int
+    expires_at: int
+
+
+@dataclass(slots=True)
+class _MemoryDomain:
+    """Everything one fencing domain holds; guarded by ``lock``."""
+
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    # (serialized entry text, its finite seq or None), in append order.
+    entries: dict[str, list[tuple[str, int | float | None]]] = field(
+        default_factory=dict
+    )
+    metas: dict[str, str] = field(default_factory=dict)
+    leases: dict[str, _LeaseRow] = field(default_factory=dict)
+    epochs: dict[str, int] = field(default_factory=dict)
+    blobs: dict[str, bytes] = field(default_factory=dict)
+
+
+def _meta_run_id(meta: RunMeta) -> str:
+    run_id = meta.get("runId") if isinstance(meta, dict) else None
+    if not isinstance(run_id, str):
+        raise ContractError("meta must be a dict with a string 'runId'")
+    return run_id
+
+
+def _check_run_match(lease: Lease | None, run_id: str, operation: str) -> None:
+    """F2: a lease guards only the run it names, before anything is touched."""
+    if lease is not None and lease.run_id != run_id:
+        raise LeaseHeldError(
+            f"{operation} of run {run_id!r} presented a lease for run {lease.run_id!r}",
+            run_id,
+            lease.owner,
+            lease.epoch,
+        )
+
+
+@final
+class MemoryStore:
+    """Leasable, fenced, meta-lookup journal store held in process memory.
+
+    Safe across threads. ``now`` and ``ttl_ms`` are injectable for tests (D8, D9).
+    """
+
+    fenced_writes: Literal[True] = True
+
+    def __init__(
+        self,
+        *,
+        ttl_ms: int = DEFAULT_LEASE_TTL_MS,
+        now: Clock | None = None,
+        _domain: _MemoryDomain | None = None,
+    ) -> None:
+        self.lease_ttl_ms: int = validate_ttl_ms(ttl_ms)
+        self._now: Clock = now if now is not None else system_clock_ms
+        self._domain = _domain if _domain is not None else _MemoryDomain()
+        self._twin: MemoryFencedTranscriptStore | None = None
+
+    @classmethod
+    def sharing(
+        cls, other: MemoryStore, *, ttl_ms: int | None = None, now: Clock | None = None
+    ) -> MemoryStore:
+        """Return a second handle on ``other``'s domain, with its own clock and ttl."""
+        return cls(
+            ttl_ms=other.lease_ttl_ms if ttl_ms is None else ttl_ms,
+            now=now if now is not None else other._now,
+            _domain=other._domain,
+        )
+
+    def transcripts(self) -> MemoryFencedTranscriptStore:
+        """Return the memoized fenced blob twin sharing this store's domain (T6, T7)."""
+        with self._domain.lock:
+            if self._twin is None:
+                self._twin = MemoryFencedTranscriptStore(self)
+            return self._twin
+
+    def close(self) -> None:
+        """Nothing to release; present so every store closes the same way."""
+
+    def __enter__(self) -> MemoryStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- fencing ---------------------------------------------------------------
+
+    def _assert_fencing(self, lease: Lease) -> None:
+        """Raise unless ``lease`` is the live lease of its run (L6).
+
+        The one seam through which every fenced operation checks; callers hold the
+        domain lock, so nothing can land between this check and their mutation.
+        """
+        row = self._domain.leases.get(lease.run_id)
+        if (
+            row is None
+            or row.expires_at <= self._now()
+            or row.owner != lease.owner
+            or row.epoch != lease.epoch
+        ):
+            raise LeaseHeldError(
+                f"lease of run {lease.run_id!r} (owner {lease.owner!r}, epoch "
+                f"{lease.epoch}) is not the live lease",
+                lease.run_id,
+                lease.owner,
+                lease.epoch,
+            )
+
+    # -- journal ---------------------------------------------------------------
+
+    def append(
+        self, run_id: str, entry: JournalEntry, lease: Lease | None = None
+    ) -> None:
+        """Append one entry; J7 order: run match, fence, then the J6 seq guard."""
+        _check_run_match(lease, run_id, "append")
+        text = dump_record(entry)
+        seq = finite_seq(entry)
+        with self._domain.lock:
+            if lease is not None:
+                self._assert_fencing(lease)
+            journal = self._domain.entries.setdefault(run_id, [])
+            if seq is not None and any(
+                stored is not None and stored >= seq for _, stored in journal
+            ):
+                raise JournalOrderViolation(
+                    f"append to run {run_id!r}: seq {seq} is not above the stored tail",
+                    run_id,
+                    seq,
+                )
+            journal.append((text, seq))
+
+    def load(self, run_id: str) -> list[JournalEntry]:
+        with self._domain.lock:
+            texts = [text for text, _ in self._domain.entries.get(run_id, [])]
+        return [load_record(text) for text in texts]
+
+    def put_meta(self, meta: RunMeta, lease: Lease | None = None) -> None:
+        run_id = _meta_run_id(meta)
+        _check_run_match(lease, run_id, "put_meta")
+        text = dump_record(meta)
+        with self._domain.lock:
+            if lease is not None:
+                self._assert_fencing(lease)
+            self._domain.metas[run_id] = text
+
+    def get_meta(self, run_id: str) -> RunMeta | None:
+        with self._domain.lock:
+            text = self._domain.metas.get(run_id)
+        return None if text is None else load_record(text)
+
+    def list_runs(self, run_filter: RunFilter | None = None) -> list[RunMeta]:
+        with self._domain.lock:
+            texts = [self._domain.metas[key] for key in sorted(self._domain.metas)]
+        metas = [load_record(text) for text in texts]
+        return [meta for meta in metas if meta_matches_filter(meta, run_filter)]
+
+    def delete(self, run_id: str, lease: Lease | None = None) -> None:
+        """Remove entries, meta and lease row together; the epoch counter stays (L5)."""
+        _check_run_match(lease, run_id, "delete")
+        with self._domain.lock:
+            if lease is not None:
+                self._assert_fencing(lease)
+            self._domain.entries.pop(run_id, None)
+            self._domain.metas.pop(run_id, None)
+            self._domain.leases.pop(run_id, None)
+
+    # -- leases ----------------------------------------------------------------
+
+    def acquire(self, run_id: str, owner: str) -> Lease:
+        with self._domain.lock:
+            now = self._now()
+            row = self._domain.leases.get(run_id)
+            if row is not None and row.expires_at > now:
+                raise LeaseHeldError(
+                    f"run {run_id!r} is leased by {row.owner!r} (epoch {row.epoch})",
+                    run_id,
+                    row.owner,
+                    row.epoch,
+                )
+            epoch = self._domain.epochs.get(run_id, 0) + 1
+            self._domain.epochs[run_id] = epoch
+            self._domain.leases[run_id] = _LeaseRow(
+                owner, epoch, now + self.lease_ttl_ms
+            )
+            return Lease(run_id, owner, epoch)
+
+    def renew(self, lease: Lease) -> None:
+        with self._domain.lock:
+            self._assert_fencing(lease)
+            self._domain.leases[lease.run_id].expires_at = (
+                self._now() + self.lease_ttl_ms
+            )
+
+    def release(self, lease: Lease) -> None:
+        with self._domain.lock:
+            self._assert_fencing(lease)
+            del self._domain.leases[lease.run_id]
+
+
+@final
+class MemoryFencedTranscriptStore:
+    """Blob twin of a ``MemoryStore``: same domain, so leased writes are fenced (T6)."""
+
+    fenced_writes: Literal[True] = True
+
+    def __init__(self, journal: MemoryStore) -> None:
+        self._journal = journal
+        self._domain = journal._domain
+
+    def put(self, ref: str, blob: bytes, lease: Lease | None = None) -> None:
+        _check_run_match(lease, ref_run_id(ref), "blob put")
+        data = copy_blob(blob)  # copied now: a later mutation must not leak in (D3)
+        with self._domain.lock:
+            if lease is not None:
+                self._journal._assert_fencing(lease)
+            self._domain.blobs[ref] = data
+
+    def get(self, ref: str) -> bytes | None:
+        with self._domain.lock:
+            return self._domain.blobs.get(ref)
+
+    def list_refs(self, run_id: str) -> list[str]:
+        prefix = run_id + "/"
+        with self._domain.lock:
+            return sorted(ref for ref in self._domain.blobs if ref.startswith(prefix))
+
+    def delete(self, ref: str, lease: Lease | None = None) -> None:
+        _check_run_match(lease, ref_run_id(ref), "blob delete")
+        with self._domain.lock:
+            if lease is not None:
+                self._journal._assert_fencing(lease)
+            self._domain.blobs.pop(ref, None)
+
+    def close(self) -> None:
+        """Closing the journal store is what ends the domain; nothing to do here."""
+
+
+@final
+class MemoryTranscriptStore:
+    """Single-writer blob store in memory; ignores leases and declares no fence (T8)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._blobs: dict[str, bytes] = {}
+
+    def put(self, ref: str, blob: bytes, lease: Lease | None = None) -> None:
+        data = copy_blob(blob)
+        with self._lock:
+            self._blobs[ref] = data
+
+    def get(self, ref: str) -> bytes | None:
+        with self._lock:
+            return self._blobs.get(ref)
+
+    def list_refs(self, run_id: str) -> list[str]:
+        prefix = run_id + "/"
+        with self._lock:
+            return sorted(ref for ref in self._blobs if ref.startswith(prefix))
+
+    def delete(self, ref: str, lease: Lease | None = None) -> None:
+        with self._lock:
+            self._blobs.pop(ref, None)
+
+    def close(self) -> None:
+        """Nothing to release."""

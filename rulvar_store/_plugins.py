@@ -1,0 +1,203 @@
+"""Backend plugins: the pluggy hook, the descriptor, and opening stores by URL.
+
+A backend is data (``Backend``) returned from the ``rulvar_store_backends`` hook of a
+module registered under the ``rulvar.stores`` entry-point group. The built-ins use
+the same path, so a third-party backend is a peer of ``sqlite://``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any, Final, Protocol
+
+import pluggy
+
+from rulvar_store._protocols import JournalStore, TranscriptStore
+from rulvar_store._urls import StoreUrl, parse_store_url
+from rulvar_store.errors import ConfigError
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "Backend",
+    "BackendInfo",
+    "FreshStoreFactory",
+    "OpenedStore",
+    "hookimpl",
+    "hookspec",
+    "list_backends",
+    "make_plugin_manager",
+    "open_store",
+    "resolve_backend",
+]
+
+PROJECT_NAME: Final = "rulvar"
+ENTRY_POINT_GROUP: Final = "rulvar.stores"
+
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+# Capability names a backend may claim; `rulvar stores` prints them.
+CAPABILITIES: Final = ("leases", "meta_lookup", "fenced_writes", "fenced_transcripts")
+
+
+class _Closeable(Protocol):
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class OpenedStore:
+    """A journal store and the transcript store that belongs with it."""
+
+    journal: JournalStore
+    transcripts: TranscriptStore
+    closers: Sequence[Callable[[], None]] = ()
+
+    def close(self) -> None:
+        """Close what the opener opened, transcripts first (the twin shares the journal)."""
+        for close in self.closers:
+            close()
+
+    def __enter__(self) -> OpenedStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+FreshStoreFactory = Callable[[int | None], OpenedStore]
+"""Opens a fresh, isolated store (new file, schema or domain) with the given ttl."""
+
+
+@dataclass(frozen=True, slots=True)
+class Backend:
+    """What a plugin tells the registry about one backend.
+
+    Attributes:
+        name: short name shown by ``rulvar stores``.
+        schemes: URL schemes it opens, lower case.
+        open: builds the stores from a parsed URL; may import drivers lazily.
+        capabilities: names from ``CAPABILITIES`` the backend's stores declare.
+        requires: importable modules the backend needs; missing ones name ``extra``.
+        extra: the ``rulvar-stores`` extra that installs ``requires``.
+        certify: yields a factory of fresh isolated stores next to the URL's
+            location, for ``rulvar check``; cleans up on exit.
+        description: one line for listings.
+    """
+
+    name: str
+    schemes: tuple[str, ...]
+    open: Callable[[StoreUrl], OpenedStore]
+    capabilities: frozenset[str] = frozenset()
+    requires: tuple[str, ...] = ()
+    extra: str | None = None
+    certify: Callable[[StoreUrl], AbstractContextManager[FreshStoreFactory]] | None = (
+        None
+    )
+    description: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class BackendInfo:
+    """A registered backend and the distribution it comes from."""
+
+    backend: Backend
+    plugin_name: str
+    distribution: str | None
+    installed: bool = field(default=True)
+
+
+class _BackendSpecs:
+    @hookspec
+    def rulvar_store_backends(self) -> Sequence[Backend]:  # type: ignore[empty-body]  # a spec has no body
+        """Return the backends this plugin provides."""
+
+
+def make_plugin_manager(*, load_entry_points: bool = True) -> pluggy.PluginManager:
+    """Build a plugin manager with the hook spec; entry points loaded unless told not to."""
+    manager = pluggy.PluginManager(PROJECT_NAME)
+    manager.add_hookspecs(_BackendSpecs)
+    if load_entry_points:
+        manager.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+    return manager
+
+
+def _missing_modules(backend: Backend) -> list[str]:
+    return [name for name in backend.requires if importlib.util.find_spec(name) is None]
+
+
+def _iter_backends(manager: pluggy.PluginManager) -> Iterator[BackendInfo]:
+    distributions = {
+        id(plugin): dist.project_name for plugin, dist in manager.list_plugin_distinfo()
+    }
+    for plugin in manager.get_plugins():
+        hook_impl = getattr(plugin, "rulvar_store_backends", None)
+        if hook_impl is None:
+            continue
+        plugin_name = manager.get_name(plugin) or repr(plugin)
+        for backend in hook_impl():
+            yield BackendInfo(
+                backend=backend,
+                plugin_name=plugin_name,
+                distribution=distributions.get(id(plugin)),
+                installed=not _missing_modules(backend),
+            )
+
+
+def list_backends(manager: pluggy.PluginManager | None = None) -> list[BackendInfo]:
+    """Return every registered backend, sorted by name."""
+    manager = manager if manager is not None else make_plugin_manager()
+    return sorted(_iter_backends(manager), key=lambda info: info.backend.name)
+
+
+def resolve_backend(
+    url: StoreUrl, manager: pluggy.PluginManager | None = None
+) -> Backend:
+    """Return the backend that opens ``url``'s scheme, with its driver importable.
+
+    Raises:
+        ConfigError: no backend claims the scheme, or its extra is not installed.
+    """
+    infos = list_backends(manager)
+    for info in infos:
+        if url.scheme in info.backend.schemes:
+            missing = _missing_modules(info.backend)
+            if missing:
+                extra = info.backend.extra
+                hint = (
+                    f"pip install 'rulvar-stores[{extra}]'"
+                    if extra
+                    else "install " + ", ".join(missing)
+                )
+                raise ConfigError(
+                    f"backend {info.backend.name!r} for {url.scheme}:// needs "
+                    f"{', '.join(missing)}, which is not installed: {hint}"
+                )
+            return info.backend
+    known = sorted(scheme for info in infos for scheme in info.backend.schemes)
+    raise ConfigError(
+        f"no store backend for scheme {url.scheme!r} in {url.redacted!r}; "
+        f"installed schemes: {', '.join(known) or 'none'} "
+        f"(backends register under the {ENTRY_POINT_GROUP!r} entry-point group)"
+    )
+
+
+def open_store(
+    url: str,
+    *,
+    manager: pluggy.PluginManager | None = None,
+    **options: Any,
+) -> OpenedStore:
+    """Open the journal and transcript stores that ``url`` names.
+
+    Options come from the URL's query string and from keyword arguments (which win),
+    e.g. ``open_store("sqlite:///runs.db", ttl_ms=30_000)``.
+
+    Raises:
+        ConfigError: malformed URL, unknown scheme, missing extra or a bad option.
+    """
+    parsed = parse_store_url(url, options)
+    backend = resolve_backend(parsed, manager)
+    return backend.open(parsed)

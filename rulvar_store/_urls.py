@@ -1,0 +1,103 @@
+"""Store URLs: parsing, typed options and redaction of credentials."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import SplitResult, parse_qsl, urlsplit, urlunsplit
+
+from rulvar_store.errors import ConfigError
+
+__all__ = ["StoreUrl", "option_bool", "option_int", "parse_store_url", "redact_url"]
+
+
+@dataclass(frozen=True, slots=True)
+class StoreUrl:
+    """A parsed store URL; ``options`` merges the query string with keyword options."""
+
+    raw: str
+    scheme: str
+    parts: SplitResult
+    options: Mapping[str, Any]
+
+    @property
+    def redacted(self) -> str:
+        """The URL with any password replaced, safe for errors and output."""
+        return redact_url(self.raw)
+
+
+def redact_url(url: str) -> str:
+    """Return ``url`` with its password (if any) replaced by ``***``."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparseable URL>"
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    netloc = f"{parts.username or ''}:***@{host}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def parse_store_url(url: object, options: Mapping[str, Any] | None = None) -> StoreUrl:
+    """Split ``url`` into scheme, parts and options (keyword options win).
+
+    Raises:
+        ConfigError: not a string, no ``scheme://``, or a repeated query option.
+    """
+    if not isinstance(url, str) or not url:
+        raise ConfigError("a store URL must be a non-empty string, e.g. 'memory://'")
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:
+        raise ConfigError(f"malformed store URL {redact_url(url)!r}: {exc}") from exc
+    if not parts.scheme or "://" not in url:
+        raise ConfigError(
+            f"malformed store URL {redact_url(url)!r}: expected 'scheme://...', "
+            "e.g. 'sqlite:///runs.db' or 'memory://'"
+        )
+    merged: dict[str, Any] = {}
+    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+        if key in merged:
+            raise ConfigError(f"store URL option {key!r} is given twice")
+        merged[key] = value
+    merged.update(options or {})
+    return StoreUrl(raw=url, scheme=parts.scheme.lower(), parts=parts, options=merged)
+
+
+def option_int(options: Mapping[str, Any], name: str, default: int) -> int:
+    """Read an integer option given as an int or a decimal string.
+
+    Raises:
+        ConfigError: the value is neither.
+    """
+    value = options.get(name, default)
+    if isinstance(value, bool):
+        raise ConfigError(f"option {name} must be an integer, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value, 10)
+        except ValueError:
+            pass
+    raise ConfigError(f"option {name} must be an integer, got {value!r}")
+
+
+def option_bool(options: Mapping[str, Any], name: str, default: bool) -> bool:
+    """Read a boolean option given as a bool or one of true/false/1/0/yes/no.
+
+    Raises:
+        ConfigError: any other value.
+    """
+    value = options.get(name, default)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "1", "yes", "on"):
+        return True
+    if isinstance(value, str) and value.lower() in ("false", "0", "no", "off"):
+        return False
+    raise ConfigError(f"option {name} must be true or false, got {value!r}")

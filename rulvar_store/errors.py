@@ -1,0 +1,183 @@
+"""The error tree every store speaks; it branches on what the caller does next.
+
+```
+RulvarError                    never raised bare; has code, retryable, data
+├── ContractError              the caller broke the SPI: a bug, don't retry
+│   └── JournalOrderViolation  J6 seq guard, unsafe file-store names
+├── LeaseHeldError             ownership conflict: re-acquire later or give up (retryable)
+├── SupersededError            run settlement bounced off the fence
+├── SettlementError            run settlement failed for another reason (retryable)
+├── StoreBusyError             transient contention outlasted its bound: retry
+├── StoreUnavailableError      backend unreachable or connection lost: retry, outcome unknown
+└── ConfigError                bad URL, option, schema version or capability claim
+```
+
+Every class passes all its constructor arguments to ``Exception.__init__`` so that
+instances pickle with their fields: soak and kill-point children report errors
+across process boundaries.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Literal
+
+__all__ = [
+    "ConfigError",
+    "ContractError",
+    "JournalOrderViolation",
+    "LeaseHeldError",
+    "RulvarError",
+    "SettlementError",
+    "StoreBusyError",
+    "StoreUnavailableError",
+    "SupersededError",
+]
+
+SettlementStage = Literal["run-settle", "meta"]
+
+
+class RulvarError(Exception):
+    """Base of the tree; subclasses fix ``code`` and ``retryable``."""
+
+    code: str = "rulvar"
+    retryable: bool = False
+
+    def __init__(self, message: str, *args: Any) -> None:
+        super().__init__(message, *args)
+        self.message: Final = message
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """Structured details for the wire; empty unless a subclass has fields."""
+        return {}
+
+    def to_wire(self) -> dict[str, Any]:
+        """Return a JSON-safe description (code, message, retryable, data)."""
+        return {
+            "code": self.code,
+            "message": self.message,
+            "retryable": self.retryable,
+            "data": self.data,
+        }
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ContractError(RulvarError):
+    """The caller broke the SPI; retrying the same call cannot help."""
+
+    code = "contract"
+
+
+class JournalOrderViolation(ContractError):
+    """An append's seq was not above the run's tail (J6), or a name was unsafe."""
+
+    code = "journal_order_violation"
+
+    def __init__(
+        self, message: str, run_id: str | None = None, seq: float | None = None
+    ) -> None:
+        super().__init__(message, run_id, seq)
+        self.run_id = run_id
+        self.seq = seq
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return {"runId": self.run_id, "seq": self.seq}
+
+
+class LeaseHeldError(RulvarError):
+    """The run is leased by someone else, or the presented lease is not live (L1, L6)."""
+
+    code = "lease_held"
+    retryable = True
+
+    def __init__(
+        self,
+        message: str,
+        run_id: str | None = None,
+        owner: str | None = None,
+        epoch: int | None = None,
+    ) -> None:
+        super().__init__(message, run_id, owner, epoch)
+        self.run_id = run_id
+        self.owner = owner
+        self.epoch = epoch
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return {"runId": self.run_id, "owner": self.owner, "epoch": self.epoch}
+
+
+class SupersededError(RulvarError):
+    """The settle append bounced off the fence: a successor owns the run (A9)."""
+
+    code = "superseded"
+
+    def __init__(self, message: str, run_id: str, run_status: str) -> None:
+        super().__init__(message, run_id, run_status)
+        self.run_id = run_id
+        self.run_status = run_status
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return {"runId": self.run_id, "runStatus": self.run_status}
+
+
+class SettlementError(RulvarError):
+    """The settle append or terminal meta write failed for a non-fencing reason."""
+
+    code = "settlement"
+    retryable = True
+
+    def __init__(
+        self, message: str, run_id: str, run_status: str, stage: SettlementStage
+    ) -> None:
+        super().__init__(message, run_id, run_status, stage)
+        self.run_id = run_id
+        self.run_status = run_status
+        self.stage: SettlementStage = stage
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return {"runId": self.run_id, "runStatus": self.run_status, "stage": self.stage}
+
+
+class StoreBusyError(RulvarError):
+    """Backend contention outlasted its bound; nothing was written, retry later."""
+
+    code = "store_busy"
+    retryable = True
+
+    def __init__(self, message: str, operation: str | None = None) -> None:
+        super().__init__(message, operation)
+        self.operation = operation
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return {"operation": self.operation}
+
+
+class StoreUnavailableError(RulvarError):
+    """The backend could not be reached or dropped the connection mid-call.
+
+    The outcome of an in-flight commit is unknown unless the message says otherwise.
+    """
+
+    code = "store_unavailable"
+    retryable = True
+
+    def __init__(self, message: str, operation: str | None = None) -> None:
+        super().__init__(message, operation)
+        self.operation = operation
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return {"operation": self.operation}
+
+
+class ConfigError(RulvarError):
+    """A URL, option, schema version or capability claim is wrong; fix the setup."""
+
+    code = "config"
