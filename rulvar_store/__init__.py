@@ -38,6 +38,7 @@ from rulvar_store._protocols import (
 from rulvar_store._records import (
     DEFAULT_LEASE_TTL_MS,
     MAX_LEASE_TTL_MS,
+    BlobInput,
     Clock,
     JournalEntry,
     Lease,
@@ -70,6 +71,7 @@ __all__ = [
     "MAX_LEASE_TTL_MS",
     "Backend",
     "BackendInfo",
+    "BlobInput",
     "Clock",
     "ConfigError",
     "ContractError",

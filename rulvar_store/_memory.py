@@ -15,6 +15,7 @@ from typing import Literal, final
 from rulvar_store._json import dump_record, load_record
 from rulvar_store._records import (
     DEFAULT_LEASE_TTL_MS,
+    BlobInput,
     Clock,
     JournalEntry,
     Lease,
@@ -243,7 +244,7 @@ class MemoryFencedTranscriptStore:
         self._journal = journal
         self._domain = journal._domain
 
-    def put(self, ref: str, blob: bytes, lease: Lease | None = None) -> None:
+    def put(self, ref: str, blob: BlobInput, lease: Lease | None = None) -> None:
         _check_run_match(lease, ref_run_id(ref), "blob put")
         data = copy_blob(blob)  # copied now: a later mutation must not leak in (D3)
         with self._domain.lock:
@@ -279,7 +280,7 @@ class MemoryTranscriptStore:
         self._lock = threading.Lock()
         self._blobs: dict[str, bytes] = {}
 
-    def put(self, ref: str, blob: bytes, lease: Lease | None = None) -> None:
+    def put(self, ref: str, blob: BlobInput, lease: Lease | None = None) -> None:
         data = copy_blob(blob)
         with self._lock:
             self._blobs[ref] = data

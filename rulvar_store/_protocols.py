@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from rulvar_store._records import JournalEntry, Lease, RunFilter, RunMeta
+from rulvar_store._records import BlobInput, JournalEntry, Lease, RunFilter, RunMeta
 
 __all__ = ["JournalStore", "LeasableStore", "MetaLookupStore", "TranscriptStore"]
 
@@ -66,7 +66,7 @@ class LeasableStore(JournalStore, Protocol):
 class TranscriptStore(Protocol):
     """Opaque blobs keyed by ``<runId>/<rest>`` refs (T1-T5)."""
 
-    def put(self, ref: str, blob: bytes, lease: Lease | None = None) -> None:
+    def put(self, ref: str, blob: BlobInput, lease: Lease | None = None) -> None:
         """Store ``blob`` under ``ref``, overwriting in place (T1)."""
         ...
 

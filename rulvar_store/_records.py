@@ -13,6 +13,7 @@ from rulvar_store.errors import ConfigError
 __all__ = [
     "DEFAULT_LEASE_TTL_MS",
     "MAX_LEASE_TTL_MS",
+    "BlobInput",
     "Clock",
     "JournalEntry",
     "Lease",
@@ -30,6 +31,9 @@ JournalEntry: TypeAlias = dict[str, Any]
 
 RunMeta: TypeAlias = dict[str, Any]
 """One run's metadata record; every key, known or not, round-trips exactly (D6)."""
+
+BlobInput: TypeAlias = bytes | bytearray | memoryview
+"""What blob stores accept; they copy it at the boundary and return ``bytes`` (D3)."""
 
 Clock: TypeAlias = Callable[[], int]
 """Unix epoch milliseconds (D8)."""

@@ -1,0 +1,88 @@
+"""The `rulvar` command: listings, certification, exit codes, no tracebacks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def _rulvar(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "rulvar_store", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_stores_json_lists_the_builtin_backends() -> None:
+    result = _rulvar("stores", "--json")
+    assert result.returncode == 0, result.stderr
+    rows = {row["name"]: row for row in json.loads(result.stdout)["backends"]}
+    assert {"memory", "file"} <= set(rows)
+    assert rows["memory"]["capabilities"] == [
+        "fenced_transcripts",
+        "fenced_writes",
+        "leases",
+        "meta_lookup",
+    ]
+    assert rows["file"]["capabilities"] == ["meta_lookup"]
+
+
+def test_stores_table_names_schemes_and_distribution() -> None:
+    result = _rulvar("stores")
+    assert result.returncode == 0
+    assert "memory://" in result.stdout
+    assert "rulvar-stores" in result.stdout
+
+
+def test_check_memory_passes_every_check() -> None:
+    result = _rulvar("check", "memory://", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    assert report["failed"] == 0
+    suites = {row["suite"] for row in report["results"]}
+    assert len(suites) == 4
+    assert all(row["passed"] for row in report["results"])
+
+
+def test_check_table_ends_with_the_counts() -> None:
+    result = _rulvar("check", "memory://")
+    assert result.returncode == 0
+    assert (
+        result.stdout.rstrip()
+        .splitlines()[-1]
+        .startswith(f"{result.stdout.count('PASS')} passed, 0 failed")
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("check", "nope://x"), "no store backend for scheme 'nope'"),
+        (("check", "not a url"), "malformed store URL"),
+        (("check", "memory://?bogus=1"), "memory:// takes only ttl_ms"),
+    ],
+)
+def test_user_mistakes_exit_2_with_one_line_and_no_traceback(
+    args: tuple[str, ...], message: str
+) -> None:
+    result = _rulvar(*args)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_unknown_command_is_a_usage_error() -> None:
+    result = _rulvar("frobnicate")
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+
+
+def test_credentials_never_reach_the_output() -> None:
+    result = _rulvar("check", "nope://alice:hunter2@db/x")
+    assert "hunter2" not in result.stdout + result.stderr
