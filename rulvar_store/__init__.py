@@ -12,6 +12,8 @@ from rulvar_store._capabilities import (
     read_run_meta,
 )
 from rulvar_store._failpoints import FAILPOINTS, Failpoint, hit, set_failpoint_hook
+from rulvar_store._file_journal import CorruptFileError, JsonlFileStore, TornTail
+from rulvar_store._file_transcripts import FileTranscriptStore
 from rulvar_store._json import dump_record, load_record, stable_stringify
 from rulvar_store._memory import (
     MemoryFencedTranscriptStore,
@@ -75,11 +77,14 @@ __all__ = [
     "Clock",
     "ConfigError",
     "ContractError",
+    "CorruptFileError",
     "Failpoint",
+    "FileTranscriptStore",
     "FreshStoreFactory",
     "JournalEntry",
     "JournalOrderViolation",
     "JournalStore",
+    "JsonlFileStore",
     "LeasableStore",
     "Lease",
     "LeaseHeldError",
@@ -97,6 +102,7 @@ __all__ = [
     "StoreUnavailableError",
     "StoreUrl",
     "SupersededError",
+    "TornTail",
     "TranscriptStore",
     "assert_fenced_writes",
     "check_safe_token",

@@ -1,0 +1,169 @@
+"""Layout and durable-write helpers shared by the file-backed stores (T8, T9).
+
+One directory per run holds everything the run owns, so a run moves between
+machines by copying its directory::
+
+    <root>/<runId>/journal.jsonl       one JSON entry per line (JsonlFileStore)
+    <root>/<runId>/meta.json           the run's meta record (JsonlFileStore)
+    <root>/<runId>/run.blob            the blob whose ref is exactly ``<runId>`` (T4)
+    <root>/<runId>/blobs/<a>/<b>       the blob ``<runId>/<a>/<b>`` (FileTranscriptStore)
+
+Every name on disk comes from a safe token (``check_safe_token``), so no path
+can leave the root. Temporary files carry a ``~``, which no safe token contains,
+so they can never be mistaken for a blob or collide with one.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Final
+
+from rulvar_store._refs import check_safe_token
+from rulvar_store.errors import (
+    ConfigError,
+    JournalOrderViolation,
+    StoreUnavailableError,
+)
+
+__all__ = [
+    "BLOBS_DIR",
+    "JOURNAL_FILE",
+    "META_FILE",
+    "RUN_BLOB_FILE",
+    "TEMP_MARK",
+    "ensure_dir",
+    "fsync_dir",
+    "os_errors",
+    "resolve_root",
+    "run_dir",
+    "under_root",
+    "write_all",
+    "write_atomic",
+]
+
+JOURNAL_FILE: Final = "journal.jsonl"
+META_FILE: Final = "meta.json"
+RUN_BLOB_FILE: Final = "run.blob"
+BLOBS_DIR: Final = "blobs"
+# Outside [A-Za-z0-9._-]: a temp name can never equal a stored name.
+TEMP_MARK: Final = "~"
+
+
+def resolve_root(root: str | os.PathLike[str]) -> Path:
+    """Return the store root as an absolute, normalized path; nothing is created."""
+    return Path(os.path.abspath(os.fspath(root)))
+
+
+def under_root(root: Path, *segments: str) -> Path:
+    """Return ``root/segments...`` after proving it stays under ``root`` (T8).
+
+    Callers pass checked safe tokens, so this never fails in practice; it is the
+    last line of defence should a caller forget the check.
+
+    Raises:
+        JournalOrderViolation: the joined path would leave the root.
+    """
+    path = root.joinpath(*segments)
+    normalized = os.path.normpath(path)
+    if os.path.commonpath([root, normalized]) != str(root) or normalized == str(root):
+        raise JournalOrderViolation(f"path {'/'.join(segments)!r} leaves {root}")
+    return Path(normalized)
+
+
+def run_dir(root: Path, run_id: str) -> Path:
+    """Return the directory of ``run_id`` under ``root``.
+
+    Raises:
+        JournalOrderViolation: ``run_id`` is not a safe token (T9); nothing touched.
+    """
+    return under_root(root, check_safe_token(run_id, "run id"))
+
+
+@contextmanager
+def os_errors(operation: str, target: Path) -> Iterator[None]:
+    """Translate OS errors into the error tree, chaining the original.
+
+    Permission problems are a setup mistake (``ConfigError``); anything else (disk
+    full, I/O error, a vanished mount) is ``StoreUnavailableError``: retry later,
+    and the outcome of the write in flight is unknown.
+    """
+    try:
+        yield
+    except PermissionError as exc:
+        raise ConfigError(
+            f"{operation}: no permission for {target}: {exc.strerror}"
+        ) from exc
+    except OSError as exc:
+        raise StoreUnavailableError(
+            f"{operation}: {target}: {exc.strerror or exc}", operation
+        ) from exc
+
+
+def fsync_dir(path: Path) -> None:
+    """Make the directory's entries (created, renamed, removed names) durable."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def ensure_dir(path: Path) -> bool:
+    """Create ``path`` and missing parents durably; return whether anything was made.
+
+    Each new directory's parent is fsynced after the creation, so the new name
+    survives a crash before the first file inside it is made durable.
+
+    Raises:
+        FileExistsError: a component exists and is not a directory.
+    """
+    missing: list[Path] = []
+    probe = path
+    while not probe.is_dir():
+        missing.append(probe)
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory)
+        except FileExistsError:
+            if not directory.is_dir():
+                raise
+            continue  # made by someone else meanwhile: its parent is their job
+        fsync_dir(directory.parent)
+    return bool(missing)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write every byte of ``data``; ``os.write`` may write fewer than asked."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` so a reader or a crash sees old or new, never half.
+
+    Writes a temp file in the same directory, fsyncs it, renames it over ``path``
+    and fsyncs the directory so the rename itself is durable.
+    """
+    temp = path.with_name(f"{path.name}{TEMP_MARK}{secrets.token_hex(8)}.tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        try:
+            write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temp, path)
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(temp)
+        raise
+    fsync_dir(path.parent)

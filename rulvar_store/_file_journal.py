@@ -1,0 +1,543 @@
+"""JSONL journal store: one directory per run, single-writer, never fenced (T8, T9).
+
+``<root>/<runId>/journal.jsonl`` holds one compact JSON entry per line and
+``<root>/<runId>/meta.json`` the run's meta record (layout in ``_file_io``). An
+append is one ``write`` of the line plus its newline, then ``fsync`` of the file
+(and of the run directory when the append created the file); it returns only
+once the line is durable. Meta is replaced through a temp file, ``fsync`` and
+``os.replace``.
+
+A crash mid-append can leave a *torn tail*: a last line without its newline or
+with invalid JSON. That append never returned, so no acknowledged entry lives
+there. With ``repair=True`` (default) the store truncates the file to its last
+complete line the first time ``load`` or ``append`` meets it; with
+``repair=False`` the file is never modified: ``load`` returns the complete
+entries and ``torn_tails()`` reports what it skipped, and ``append`` refuses
+(``CorruptFileError``) rather than glue a line onto a partial one. A bad line
+anywhere else is corruption, never a crash residue: ``CorruptFileError`` names
+the file and line and nothing is dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, final
+
+from rulvar_store._file_io import (
+    BLOBS_DIR,
+    JOURNAL_FILE,
+    META_FILE,
+    TEMP_MARK,
+    ensure_dir,
+    fsync_dir,
+    os_errors,
+    resolve_root,
+    run_dir,
+    write_all,
+    write_atomic,
+)
+from rulvar_store._json import dump_record, load_record
+from rulvar_store._records import (
+    JournalEntry,
+    Lease,
+    RunFilter,
+    RunMeta,
+    finite_seq,
+    meta_matches_filter,
+)
+from rulvar_store._refs import is_safe_token
+from rulvar_store.errors import ConfigError, ContractError, JournalOrderViolation
+
+__all__ = ["CorruptFileError", "JsonlFileStore", "TornTail"]
+
+_CLOEXEC: Final = getattr(os, "O_CLOEXEC", 0)
+
+if sys.platform == "win32":  # pragma: no cover - no flock; single-writer by contract
+
+    def _flock(fd: int, *, exclusive: bool) -> None:
+        """Windows has no flock; the single-writer contract is all there is."""
+
+else:
+    import fcntl
+
+    def _flock(fd: int, *, exclusive: bool) -> None:
+        """Lock the open file until it is closed.
+
+        Appends hold it exclusively from the tail check through ``fsync``, so
+        handles in other threads or processes of this host never see a line in
+        flight as a torn tail, and never both pass the J6 check for one seq.
+        """
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+
+
+class CorruptFileError(ContractError):
+    """A store file holds bytes the store did not write as they are; nothing was dropped.
+
+    ``line`` is the 1-based journal line (``None`` for a meta file). ``torn`` is
+    true for a torn last line that a ``repair=False`` store refused to append
+    after; reopen with ``repair=True`` to truncate it. Retrying cannot help: an
+    operator must restore or repair the file.
+    """
+
+    code = "corrupt_file"
+
+    def __init__(
+        self,
+        message: str,
+        run_id: str | None = None,
+        path: str | None = None,
+        line: int | None = None,
+        torn: bool = False,
+    ) -> None:
+        super().__init__(message, run_id, path, line, torn)
+        self.run_id = run_id
+        self.path = path
+        self.line = line
+        self.torn = torn
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return {
+            "runId": self.run_id,
+            "path": self.path,
+            "line": self.line,
+            "torn": self.torn,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class TornTail:
+    """A last journal line a crash left incomplete, as the store found it.
+
+    Attributes:
+        run_id: the run whose journal it ends.
+        path: the journal file.
+        line: 1-based number of the torn line.
+        offset: bytes of complete lines before it (the file's length once repaired).
+        dropped_bytes: length of the torn line in bytes.
+        repaired: whether this store truncated it away.
+    """
+
+    run_id: str
+    path: str
+    line: int
+    offset: int
+    dropped_bytes: int
+    repaired: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Parsed:
+    entries: list[JournalEntry]
+    max_seq: int | float | None
+    torn: TornTail | None  # ``repaired`` still False: the caller decides
+
+
+# (device, inode, size, mtime, ctime): any write, truncate or replace by any
+# handle changes at least one of them.
+_Stamp = tuple[int, int, int, int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class _Tail:
+    stamp: _Stamp
+    max_seq: int | float | None
+
+
+def _stamp(fd: int) -> _Stamp:
+    st = os.fstat(fd)
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _read_fd(fd: int) -> bytes:
+    chunks: list[bytes] = []
+    offset = 0
+    while chunk := os.pread(fd, 1 << 20, offset):
+        chunks.append(chunk)
+        offset += len(chunk)
+    return b"".join(chunks)
+
+
+def _parse_journal(data: bytes, run_id: str, path: Path) -> _Parsed:
+    """Parse complete lines; report a torn last line; raise on any other bad line."""
+    entries: list[JournalEntry] = []
+    max_seq: int | float | None = None
+    start = 0
+    line = 0
+    while start < len(data):
+        line += 1
+        end = data.find(b"\n", start)
+        last = end == -1 or end + 1 == len(data)
+        raw = data[start:] if end == -1 else data[start:end]
+        entry: object = None
+        problem = "has no newline" if end == -1 else ""
+        if not problem:
+            try:
+                entry = load_record(raw.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                problem = f"is not UTF-8 (byte {exc.start})"
+            except json.JSONDecodeError as exc:
+                problem = f"is not valid JSON ({exc.msg}: byte {exc.pos})"
+        if problem and last:
+            torn = TornTail(run_id, str(path), line, start, len(data) - start, False)
+            return _Parsed(entries, max_seq, torn)
+        if problem or not isinstance(entry, dict):
+            raise CorruptFileError(
+                f"journal of run {run_id!r} is corrupt at {path}:{line}: the line "
+                f"{problem or 'is not a JSON object'}; no entry was dropped, "
+                "restore or repair the file",
+                run_id,
+                str(path),
+                line,
+            )
+        seq = finite_seq(entry)
+        if seq is not None and (max_seq is None or seq > max_seq):
+            max_seq = seq
+        entries.append(entry)
+        start = end + 1
+    return _Parsed(entries, max_seq, None)
+
+
+def _meta_run_id(meta: RunMeta) -> str:
+    run_id = meta.get("runId") if isinstance(meta, dict) else None
+    if not isinstance(run_id, str):
+        raise ContractError("meta must be a dict with a string 'runId'")
+    return run_id
+
+
+@final
+class JsonlFileStore:
+    """Journal and meta store over one directory per run; safe across threads.
+
+    Not leasable and never fenced: it is single-writer by contract (J8, T8) and
+    does not declare ``fenced_writes``, so ``assert_fenced_writes`` refuses it
+    (X5). Lease arguments are accepted for SPI compatibility and ignored; they
+    protect nothing here. The J6 seq guard still applies: the run's max finite
+    seq is cached after the first read and re-derived from the file whenever its
+    stat stamp (inode, size, mtime, ctime) shows another handle changed it.
+    Within one host, appends from several handles are serialized by ``flock``.
+
+    Run ids must be safe tokens (T9); any other raises ``JournalOrderViolation``
+    before anything on disk is touched.
+
+    Args:
+        root: the directory holding one subdirectory per run; created on the
+            first write.
+        repair: truncate torn last lines (default). ``False`` never truncates:
+            ``load`` reports torn tails through ``torn_tails()`` and leaves the
+            file byte-identical, and ``append`` refuses to write after one.
+            Meta writes, clean appends and deletes work in both modes.
+    """
+
+    def __init__(self, root: str | os.PathLike[str], *, repair: bool = True) -> None:
+        if not isinstance(root, str | os.PathLike):
+            raise ConfigError(
+                f"JsonlFileStore root must be a path, got {type(root).__name__}"
+            )
+        if not isinstance(repair, bool):
+            raise ConfigError(f"repair must be a bool, got {type(repair).__name__}")
+        self.root: Final = resolve_root(root)
+        self.repair: Final = repair
+        self._lock = threading.RLock()
+        self._tails: dict[str, _Tail] = {}
+        self._torn: dict[str, TornTail] = {}
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"JsonlFileStore({str(self.root)!r}, repair={self.repair})"
+
+    def close(self) -> None:
+        """Forget cached state; later calls raise ``ContractError``. Idempotent."""
+        with self._lock:
+            self._closed = True
+            self._tails.clear()
+
+    def __enter__(self) -> JsonlFileStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ContractError(f"{self!r} is closed")
+
+    # -- torn tails ------------------------------------------------------------
+
+    def torn_tails(self) -> list[TornTail]:
+        """Return the latest torn tail this store met per run, sorted by run id.
+
+        A repaired tail stays listed as a record of the dropped bytes; an
+        unrepaired one (``repair=False``) disappears once a later ``load`` finds
+        the journal clean.
+        """
+        with self._lock:
+            return [self._torn[run_id] for run_id in sorted(self._torn)]
+
+    def _note_clean(self, run_id: str) -> None:
+        report = self._torn.get(run_id)
+        if report is not None and not report.repaired:
+            del self._torn[run_id]
+
+    def _settle_tail(self, run_id: str, path: Path, fd: int) -> _Parsed:
+        """Parse the journal under an exclusive flock; repair or refuse a torn tail.
+
+        Raises:
+            CorruptFileError: a bad line before the last, or a torn tail while
+                ``repair`` is off.
+        """
+        parsed = _parse_journal(_read_fd(fd), run_id, path)
+        torn = parsed.torn
+        if torn is not None:
+            if not self.repair:
+                self._torn[run_id] = torn
+                self._tails.pop(run_id, None)
+                raise CorruptFileError(
+                    f"journal of run {run_id!r} ends in a torn line at "
+                    f"{path}:{torn.line} ({torn.dropped_bytes} bytes); this store "
+                    "does not repair (repair=False), so nothing was appended",
+                    run_id,
+                    str(path),
+                    torn.line,
+                    True,
+                )
+            os.ftruncate(fd, torn.offset)
+            os.fsync(fd)
+            self._torn[run_id] = TornTail(
+                torn.run_id,
+                torn.path,
+                torn.line,
+                torn.offset,
+                torn.dropped_bytes,
+                True,
+            )
+        else:
+            self._note_clean(run_id)
+        self._tails[run_id] = _Tail(_stamp(fd), parsed.max_seq)
+        return parsed
+
+    # -- journal ---------------------------------------------------------------
+
+    def append(
+        self, run_id: str, entry: JournalEntry, lease: Lease | None = None
+    ) -> None:
+        """Append one entry durably; ``lease`` is ignored (single-writer, J8).
+
+        Raises:
+            JournalOrderViolation: unsafe run id, or the entry's finite seq is not
+                above every stored seq of the run (J6); nothing was written.
+            ContractError: ``entry`` is not a dict; ``CorruptFileError`` when the
+                journal is corrupt, or torn while ``repair`` is off.
+        """
+        directory = run_dir(self.root, run_id)
+        if not isinstance(entry, dict):
+            raise ContractError(f"an entry must be a dict, got {type(entry).__name__}")
+        line = (dump_record(entry) + "\n").encode("utf-8")  # D2: before any write
+        seq = finite_seq(entry)
+        path = directory / JOURNAL_FILE
+        with self._lock, os_errors(f"append to run {run_id!r}", path):
+            self._check_open()
+            ensure_dir(directory)
+            flags = os.O_RDWR | os.O_APPEND | _CLOEXEC
+            try:
+                fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o644)
+                created = True
+            except FileExistsError:
+                fd = os.open(path, flags)
+                created = False
+            try:
+                _flock(fd, exclusive=True)
+                tail = self._tails.get(run_id)
+                if tail is None or tail.stamp != _stamp(fd):
+                    max_seq = self._settle_tail(run_id, path, fd).max_seq
+                else:
+                    max_seq = tail.max_seq
+                if seq is not None and max_seq is not None and seq <= max_seq:
+                    raise JournalOrderViolation(
+                        f"append to run {run_id!r}: seq {seq} is not above the "
+                        f"stored tail {max_seq}",
+                        run_id,
+                        seq,
+                    )
+                self._write_line(run_id, fd, line)
+                if created:
+                    fsync_dir(directory)
+                self._tails[run_id] = _Tail(_stamp(fd), max_seq if seq is None else seq)
+            finally:
+                os.close(fd)
+
+    def _write_line(self, run_id: str, fd: int, line: bytes) -> None:
+        size = os.fstat(fd).st_size
+        try:
+            write_all(fd, line)
+            os.fsync(fd)
+        except OSError:
+            # Take a partial line back now rather than leave a torn tail behind.
+            self._tails.pop(run_id, None)
+            with suppress(OSError):
+                os.ftruncate(fd, size)
+            raise
+
+    def load(self, run_id: str) -> list[JournalEntry]:
+        """Return the run's complete entries in append order; ``[]`` if unknown (J5).
+
+        Raises:
+            JournalOrderViolation: unsafe run id.
+            CorruptFileError: a bad line before the last one.
+        """
+        path = run_dir(self.root, run_id) / JOURNAL_FILE
+        with self._lock, os_errors(f"load of run {run_id!r}", path):
+            self._check_open()
+            try:
+                fd = os.open(path, os.O_RDONLY | _CLOEXEC)
+            except FileNotFoundError:
+                self._tails.pop(run_id, None)
+                self._note_clean(run_id)
+                return []
+            try:
+                _flock(fd, exclusive=False)
+                stamp = _stamp(fd)
+                parsed = _parse_journal(_read_fd(fd), run_id, path)
+            finally:
+                os.close(fd)
+            if parsed.torn is None:
+                self._note_clean(run_id)
+                self._tails[run_id] = _Tail(stamp, parsed.max_seq)
+                return parsed.entries
+            if not self.repair:
+                self._torn[run_id] = parsed.torn
+                self._tails.pop(run_id, None)
+                return parsed.entries
+            return self._repair_and_load(run_id, path)
+
+    def _repair_and_load(self, run_id: str, path: Path) -> list[JournalEntry]:
+        try:
+            fd = os.open(path, os.O_RDWR | _CLOEXEC)
+        except FileNotFoundError:  # deleted by another handle meanwhile
+            self._tails.pop(run_id, None)
+            return []
+        try:
+            _flock(fd, exclusive=True)
+            return self._settle_tail(run_id, path, fd).entries
+        finally:
+            os.close(fd)
+
+    # -- meta --------------------------------------------------------------------
+
+    def put_meta(self, meta: RunMeta, lease: Lease | None = None) -> None:
+        """Replace the run's whole meta record atomically; ``lease`` is ignored (M2).
+
+        Raises:
+            ContractError: ``meta`` is not a dict with a string ``runId``.
+            JournalOrderViolation: the run id is unsafe; nothing was written.
+        """
+        run_id = _meta_run_id(meta)
+        directory = run_dir(self.root, run_id)
+        data = (dump_record(meta) + "\n").encode("utf-8")  # D2: before any write
+        path = directory / META_FILE
+        with self._lock, os_errors(f"put_meta of run {run_id!r}", path):
+            self._check_open()
+            ensure_dir(directory)
+            write_atomic(path, data)
+
+    def _read_meta(self, run_id: str, path: Path) -> RunMeta | None:
+        try:
+            with open(path, "rb") as file:
+                data = file.read()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        try:
+            meta = load_record(data.decode("utf-8"))
+        except ValueError as exc:
+            raise CorruptFileError(
+                f"meta of run {run_id!r} at {path} is not valid JSON ({exc})",
+                run_id,
+                str(path),
+            ) from exc
+        if not isinstance(meta, dict):
+            raise CorruptFileError(
+                f"meta of run {run_id!r} at {path} is not a JSON object",
+                run_id,
+                str(path),
+            )
+        return meta
+
+    def get_meta(self, run_id: str) -> RunMeta | None:
+        """Return the run's meta, or ``None`` when it has none (M5).
+
+        Raises:
+            JournalOrderViolation: unsafe run id.
+            CorruptFileError: the meta file is not a JSON object.
+        """
+        path = run_dir(self.root, run_id) / META_FILE
+        with self._lock, os_errors(f"get_meta of run {run_id!r}", path):
+            self._check_open()
+            return self._read_meta(run_id, path)
+
+    def list_runs(self, run_filter: RunFilter | None = None) -> list[RunMeta]:
+        """Return matching metas ordered by run id, reading meta files only (M1, M4)."""
+        with self._lock, os_errors("list_runs", self.root):
+            self._check_open()
+            try:
+                with os.scandir(self.root) as scan:
+                    names = sorted(
+                        item.name
+                        for item in scan
+                        if is_safe_token(item.name) and item.is_dir()
+                    )
+            except FileNotFoundError:
+                return []
+            metas: list[RunMeta] = []
+            for name in names:
+                meta = self._read_meta(name, self.root / name / META_FILE)
+                if meta is not None and meta_matches_filter(meta, run_filter):
+                    metas.append(meta)
+            return metas
+
+    def delete(self, run_id: str, lease: Lease | None = None) -> None:
+        """Remove the run's journal and meta, never its blobs (M6, T5).
+
+        ``lease`` is ignored. Meta goes first: a crash in between leaves a
+        journal no ``list_runs`` shows (``audit_run`` names it ``suspect``),
+        never a listed run whose journal vanished. A run with no blobs leaves
+        no directory behind; one with blobs keeps ``blobs/`` and ``run.blob``.
+        Unknown run: no-op.
+
+        Raises:
+            JournalOrderViolation: unsafe run id; nothing was touched.
+        """
+        directory = run_dir(self.root, run_id)
+        with self._lock, os_errors(f"delete of run {run_id!r}", directory):
+            self._check_open()
+            self._tails.pop(run_id, None)
+            self._torn.pop(run_id, None)
+            removed = False
+            for name in (META_FILE, JOURNAL_FILE):
+                with suppress(FileNotFoundError, NotADirectoryError):
+                    os.unlink(directory / name)
+                    removed = True
+            if not removed:
+                return
+            with os.scandir(directory) as scan:
+                leftovers = [
+                    item.path
+                    for item in scan
+                    if item.name.startswith(META_FILE + TEMP_MARK)
+                ]
+            for leftover in leftovers:  # temp files of a put_meta that crashed
+                with suppress(FileNotFoundError):
+                    os.unlink(leftover)
+            fsync_dir(directory)
+            with suppress(OSError):  # kept when blobs live there (T5)
+                os.rmdir(directory / BLOBS_DIR)
+            try:
+                os.rmdir(directory)
+            except OSError:
+                return
+            fsync_dir(self.root)

@@ -1,0 +1,180 @@
+"""Blob store over one directory per run; single-writer, never fenced (T1-T5, T8).
+
+The blob ``<runId>/<a>/<b>`` lives at ``<root>/<runId>/blobs/<a>/<b>``; the
+slashless ref ``<runId>`` at ``<root>/<runId>/run.blob``, outside ``blobs/``, so
+it is storable but never listed (T4). Every segment must be a safe token, so
+paths stay under the root. Since segments map to directories, one ref cannot be
+both a blob and a prefix of another stored ref (``r/a`` beside ``r/a/b``); such
+a put raises ``ContractError`` and changes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Final, final
+
+from rulvar_store._file_io import (
+    BLOBS_DIR,
+    RUN_BLOB_FILE,
+    ensure_dir,
+    fsync_dir,
+    os_errors,
+    resolve_root,
+    run_dir,
+    under_root,
+    write_atomic,
+)
+from rulvar_store._records import BlobInput, Lease
+from rulvar_store._refs import check_safe_token, copy_blob, is_safe_token
+from rulvar_store.errors import ConfigError, ContractError
+
+__all__ = ["FileTranscriptStore"]
+
+
+def _raise(exc: OSError) -> None:
+    raise exc
+
+
+@final
+class FileTranscriptStore:
+    """Opaque blobs as files, written via temp file + fsync + rename; thread-safe.
+
+    Single-writer by contract: it never declares ``fenced_writes``, so
+    ``assert_fenced_writes`` refuses it (X5, T8). Lease arguments are accepted
+    for SPI compatibility and ignored.
+
+    Args:
+        root: the same directory a ``JsonlFileStore`` uses; created on first put.
+    """
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        if not isinstance(root, str | os.PathLike):
+            raise ConfigError(
+                f"FileTranscriptStore root must be a path, got {type(root).__name__}"
+            )
+        self.root: Final = resolve_root(root)
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"FileTranscriptStore({str(self.root)!r})"
+
+    def close(self) -> None:
+        """Later calls raise ``ContractError``. Idempotent."""
+        with self._lock:
+            self._closed = True
+
+    def __enter__(self) -> FileTranscriptStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ContractError(f"{self!r} is closed")
+
+    def _path(self, ref: str) -> Path:
+        """Return the file of ``ref``.
+
+        Raises:
+            ContractError: ``ref`` is not a string.
+            JournalOrderViolation: a segment is not a safe token (T8).
+        """
+        if not isinstance(ref, str):
+            raise ContractError(f"a blob ref must be a str, got {type(ref).__name__}")
+        segments = ref.split("/")
+        shown = ref if len(ref) <= 80 else ref[:80] + "..."
+        for segment in segments:
+            check_safe_token(segment, f"segment of blob ref {shown!r}:")
+        if len(segments) == 1:
+            return under_root(self.root, ref, RUN_BLOB_FILE)
+        return under_root(self.root, segments[0], BLOBS_DIR, *segments[1:])
+
+    def put(self, ref: str, blob: BlobInput, lease: Lease | None = None) -> None:
+        """Store a copy of ``blob`` under ``ref``, replacing it atomically (T1, D3).
+
+        Raises:
+            JournalOrderViolation: unsafe ref; nothing touched.
+            ContractError: ``blob`` is not bytes-like, or ``ref`` collides with
+                a stored ref that it prefixes or that prefixes it.
+        """
+        path = self._path(ref)
+        data = copy_blob(blob)
+        with self._lock, os_errors(f"blob put of {ref!r}", path):
+            self._check_open()
+            if path.is_dir():
+                raise ContractError(
+                    f"blob ref {ref!r} is a prefix of other stored refs; a ref "
+                    "cannot be both a blob and a folder of blobs"
+                )
+            try:
+                ensure_dir(path.parent)
+            except FileExistsError as exc:
+                raise ContractError(
+                    f"blob ref {ref!r} extends a ref that is a stored blob; a ref "
+                    "cannot be both a blob and a folder of blobs"
+                ) from exc
+            write_atomic(path, data)
+
+    def get(self, ref: str) -> bytes | None:
+        """Return the blob's bytes, or ``None`` for a missing ref (T2)."""
+        path = self._path(ref)
+        with self._lock, os_errors(f"blob get of {ref!r}", path):
+            self._check_open()
+            try:
+                with open(path, "rb") as file:
+                    return file.read()
+            except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+                return None
+
+    def list_refs(self, run_id: str) -> list[str]:
+        """Return the refs under ``run_id + "/"``, sorted; never the slashless one (T4).
+
+        Raises:
+            JournalOrderViolation: ``run_id`` is not a safe token (``.``, ``..``).
+        """
+        blobs = run_dir(self.root, run_id) / BLOBS_DIR
+        refs: list[str] = []
+        with self._lock, os_errors(f"blob list of run {run_id!r}", blobs):
+            self._check_open()
+            if not blobs.is_dir():
+                return []
+            for folder, subfolders, files in os.walk(blobs, onerror=_raise):
+                parts = Path(folder).relative_to(blobs).parts
+                # Names with characters outside safe tokens are temp files.
+                subfolders[:] = [name for name in subfolders if is_safe_token(name)]
+                refs.extend(
+                    "/".join((run_id, *parts, name))
+                    for name in files
+                    if is_safe_token(name)
+                )
+        return sorted(refs)
+
+    def delete(self, ref: str, lease: Lease | None = None) -> None:
+        """Remove the blob; a missing ref is a no-op (T2). ``lease`` is ignored.
+
+        Folders the removal leaves empty are removed too, so the ref's prefixes
+        can become blobs again.
+        """
+        path = self._path(ref)
+        with self._lock, os_errors(f"blob delete of {ref!r}", path):
+            self._check_open()
+            if path.is_dir():
+                return  # a folder of other blobs, not a blob
+            try:
+                os.unlink(path)
+            except (FileNotFoundError, NotADirectoryError):
+                return
+            fsync_dir(path.parent)
+            blobs = run_dir(self.root, ref.split("/", 1)[0]) / BLOBS_DIR
+            folder = path.parent
+            while folder != blobs and blobs in folder.parents:
+                try:
+                    os.rmdir(folder)
+                except OSError:
+                    break
+                fsync_dir(folder.parent)
+                folder = folder.parent

@@ -1,0 +1,67 @@
+"""The kit's journal suite against JsonlFileStore, one fresh directory per store (C1)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rulvar_conformance import (
+    ConformanceCheck,
+    certification_suites,
+    journal_store_conformance,
+    probe_capabilities,
+    pytest_params,
+    run_suites,
+)
+from rulvar_store._file_journal import JsonlFileStore
+from rulvar_store._plugins import resolve_backend
+from rulvar_store._urls import parse_store_url
+
+
+class _FreshStores:
+    """Hands the kit a store over a new directory under the current test's tmp dir."""
+
+    def __init__(self) -> None:
+        self.base: Path | None = None
+        self._numbers = itertools.count()
+
+    def __call__(self) -> JsonlFileStore:
+        assert self.base is not None, "used outside a test"
+        return JsonlFileStore(self.base / f"store-{next(self._numbers)}")
+
+
+FRESH = _FreshStores()
+SUITE = journal_store_conformance(FRESH)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_base(tmp_path: Path) -> Iterator[None]:
+    FRESH.base = tmp_path
+    yield
+    FRESH.base = None
+
+
+@pytest.mark.parametrize("check", pytest_params(SUITE))
+def test_jsonl_file_store_passes_the_journal_suite(check: ConformanceCheck) -> None:
+    """Every JournalStore obligation holds for the JSONL file store."""
+    check.run()
+
+
+@pytest.mark.clause("X5")
+def test_file_backend_certifies_with_exactly_its_declared_capabilities(
+    tmp_path: Path,
+) -> None:
+    """`rulvar check file:///dir` finds meta lookup only, and every check passes."""
+    url = parse_store_url(f"file://{tmp_path / 'certify'}")
+    backend = resolve_backend(url)
+    assert backend.certify is not None
+    with backend.certify(url) as fresh:
+        capabilities = probe_capabilities(fresh)
+        assert capabilities == backend.capabilities == {"meta_lookup"}
+        results = run_suites(certification_suites(fresh, capabilities))
+    assert [r.error for r in results if not r.passed] == []
+    assert {r.suite for r in results} == {SUITE.name}
+    assert list((tmp_path / "certify").iterdir()) == []
