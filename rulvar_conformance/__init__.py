@@ -1,1 +1,71 @@
-"""rulvar conformance kit."""
+"""rulvar conformance kit: executable obligations of the store contract (CONTRACT 8).
+
+Each suite factory takes ``mk``, a callable returning a FRESH isolated store per
+call, and returns a ``ConformanceSuite`` of clause-tagged checks. Run a suite
+standalone with ``suite.run()`` (the first violation raises
+``ConformanceFailure``), under pytest with ``pytest_params(suite)``, or certify a
+backend by URL with ``pytest --rulvar-store=URL`` / ``rulvar check``.
+"""
+
+from rulvar_conformance._kit import (
+    ConformanceCheck,
+    ConformanceFailure,
+    ConformanceSuite,
+    pytest_params,
+)
+from rulvar_conformance.certify import (
+    CheckResult,
+    certification_suites,
+    probe_capabilities,
+    run_suites,
+)
+from rulvar_conformance.clauses import CLAUSES
+from rulvar_conformance.fenced_transcripts import (
+    FencedTranscriptsFixture,
+    fenced_transcripts_conformance,
+)
+from rulvar_conformance.fenced_writes import fenced_writes_conformance
+from rulvar_conformance.fold import (
+    Classification,
+    ResolutionFold,
+    classify,
+    fold_journal,
+    fold_state,
+    fold_state_sha256,
+)
+from rulvar_conformance.golden import (
+    GOLDEN_FOLD_JOURNAL,
+    GOLDEN_FOLD_STATE_JSON,
+    GOLDEN_FOLD_STATE_SHA256,
+    golden_fold_journal,
+)
+from rulvar_conformance.journal import journal_store_conformance
+from rulvar_conformance.leasable import ExpiryPairing, leasable_store_conformance
+
+__all__ = [
+    "CLAUSES",
+    "GOLDEN_FOLD_JOURNAL",
+    "GOLDEN_FOLD_STATE_JSON",
+    "GOLDEN_FOLD_STATE_SHA256",
+    "CheckResult",
+    "Classification",
+    "ConformanceCheck",
+    "ConformanceFailure",
+    "ConformanceSuite",
+    "ExpiryPairing",
+    "FencedTranscriptsFixture",
+    "ResolutionFold",
+    "certification_suites",
+    "classify",
+    "fenced_transcripts_conformance",
+    "fenced_writes_conformance",
+    "fold_journal",
+    "fold_state",
+    "fold_state_sha256",
+    "golden_fold_journal",
+    "journal_store_conformance",
+    "leasable_store_conformance",
+    "probe_capabilities",
+    "pytest_params",
+    "run_suites",
+]

@@ -1,0 +1,151 @@
+"""Contract clauses as ``id -> one sentence``: what tests cite and ``-k`` selects.
+
+The ids are those of CONTRACT.md; the sentences are short restatements for
+reports and test listings, the contract stays normative. A meta-test fails when a
+check or a ``@pytest.mark.clause(...)`` names an id missing here, or when a
+required clause has no check or test citing it.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = ["CLAUSES", "clause_family"]
+
+CLAUSES: Final[dict[str, str]] = {
+    # 1. Data model
+    "D1": "Entries and metas are JSON objects persisted as text and parsed afresh on every read.",
+    "D2": "A value that is not JSON raises before anything becomes durable and persists nothing.",
+    "D3": "Mutating an argument after a write, or a value a read returned, never changes stored state.",
+    "D4": "A store reads only an entry's seq; every other field passes through untouched.",
+    "D5": "A finite seq is a non-bool int or finite float; entries without one skip the seq guard.",
+    "D6": "Every meta key, documented or unknown, round-trips exactly as one JSON record.",
+    "D7": "meta_matches_filter honours status or statuses, an exact name and every requested tag.",
+    "D8": "Lease expiry is decided by an injectable clock in Unix epoch milliseconds.",
+    "D9": "ttl_ms is an int from 1 to 2_147_483_647, else ConfigError before anything is opened.",
+    # 2. JournalStore and meta
+    "J1": "An append is all or nothing: no reader ever sees a partial entry.",
+    "J2": "load returns successful appends in one stable total order, concurrent ones serialized.",
+    "J3": "Once append returns, the next load includes the entry.",
+    "J4": "Payloads round-trip opaquely: unknown kinds and keys, unicode, floats, legacy entries.",
+    "J5": "load of a run never written returns an empty list.",
+    "J6": "An append whose seq is not above every stored seq raises JournalOrderViolation atomically.",
+    "J7": "A leased append checks run match, then the fence, then the seq guard, in one unit.",
+    "J8": "An unleased append is single-writer use: not fenced, still seq-guarded.",
+    "M1": "Meta lives apart from entries; list_runs never parses journal payloads.",
+    "M2": "put_meta replaces the whole record of its run; there is one record per run.",
+    "M3": "Meta records round-trip exactly (D6).",
+    "M4": "list_runs honours status, name and tags exactly and never drops a statuses match.",
+    "M5": "get_meta agrees with list_runs and returns None for a run without meta.",
+    "M6": "delete removes a run's entries, meta and lease row together and keeps its epoch.",
+    # 3. LeasableStore
+    "L1": "acquire of a live lease raises LeaseHeldError; a free or expired run is granted.",
+    "L2": "acquire reads, bumps the epoch and writes the lease row as one serialized unit.",
+    "L3": "Every acquire returns an epoch above every epoch the run id ever had.",
+    "L4": "The epoch counter is its own record; release and expiry never reset it.",
+    "L5": "The epoch counter survives delete, so a deleted incarnation's owner stays fenced.",
+    "L6": "Renew, release and leased writes succeed only for the live lease's owner and epoch.",
+    "L7": "The fence check and the guarded mutation commit as one transaction.",
+    "L8": "renew extends the lease by the ttl; renewing every ttl/3 keeps it held.",
+    "L9": "lease_ttl_ms exposes the configured ttl and a worker with another ttl refuses to start.",
+    "L10": "A holder whose renew fails stops paid work promptly.",
+    # 4. Fenced writes
+    "F1": "A declaring journal store fences leased put_meta and delete exactly like append.",
+    "F2": "A lease guards only the run it names; any other run is refused before anything is touched.",
+    "F3": "A refused call mutates nothing any other instance could observe.",
+    "F4": "Calls without a lease keep single-writer semantics on a fenced store.",
+    "F5": "fenced_writes is a declared promise, never inferred, made only when the suites pass.",
+    "F6": "A superseded segment's meta writes are refused instead of stranding the run.",
+    # 5. TranscriptStore
+    "T1": "Blobs are opaque bytes returned exactly; put overwrites in place.",
+    "T2": "get of a missing ref returns None and delete of a missing ref is a no-op.",
+    "T3": "A blob ref's run is its leading path segment.",
+    "T4": "list_refs returns the sorted refs under run_id + '/' and never a slashless ref.",
+    "T5": "Blob stores never cascade over a run; only delete_run removes a run's blobs.",
+    "T6": "A transcript twin declares fenced_writes only when blobs and leases share one domain.",
+    "T7": "transcripts() returns one memoized twin sharing the store's connection and lifecycle.",
+    "T8": "File and in-memory blob stores are single-writer, undeclared, and refuse unsafe names.",
+    "T9": "Run ids of file-backed stores are safe tokens, refused with ConfigError otherwise.",
+    # 6. SQLite
+    "Q1": "SqliteStore validates its ttl before opening the database.",
+    "Q2": "The SQLite schema has five idempotently created tables with the listed indexes.",
+    "Q3": "Boot switches the database to WAL mode (memory for ':memory:').",
+    "Q4": "Concurrent boots retry the whole bootstrap on SQLITE_BUSY within a 5 s wall bound.",
+    "Q5": "Runtime contention waits up to busy_timeout_ms, then raises StoreBusyError.",
+    "Q6": "Each write is run match, BEGIN IMMEDIATE, fence check, mutation, COMMIT or ROLLBACK.",
+    "Q7": "The seq guard is one conditional insert; zero rows changed means JournalOrderViolation.",
+    "Q8": "Renew and release pin run, owner and epoch in their WHERE inside the fenced unit.",
+    "Q9": "One instance serializes its methods on its single connection with an RLock.",
+    "Q10": "A ':memory:' store is private to its instance.",
+    "Q11": "list_runs narrows in SQL, re-applies D7 and orders by run id; close closes the twin.",
+    "Q12": "The README says one SQLite file holds everything and many local processes are safe.",
+    "Q13": "The live-lease check goes through one overridable seam for race injection.",
+    # 7. PostgreSQL
+    "P1": "PostgresStore validates url, schema, ttl and pool size before any connection.",
+    "P2": "Each store owns a schema of five TEXT-payload tables, qualified and indexed as listed.",
+    "P3": "Boot is lazy, memoized and serialized by an advisory transaction lock.",
+    "P4": "Run-scoped mutations take the per-run advisory lock, check the fence, mutate, commit.",
+    "P5": "Expiry uses the database server clock unless a clock is injected.",
+    "P6": "Many processes and hosts may share one write region, never several replicated ones.",
+    "P7": "One bounded pool per store; a connection lost while idle is replaced on next checkout.",
+    "P8": "Appends of one run through one instance execute in submission order.",
+    "P9": "The README runbook covers whole-schema backup and restore with epochs kept.",
+    "P10": "Postgres tests use a fresh schema each and drop it afterwards.",
+    # 8. Conformance kit
+    "C1": "Suite factories return a fresh isolated store on every call.",
+    "C2": "Suites run standalone (first violation raises) or as parametrized pytest items.",
+    "C3": "stable_stringify is sorted-key compact JSON without ASCII escaping.",
+    "C4": "Deliberately broken stores fail the named check; honest stores pass.",
+    "C5": "The minimal resolution fold classifies resolutions and abandons and hashes its state.",
+    # 9. Kill points
+    "K1": "The reference driver's segment: acquire, load, running meta, body, settle, release.",
+    "K2": "Dispatch binds a keyed agent call to its latest unconsumed running entry.",
+    "K3": "The scripted provider answers deterministically and counts every call.",
+    "K4": "kp-happy and kp-limit workflows produce their documented values.",
+    "K5": "The kill-point worker logs each event durably and dies at its scripted write.",
+    "K6": "The referee requires death by SIGKILL, one kill event and the expected counts.",
+    "K7": "Resume over a fresh instance completes with exact re-pay counts and one ok settle.",
+    "K8": "kill_point_conformance yields one check per scenario with fresh isolation.",
+    "K9": "Kill-point self-tests cover every scenario bracket in-process.",
+    # 10. Soak
+    "S1": "Each soak writer has a stable owner, a seeded PRNG and a JSONL event report.",
+    "S2": "Soak attempts classify lease, order, busy and other errors with bounded retries.",
+    "S3": "A soak tenure logs its grant and every accepted mutation with epoch and counter.",
+    "S4": "The stale sweep tries every surface with the dead lease and expects rejection.",
+    "S5": "A victim cycle exercises a side run end to end under its own lease.",
+    "S6": "Soak writers loop tenures until the stop file appears.",
+    "S7": "The soak referee spawns writers together and stops at quorum or cap.",
+    "S8": "The soak quorum sets minimum counts of epochs, rejects and accepted writes.",
+    "S9": "verify_soak_history replays accepted events against the stored state.",
+    "S10": "A failed soak raises one error listing every violation.",
+    "S11": "Eight processes booting one fresh store location at once all succeed, twice.",
+    "S12": "In-memory stores run the soak writer only in-process, honest and broken.",
+    # 11. Audit
+    "A1": "last_run_settle finds the last valid run_settle; dangling entries are unreferenced running ones.",
+    "A2": "audit_run derives a read-only verdict from meta, settle, tail and open suspensions.",
+    "A3": "Only meta-behind and stranded runs are repaired.",
+    "A4": "reconcile_run_meta rewrites status and updatedAt only, under the lease.",
+    "A5": "audit_runs audits every listed run, non-consistent ones by default.",
+    "A6": "runs audit prints one sanitized line per divergence and exits by what remains.",
+    "A7": "Every segment appends its run_settle before the terminal meta write.",
+    "A8": "The settle is appended only when something changed.",
+    "A9": "A fenced settle fails with SupersededError; other failures with SettlementError.",
+    # 12. Retention
+    "R1": "delete_run deletes the run's blobs, then its journal, with the lease.",
+    "R2": "prune_run deletes only checkpoint blobs no entry still references.",
+    "R3": "A retention sweep holds a brief lease so a superseded sweep is refused.",
+    "R4": "Deletion never drops the epoch counter.",
+    # 13. Pitfalls
+    "X1": "A superseded segment's late terminal put_meta is refused and the run stays listed.",
+    "X2": "A stale checkpoint put or delete is refused; both instances read the successor's blob.",
+    "X3": "A takeover cannot land between a fence check and its mutation.",
+    "X4": "Journal, blob and cascade deletes with a stale lease are refused.",
+    "X5": "assert_fenced_writes tells declaring stores from undeclared ones.",
+    "X6": "Concurrent SQLite boots never surface a raw SQLITE_BUSY.",
+    "X7": "Port traps: shared-instance threads, bool seq, mutable blobs, non-JSON values.",
+}
+
+
+def clause_family(clause_id: str) -> str:
+    """Return the letter family of a clause id (``"J2"`` -> ``"J"``)."""
+    return clause_id.rstrip("0123456789")

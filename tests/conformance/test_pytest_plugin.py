@@ -1,0 +1,170 @@
+"""The pytest plugin certifies stores as test items, both ways, and is inert otherwise.
+
+Each test runs a real ``python -m pytest`` in a scratch project with its own
+``pytest.ini``, so the plugin loads through its installed ``pytest11`` entry point
+exactly as in a user's project.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+PLAIN_TEST = "def test_plain():\n    pass\n"
+
+FACTORY_CONFTEST = textwrap.dedent(
+    """
+    import pytest
+    from rulvar_store import MemoryStore, OpenedStore
+
+    @pytest.fixture(scope="session")
+    def rulvar_store_factory():
+        def fresh(ttl_ms):
+            store = MemoryStore(ttl_ms=ttl_ms or 60_000)
+            return OpenedStore(store, store.transcripts(), (store.close,))
+        return fresh
+    """
+)
+
+REORDERING_CONFTEST = textwrap.dedent(
+    """
+    import pytest
+    from rulvar_store import MemoryStore, OpenedStore
+
+    class Reordering:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def load(self, run_id):
+            return list(reversed(self.inner.load(run_id)))
+
+    @pytest.fixture
+    def rulvar_store_factory():
+        def fresh(ttl_ms):
+            store = MemoryStore(ttl_ms=ttl_ms or 60_000)
+            return OpenedStore(Reordering(store), store.transcripts(), (store.close,))
+        return fresh
+    """
+)
+
+
+def run_pytest(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    (project / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+
+
+def write(project: Path, relative: str, text: str) -> None:
+    path = project / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def test_plugin_adds_nothing_unless_asked(tmp_path: Path) -> None:
+    """Without --rulvar-store or --rulvar-certify only the project's own tests exist."""
+    write(tmp_path, "test_plain.py", PLAIN_TEST)
+    write(tmp_path, "conftest.py", FACTORY_CONFTEST)
+    done = run_pytest(tmp_path, "--collect-only", "-q")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "rulvar-conformance" not in done.stdout
+    assert "1 test collected" in done.stdout
+
+
+@pytest.mark.clause("C2")
+def test_store_url_certifies_memory_with_every_suite(tmp_path: Path) -> None:
+    """--rulvar-store=memory:// runs all 27 checks as items named by suite and check."""
+    done = run_pytest(tmp_path, "--rulvar-store=memory://", "-v")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "27 passed" in done.stdout
+    for item in (
+        "rulvar-conformance[memory]::test_journal[a1-append-atomicity] PASSED",
+        "rulvar-conformance[memory]::test_leasable[lease-ttl-and-renew-cadence] PASSED",
+        "rulvar-conformance[memory]::test_fenced_writes[fenced-run-match] PASSED",
+        "rulvar-conformance[memory]::test_fenced_transcripts"
+        "[fenced-transcripts-stale-put-rejected] PASSED",
+    ):
+        assert item in done.stdout
+
+
+@pytest.mark.clause("C2")
+def test_clause_ids_select_kit_items(tmp_path: Path) -> None:
+    """Each item is marked with its clauses and ``-k L5`` selects exactly those."""
+    done = run_pytest(
+        tmp_path, "--rulvar-store=memory://", "--collect-only", "-q", "-k", "L5"
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    selected = sorted(line for line in done.stdout.splitlines() if "::" in line)
+    assert selected == [
+        "rulvar-conformance[memory]::test_fenced_writes[fenced-tombstone-zombie-rejected]",
+        "rulvar-conformance[memory]::test_leasable[fencing-epoch-tombstone]",
+    ]
+    marked = run_pytest(tmp_path, "--rulvar-store=memory://", "--collect-only", "-q",
+                        "-m", "clause")  # fmt: skip
+    assert "27 tests collected" in marked.stdout
+
+
+def test_unknown_store_url_is_a_usage_error(tmp_path: Path) -> None:
+    """A URL no backend claims stops the run before collection, naming the scheme."""
+    done = run_pytest(tmp_path, "--rulvar-store=nosuch://x")
+    assert done.returncode == 4
+    assert "no store backend for scheme 'nosuch'" in done.stderr
+
+
+@pytest.mark.clause("C2")
+def test_conftest_factory_is_certified_under_its_directory(tmp_path: Path) -> None:
+    """--rulvar-certify adds the items beside the conftest that defines the factory."""
+    write(tmp_path, "tests/store/conftest.py", FACTORY_CONFTEST + textwrap.dedent(
+        """
+        @pytest.fixture
+        def rulvar_store_capabilities():
+            return frozenset({"leases"})
+        """
+    ))  # fmt: skip
+    write(tmp_path, "tests/store/test_plain.py", PLAIN_TEST)
+    done = run_pytest(tmp_path, "--rulvar-certify", "-v")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "17 passed, 11 skipped" in done.stdout
+    assert (
+        "tests/store/rulvar-conformance::test_leasable[fencing-stale-epoch] PASSED"
+        in (done.stdout)
+    )
+    assert (
+        "tests/store/rulvar-conformance::test_fenced_writes[fenced-run-match] SKIPPED"
+        in (done.stdout)
+    )
+
+
+@pytest.mark.clause("C4")
+def test_conftest_factory_of_a_broken_store_fails_the_named_item(
+    tmp_path: Path,
+) -> None:
+    """A reordering store fails its a2 item with the check's own failure message."""
+    write(tmp_path, "conftest.py", REORDERING_CONFTEST)
+    done = run_pytest(tmp_path, "--rulvar-certify", "-q", "-k", "test_journal and a2")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "1 failed" in done.stdout
+    assert "store-conformance a2-total-order:" in done.stdout
+
+
+def test_certify_flag_without_a_factory_is_a_usage_error(tmp_path: Path) -> None:
+    """--rulvar-certify with no conftest defining the fixture says what is missing."""
+    write(tmp_path, "test_plain.py", PLAIN_TEST)
+    done = run_pytest(tmp_path, "--rulvar-certify")
+    assert done.returncode == 4
+    assert "rulvar_store_factory" in done.stderr
