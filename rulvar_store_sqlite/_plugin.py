@@ -1,14 +1,138 @@
-"""Registers the sqlite backend (filled in by its own issue; no backends yet)."""
+"""Registers the ``sqlite://`` backend; apsw is imported only when a store opens.
+
+URLs: ``sqlite:///relative.db`` (relative to the working directory),
+``sqlite:////absolute/path.db``, ``sqlite://:memory:``; options in the query
+string or as keywords: ``ttl_ms``, ``busy_timeout_ms``, ``synchronous``.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from itertools import count
+from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import unquote
 
-from rulvar_store import Backend, hookimpl
+from rulvar_store._plugins import Backend, FreshStoreFactory, OpenedStore, hookimpl
+from rulvar_store._records import DEFAULT_LEASE_TTL_MS
+from rulvar_store._urls import StoreUrl, option_int
+from rulvar_store.errors import ConfigError
+
+if TYPE_CHECKING:
+    from rulvar_store_sqlite._store import SqliteStore
 
 __all__ = ["rulvar_store_backends"]
+
+_MEMORY: Final = ":memory:"
+_OPTIONS: Final = frozenset({"ttl_ms", "busy_timeout_ms", "synchronous"})
+# Mirrors rulvar_store_sqlite._options.DEFAULT_BUSY_TIMEOUT_MS without importing it
+# (that module is cheap, but this one must stay importable without the extra).
+_DEFAULT_BUSY_TIMEOUT_MS: Final = 5_000
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    path: str  # ':memory:' or a filesystem path
+    options: dict[str, Any]
+
+
+def _target(url: StoreUrl) -> _Target:
+    unknown = set(url.options) - _OPTIONS
+    if unknown:
+        raise ConfigError(
+            f"sqlite:// takes only {', '.join(sorted(_OPTIONS))}, "
+            f"not {', '.join(sorted(unknown))}"
+        )
+    netloc, path = url.parts.netloc, unquote(url.parts.path)
+    if netloc == _MEMORY and path == "":
+        location = _MEMORY
+    elif netloc == "" and path.startswith("/") and len(path) > 1:
+        # sqlite:///runs.db -> 'runs.db' (relative); sqlite:////abs.db -> '/abs.db'
+        location = path[1:]
+    else:
+        raise ConfigError(
+            f"sqlite:// URL {url.redacted!r} names no database: use "
+            "'sqlite:///relative.db', 'sqlite:////absolute/path.db' or "
+            "'sqlite://:memory:'"
+        )
+    options = {
+        "ttl_ms": option_int(url.options, "ttl_ms", DEFAULT_LEASE_TTL_MS),
+        "busy_timeout_ms": option_int(
+            url.options, "busy_timeout_ms", _DEFAULT_BUSY_TIMEOUT_MS
+        ),
+        "synchronous": url.options.get("synchronous", "FULL"),
+    }
+    return _Target(location, options)
+
+
+def _opened(store: SqliteStore) -> OpenedStore:
+    return OpenedStore(
+        journal=store, transcripts=store.transcripts(), closers=(store.close,)
+    )
+
+
+def _open_at(path: str, options: dict[str, Any]) -> OpenedStore:
+    from rulvar_store_sqlite._store import SqliteStore
+
+    return _opened(SqliteStore(path, **options))
+
+
+def _open(url: StoreUrl) -> OpenedStore:
+    target = _target(url)
+    return _open_at(target.path, target.options)
+
+
+@contextmanager
+def _certify(url: StoreUrl) -> Iterator[FreshStoreFactory]:
+    """Yield a factory of fresh stores, each a new file in one scratch directory.
+
+    The directory sits next to the URL's database (so the check exercises the
+    same filesystem), or in the system temp dir for ``:memory:``; it is removed,
+    with every store still open, on exit.
+    """
+    target = _target(url)
+    if target.path == _MEMORY:
+        parent = None
+    else:
+        parent = os.path.dirname(os.path.abspath(target.path))
+        os.makedirs(parent, exist_ok=True)
+    scratch = tempfile.mkdtemp(prefix="rulvar-check-", dir=parent)
+    numbers = count()
+    opened: list[OpenedStore] = []
+
+    def fresh(ttl_ms: int | None) -> OpenedStore:
+        options = dict(target.options)
+        if ttl_ms is not None:
+            options["ttl_ms"] = ttl_ms
+        store = _open_at(os.path.join(scratch, f"store-{next(numbers)}.db"), options)
+        opened.append(store)
+        return store
+
+    try:
+        yield fresh
+    finally:
+        for store in opened:
+            store.close()
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 @hookimpl
 def rulvar_store_backends() -> Sequence[Backend]:
-    return []
+    return [
+        Backend(
+            name="sqlite",
+            schemes=("sqlite",),
+            open=_open,
+            capabilities=frozenset(
+                {"leases", "meta_lookup", "fenced_writes", "fenced_transcripts"}
+            ),
+            requires=("apsw",),
+            extra="sqlite",
+            certify=_certify,
+            description="one SQLite file (apsw, WAL); fenced; many processes on one host",
+        )
+    ]

@@ -1,0 +1,124 @@
+"""Every runtime SQL statement of the store, one constant each (apsw caches them).
+
+Parameters are numbered where one value is used twice. Each statement touching a
+lease row pins ``owner`` and ``epoch`` in its ``WHERE`` (L7, Q8).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from rulvar_store._records import RunFilter
+
+BEGIN: Final = "BEGIN IMMEDIATE"
+COMMIT: Final = "COMMIT"
+ROLLBACK: Final = "ROLLBACK"
+
+# -- fence (Q13) and leases --------------------------------------------------------
+
+LIVE_LEASE_MATCHES: Final = (
+    "SELECT 1 FROM leases "
+    "WHERE run_id = ? AND owner = ? AND epoch = ? AND expires_at > ?"
+)
+LEASE_ROW: Final = "SELECT owner, epoch, expires_at FROM leases WHERE run_id = ?"
+# Bumps and returns the run's epoch in one statement: above both the tombstone and
+# any lease row (L3, L5), so a counter written by another implementation or a
+# lease row without its tombstone can never lead to a reissued epoch.
+BUMP_EPOCH: Final = (
+    "INSERT INTO epochs (run_id, epoch) "
+    "VALUES (?1, 1 + coalesce((SELECT epoch FROM leases WHERE run_id = ?1), 0)) "
+    "ON CONFLICT (run_id) DO UPDATE SET epoch = 1 + max(epochs.epoch, "
+    "coalesce((SELECT epoch FROM leases WHERE run_id = ?1), 0)) "
+    "RETURNING epoch"
+)
+# Takes the row only if it is absent or expired at `now` (?5), so even a caller
+# that skipped the liveness check could never overwrite a live holder.
+TAKE_LEASE: Final = (
+    "INSERT INTO leases (run_id, owner, epoch, expires_at) VALUES (?1, ?2, ?3, ?4) "
+    "ON CONFLICT (run_id) DO UPDATE SET "
+    "owner = excluded.owner, epoch = excluded.epoch, expires_at = excluded.expires_at "
+    "WHERE leases.expires_at <= ?5"
+)
+RENEW_LEASE: Final = (
+    "UPDATE leases SET expires_at = ? WHERE run_id = ? AND owner = ? AND epoch = ?"
+)
+RELEASE_LEASE: Final = "DELETE FROM leases WHERE run_id = ? AND owner = ? AND epoch = ?"
+
+# -- journal -----------------------------------------------------------------------
+
+INSERT_ENTRY: Final = "INSERT INTO entries (run_id, payload) VALUES (?, ?)"
+# The A5 guard as ONE conditional insert (Q7). The CAST range is only a necessary
+# condition that lets the `entries_run_seq` index narrow the scan (truncation is
+# monotonic: t >= s implies CAST(t) >= CAST(s)); the decision is the exact numeric
+# comparison, and only numeric stored seqs count (D5: `true` is not a seq).
+INSERT_ENTRY_ABOVE_TAIL: Final = (
+    "INSERT INTO entries (run_id, payload) SELECT ?1, ?2 "
+    "WHERE NOT EXISTS (SELECT 1 FROM entries WHERE run_id = ?1 "
+    "AND CAST(json_extract(payload, '$.seq') AS INTEGER) >= CAST(?3 AS INTEGER) "
+    "AND json_type(payload, '$.seq') IN ('integer', 'real') "
+    "AND json_extract(payload, '$.seq') >= ?3)"
+)
+LOAD_ENTRIES: Final = "SELECT payload FROM entries WHERE run_id = ? ORDER BY id"
+DELETE_ENTRIES: Final = "DELETE FROM entries WHERE run_id = ?"
+
+# -- meta --------------------------------------------------------------------------
+
+UPSERT_META: Final = (
+    "INSERT INTO meta (run_id, payload) VALUES (?, ?) "
+    "ON CONFLICT (run_id) DO UPDATE SET payload = excluded.payload"
+)
+GET_META: Final = "SELECT payload FROM meta WHERE run_id = ?"
+DELETE_META: Final = "DELETE FROM meta WHERE run_id = ?"
+DELETE_LEASE_ANY: Final = "DELETE FROM leases WHERE run_id = ?"
+# list_runs narrows with these expressions, which match the format's indexes.
+META_STATUS: Final = "json_extract(payload, '$.status')"
+META_NAME: Final = "json_extract(payload, '$.name')"
+
+
+def list_meta_query(
+    run_filter: RunFilter | None,
+) -> tuple[str, tuple[object, ...]] | None:
+    """The statement and parameters narrowing ``list_runs`` in SQL (Q11).
+
+    ``status`` OR ``statuses``, AND ``name``; tags stay for Python (D7 is
+    re-applied there). ``None`` when nothing can match (``statuses=[]`` alone).
+    The SQL is a superset of D7: JSON text equality is Python string equality.
+    """
+    clauses: list[str] = []
+    params: list[object] = []
+    if run_filter is not None:
+        if run_filter.status is not None or run_filter.statuses is not None:
+            either: list[str] = []
+            if run_filter.status is not None:
+                either.append(f"{META_STATUS} = ?")
+                params.append(run_filter.status)
+            if run_filter.statuses:
+                marks = ", ".join("?" * len(run_filter.statuses))
+                either.append(f"{META_STATUS} IN ({marks})")
+                params.extend(run_filter.statuses)
+            if not either:
+                return None
+            clauses.append("(" + " OR ".join(either) + ")")
+        if run_filter.name is not None:
+            clauses.append(f"{META_NAME} = ?")
+            params.append(run_filter.name)
+    where = " WHERE " + " AND ".join(clauses) if clauses else ""
+    return f"SELECT payload FROM meta{where} ORDER BY run_id", tuple(params)
+
+
+# -- blobs -------------------------------------------------------------------------
+
+UPSERT_BLOB: Final = (
+    "INSERT INTO blobs (ref, run_id, data) VALUES (?, ?, ?) "
+    "ON CONFLICT (ref) DO UPDATE SET run_id = excluded.run_id, data = excluded.data"
+)
+GET_BLOB: Final = "SELECT data FROM blobs WHERE ref = ?"
+# T4: refs that start with `run_id/`, sorted. For a slashless run id those are
+# exactly the rows whose leading segment (the run_id column, indexed) is run_id;
+# a run id containing '/' needs the plain prefix scan.
+LIST_BLOB_REFS: Final = (
+    "SELECT ref FROM blobs WHERE run_id = ?1 "
+    "AND substr(ref, 1, length(?1) + 1) = ?1 || '/' ORDER BY ref"
+)
+LIST_BLOB_REFS_BY_PREFIX: Final = "SELECT ref FROM blobs WHERE substr(ref, 1, length(?1) + 1) = ?1 || '/' ORDER BY ref"
+DELETE_BLOB: Final = "DELETE FROM blobs WHERE ref = ?"

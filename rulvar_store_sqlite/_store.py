@@ -1,0 +1,415 @@
+"""``SqliteStore``: the fenced journal, meta, lease and blob store in one SQLite file."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Literal, TypeVar
+
+import apsw
+
+from rulvar_store._failpoints import hit
+from rulvar_store._json import dump_record
+from rulvar_store._records import (
+    DEFAULT_LEASE_TTL_MS,
+    Clock,
+    JournalEntry,
+    Lease,
+    RunFilter,
+    RunMeta,
+    finite_seq,
+    meta_matches_filter,
+)
+from rulvar_store.errors import (
+    ContractError,
+    JournalOrderViolation,
+    LeaseHeldError,
+)
+from rulvar_store_sqlite import _sql as sql
+from rulvar_store_sqlite._checks import (
+    check_entry,
+    check_filter,
+    check_lease,
+    check_run_id,
+    check_run_match,
+    meta_run_id,
+    require_lease,
+    seq_param,
+)
+from rulvar_store_sqlite._connection import BootAttempt, BusyDeadline, open_connection
+from rulvar_store_sqlite._errors import translate_errors
+from rulvar_store_sqlite._options import (
+    DEFAULT_BUSY_TIMEOUT_MS,
+    Synchronous,
+    validate_options,
+)
+from rulvar_store_sqlite._schema import bootstrap
+
+if TYPE_CHECKING:
+    from rulvar_store_sqlite._transcripts import SqliteFencedTranscriptStore
+
+__all__ = ["SqliteStore"]
+
+T = TypeVar("T")
+
+
+class SqliteStore:
+    """Leasable, fenced, meta-lookup journal store in one SQLite file (CONTRACT 6).
+
+    Entries, metas, leases, epoch tombstones and blobs (``transcripts()``) live in
+    one database, so every fence check and its guarded mutation commit together in
+    one ``BEGIN IMMEDIATE`` transaction. Many processes on ONE host may share the
+    file (WAL needs shared memory; never a network filesystem); one instance is
+    safe across threads (an instance lock serializes its single connection, Q9).
+
+    Args:
+        path: database file (created if missing) or ``":memory:"`` (private to
+            this instance, Q10).
+        ttl_ms: lease length (D9), default 60 000.
+        busy_timeout_ms: longest a call waits for the file's write lock (queued
+            behind other writers) before raising ``StoreBusyError``; default
+            5 000, well below the default ttl. ``0`` fails fast.
+        synchronous: ``"FULL"`` (default) syncs the WAL on every commit, so an
+            acknowledged write survives power loss. ``"NORMAL"`` syncs only at
+            checkpoints and is several times faster, but the last acknowledged
+            commits can roll back after a power loss or OS crash (never after a
+            process crash). A lost ``acquire`` is the worst of them: the epoch
+            counter goes back, and a later acquire reissues the same epoch to a
+            second holder, so anything that already saw the first holder's epoch
+            (its journaled work, a downstream system keyed by epoch) can no
+            longer tell the two apart. Lost terminal entries also mean work is
+            paid for again on resume. Choose NORMAL only where both are
+            acceptable.
+        now: clock in Unix ms (tests inject one); default the wall clock.
+
+    Raises:
+        ConfigError: a bad option (before the file is touched), an unopenable
+            path, or a file whose tables have another shape.
+        StoreBusyError: the bootstrap stayed busy for ``BOOT_BUSY_TIMEOUT_MS``.
+    """
+
+    fenced_writes: Literal[True] = True
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        ttl_ms: int = DEFAULT_LEASE_TTL_MS,
+        busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+        synchronous: Synchronous = "FULL",
+        now: Clock | None = None,
+        _boot_attempt: BootAttempt = bootstrap,
+    ) -> None:
+        options = validate_options(
+            path,
+            ttl_ms=ttl_ms,
+            busy_timeout_ms=busy_timeout_ms,
+            synchronous=synchronous,
+            now=now,
+        )
+        self.path: str = options.path
+        self.lease_ttl_ms: int = options.ttl_ms
+        self.busy_timeout_ms: int = options.busy_timeout_ms
+        self.synchronous: Synchronous = options.synchronous
+        self._now: Clock = options.now
+        self._busy = BusyDeadline(options.busy_timeout_ms)
+        self._lock = threading.RLock()
+        self._twin: SqliteFencedTranscriptStore | None = None
+        self._conn = open_connection(options, _boot_attempt, self._busy)
+        self._cursor = self._conn.cursor()
+        self._closed = False
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def transcripts(self) -> SqliteFencedTranscriptStore:
+        """Return the memoized fenced blob twin: same connection, lock and file (T6, T7)."""
+        from rulvar_store_sqlite._transcripts import SqliteFencedTranscriptStore
+
+        with self._lock:
+            self._ensure_open("transcripts")
+            if self._twin is None:
+                self._twin = SqliteFencedTranscriptStore(self)
+            return self._twin
+
+    def close(self) -> None:
+        """Close the connection, which also ends the twin; idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            with translate_errors("close"):
+                self._cursor.close()
+                self._conn.close()
+
+    def __enter__(self) -> SqliteStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _ensure_open(self, operation: str) -> None:
+        if self._closed:
+            raise ContractError(f"sqlite {operation}: the store is closed")
+
+    # -- the one transaction path ----------------------------------------------
+
+    def _read(
+        self, operation: str, statement: str, params: tuple[object, ...]
+    ) -> list[apsw.SQLiteValues]:
+        """Run one read statement to completion (no hidden read transaction)."""
+        with self._lock:
+            self._ensure_open(operation)
+            self._busy.arm()
+            with translate_errors(operation):
+                return self._cursor.execute(statement, params).fetchall()
+
+    def _write(
+        self,
+        operation: str,
+        fence: Callable[[], None] | None,
+        mutate: Callable[[apsw.Cursor], T],
+    ) -> T:
+        """Run ``fence`` and ``mutate`` as ONE ``BEGIN IMMEDIATE`` transaction (Q6).
+
+        Order: BEGIN IMMEDIATE, the fence check (for leased calls
+        ``_assert_fencing``), the mutation, COMMIT; ROLLBACK on any error, so
+        nothing of a refused or failed call is ever visible. Failpoints mark each
+        step. Driver errors leave as SPI errors (busy -> ``StoreBusyError``). Run
+        match and argument checks happen before this, without database work.
+        """
+        with self._lock:
+            self._ensure_open(operation)
+            self._busy.arm()
+            cursor = self._cursor
+            with translate_errors(operation):
+                # BEGIN IMMEDIATE takes the write lock now (waiting in the busy
+                # handler up to the deadline), never a read lock upgraded later,
+                # which SQLite would fail without calling the busy handler.
+                cursor.execute(sql.BEGIN)
+                try:
+                    hit(operation, "after-begin")
+                    if fence is not None:
+                        fence()
+                    hit(operation, "after-fence-check")
+                    result = mutate(cursor)
+                    hit(operation, "before-commit")
+                    cursor.execute(sql.COMMIT)
+                except BaseException:
+                    self._rollback()
+                    raise
+            hit(operation, "after-commit")
+            return result
+
+    def _rollback(self) -> None:
+        # SQLite may already have rolled back (BUSY, FULL, IOERR); only an open
+        # transaction is rolled back, and a failing ROLLBACK never hides the error
+        # that caused it.
+        try:
+            if self._conn.in_transaction:
+                self._cursor.execute(sql.ROLLBACK)
+        except apsw.Error:
+            pass
+
+    def _assert_fencing(self, lease: Lease) -> None:
+        """Raise unless ``lease`` is the live lease of its run (L6); the Q13 seam.
+
+        Called inside the write transaction, after BEGIN IMMEDIATE and before the
+        mutation, so no other connection can change the lease row in between.
+
+        Raises:
+            LeaseHeldError: no live row with this owner and epoch.
+        """
+        rows = self._cursor.execute(
+            sql.LIVE_LEASE_MATCHES,
+            (lease.run_id, lease.owner, lease.epoch, self._now()),
+        ).fetchall()
+        if not rows:
+            raise LeaseHeldError(
+                f"lease of run {lease.run_id!r} (owner {lease.owner!r}, epoch "
+                f"{lease.epoch}) is not the live lease",
+                lease.run_id,
+                lease.owner,
+                lease.epoch,
+            )
+
+    def _fence(self, lease: Lease | None) -> Callable[[], None] | None:
+        if lease is None:
+            return None
+        return lambda: self._assert_fencing(lease)
+
+    # -- journal ---------------------------------------------------------------
+
+    def append(
+        self, run_id: str, entry: JournalEntry, lease: Lease | None = None
+    ) -> None:
+        """Append one entry; J7 order: run match, fence, then the J6 seq guard.
+
+        Raises:
+            LeaseHeldError: the lease names another run or is not live.
+            JournalOrderViolation: a finite seq not above every stored seq.
+            TypeError, ValueError: the entry is not JSON (nothing persisted, D2).
+        """
+        check_run_id(run_id, "append")
+        check_lease(lease, "append")
+        check_entry(entry, run_id)
+        check_run_match(lease, run_id, "append")
+        text = dump_record(entry)
+        seq = finite_seq(entry)
+
+        def mutate(cursor: apsw.Cursor) -> None:
+            if seq is None:
+                cursor.execute(sql.INSERT_ENTRY, (run_id, text))
+                return
+            cursor.execute(sql.INSERT_ENTRY_ABOVE_TAIL, (run_id, text, seq_param(seq)))
+            if self._conn.changes() == 0:
+                raise JournalOrderViolation(
+                    f"append to run {run_id!r}: seq {seq} is not above the stored tail",
+                    run_id,
+                    seq,
+                )
+
+        self._write("append", self._fence(lease), mutate)
+
+    def load(self, run_id: str) -> list[JournalEntry]:
+        """Return the run's entries in append order, freshly parsed; [] if unknown."""
+        check_run_id(run_id, "load")
+        rows = self._read("load", sql.LOAD_ENTRIES, (run_id,))
+        loads = json.loads
+        return [loads(row[0]) for row in rows]  # type: ignore[arg-type]  # payload is TEXT
+
+    def put_meta(self, meta: RunMeta, lease: Lease | None = None) -> None:
+        """Replace the run's whole meta record (M2), fenced when leased (F1).
+
+        Raises:
+            ContractError: meta is not a dict with a string ``runId``.
+            LeaseHeldError: the lease names another run or is not live.
+            TypeError, ValueError: the meta is not JSON (nothing persisted, D2).
+        """
+        run_id = meta_run_id(meta)
+        check_lease(lease, "put_meta")
+        check_run_match(lease, run_id, "put_meta")
+        text = dump_record(meta)
+        self._write(
+            "put_meta",
+            self._fence(lease),
+            lambda cursor: cursor.execute(sql.UPSERT_META, (run_id, text)),
+        )
+
+    def get_meta(self, run_id: str) -> RunMeta | None:
+        """Return the run's meta by primary key, or ``None`` (M5)."""
+        check_run_id(run_id, "get_meta")
+        rows = self._read("get_meta", sql.GET_META, (run_id,))
+        return json.loads(rows[0][0]) if rows else None  # type: ignore[arg-type]  # TEXT
+
+    def list_runs(self, run_filter: RunFilter | None = None) -> list[RunMeta]:
+        """Return matching metas ordered by run id (Q11, M4, D7).
+
+        ``status``/``statuses``/``name`` narrow in SQL (``statuses=[]`` alone
+        matches nothing); tags are checked in Python, and D7 is re-applied.
+        """
+        checked = check_filter(run_filter)
+        query = sql.list_meta_query(checked)
+        if query is None:
+            return []
+        rows = self._read("list_runs", *query)
+        metas: list[RunMeta] = [json.loads(row[0]) for row in rows]  # type: ignore[arg-type]  # TEXT
+        return [meta for meta in metas if meta_matches_filter(meta, checked)]
+
+    def delete(self, run_id: str, lease: Lease | None = None) -> None:
+        """Remove entries, meta and lease row in one transaction; keep the epoch (M6, L5).
+
+        Raises:
+            LeaseHeldError: the lease names another run or is not live.
+        """
+        check_run_id(run_id, "delete")
+        check_lease(lease, "delete")
+        check_run_match(lease, run_id, "delete")
+
+        def mutate(cursor: apsw.Cursor) -> None:
+            cursor.execute(sql.DELETE_ENTRIES, (run_id,))
+            cursor.execute(sql.DELETE_META, (run_id,))
+            if lease is None:
+                cursor.execute(sql.DELETE_LEASE_ANY, (run_id,))
+            else:
+                cursor.execute(sql.RELEASE_LEASE, (run_id, lease.owner, lease.epoch))
+
+        self._write("delete", self._fence(lease), mutate)
+
+    # -- leases ----------------------------------------------------------------
+
+    def acquire(self, run_id: str, owner: str) -> Lease:
+        """Take the run's lease with an epoch above every earlier one (L1-L3).
+
+        Raises:
+            LeaseHeldError: another lease of the run is live (retry after it ends).
+        """
+        check_run_id(run_id, "acquire")
+        if not isinstance(owner, str):
+            raise ContractError(
+                f"acquire: owner must be a str, got {type(owner).__name__}"
+            )
+        now = 0
+
+        def check_free() -> None:
+            nonlocal now
+            now = self._now()
+            rows = self._cursor.execute(sql.LEASE_ROW, (run_id,)).fetchall()
+            if rows and rows[0][2] > now:  # type: ignore[operator]  # INTEGER column
+                holder, epoch = rows[0][0], rows[0][1]
+                raise LeaseHeldError(
+                    f"run {run_id!r} is leased by {holder!r} (epoch {epoch})",
+                    run_id,
+                    holder,  # type: ignore[arg-type]  # TEXT column
+                    epoch,  # type: ignore[arg-type]  # INTEGER column
+                )
+
+        def take(cursor: apsw.Cursor) -> Lease:
+            epoch = cursor.execute(sql.BUMP_EPOCH, (run_id,)).fetchall()[0][0]
+            assert isinstance(epoch, int)
+            cursor.execute(
+                sql.TAKE_LEASE, (run_id, owner, epoch, now + self.lease_ttl_ms, now)
+            )
+            if self._conn.changes() != 1:
+                raise LeaseHeldError(
+                    f"run {run_id!r} was leased concurrently", run_id, None, None
+                )
+            return Lease(run_id, owner, epoch)
+
+        return self._write("acquire", check_free, take)
+
+    def renew(self, lease: Lease) -> None:
+        """Extend the live lease to ``now + ttl`` (L8), pinned by owner and epoch.
+
+        Raises:
+            LeaseHeldError: the lease is not live (released, expired, superseded).
+        """
+        require_lease(lease, "renew")
+
+        def extend(cursor: apsw.Cursor) -> None:
+            cursor.execute(
+                sql.RENEW_LEASE,
+                (
+                    self._now() + self.lease_ttl_ms,
+                    lease.run_id,
+                    lease.owner,
+                    lease.epoch,
+                ),
+            )
+
+        self._write("renew", self._fence(lease), extend)
+
+    def release(self, lease: Lease) -> None:
+        """Give up the live lease; its epoch can never write again (L6).
+
+        Raises:
+            LeaseHeldError: the lease is not live.
+        """
+        require_lease(lease, "release")
+        self._write(
+            "release",
+            self._fence(lease),
+            lambda cursor: cursor.execute(
+                sql.RELEASE_LEASE, (lease.run_id, lease.owner, lease.epoch)
+            ),
+        )
