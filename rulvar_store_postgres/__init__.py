@@ -1,1 +1,29 @@
-"""postgres backend."""
+"""PostgreSQL (psycopg 3) backend: journals, metas, leases, epochs and blobs in one schema.
+
+``PostgresStore`` is fenced (``fenced_writes``), leasable and meta-lookup; its
+``transcripts()`` twin stores blobs in the same schema under the same fence.
+Importing this package does not import psycopg (the plugin module must load
+without the ``postgres`` extra); the store classes load on first access.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rulvar_store_postgres._store import PostgresStore
+    from rulvar_store_postgres._transcripts import PostgresFencedTranscriptStore
+
+__all__ = ["PostgresFencedTranscriptStore", "PostgresStore"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PostgresStore":
+        from rulvar_store_postgres._store import PostgresStore
+
+        return PostgresStore
+    if name == "PostgresFencedTranscriptStore":
+        from rulvar_store_postgres._transcripts import PostgresFencedTranscriptStore
+
+        return PostgresFencedTranscriptStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

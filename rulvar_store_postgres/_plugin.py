@@ -1,14 +1,126 @@
-"""Registers the postgres backend (filled in by its own issue; no backends yet)."""
+"""Registers the ``postgresql://`` backend; psycopg is imported only when a store opens.
+
+URLs: ``postgresql://user@host:5432/db`` (or ``postgres://``), libpq parameters
+in the query string as usual, plus the store's own options, which are stripped
+before libpq sees the URL: ``schema``, ``ttl_ms``, ``pool_max_size`` (alias
+``max_size``), ``lock_timeout_ms``, ``idle_in_transaction_timeout_ms``,
+``connect_timeout_s``. Keyword options of ``open_store`` win over the query.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import secrets
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from itertools import count
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl
 
-from rulvar_store import Backend, hookimpl
+from rulvar_store._plugins import Backend, FreshStoreFactory, OpenedStore, hookimpl
+from rulvar_store._urls import StoreUrl
+from rulvar_store.errors import ConfigError
+from rulvar_store_postgres._config import OPTION_NAMES, SCHEMES, resolve_settings
+
+if TYPE_CHECKING:
+    from rulvar_store_postgres._store import PostgresStore
 
 __all__ = ["rulvar_store_backends"]
 
 
+def _store_options(url: StoreUrl) -> dict[str, Any]:
+    """Our options from ``url`` (query and keywords); unknown keywords are refused."""
+    in_query = {key for key, _ in parse_qsl(url.parts.query, keep_blank_values=True)}
+    unknown = set(url.options) - OPTION_NAMES - in_query
+    if unknown:
+        raise ConfigError(
+            f"postgresql:// takes only {', '.join(sorted(OPTION_NAMES))} as options "
+            f"(libpq parameters go in the URL's query string), not "
+            f"{', '.join(sorted(unknown))}"
+        )
+    return {key: value for key, value in url.options.items() if key in OPTION_NAMES}
+
+
+def _opened(store: PostgresStore) -> OpenedStore:
+    return OpenedStore(
+        journal=store, transcripts=store.transcripts(), closers=(store.close,)
+    )
+
+
+def _open_with(url: StoreUrl, options: dict[str, Any]) -> OpenedStore:
+    from rulvar_store_postgres._store import PostgresStore
+
+    return _opened(PostgresStore(url.raw, **options))
+
+
+def _open(url: StoreUrl) -> OpenedStore:
+    return _open_with(url, _store_options(url))
+
+
+def _drop_schemas(
+    conninfo: str, schemas: Sequence[str], connect_timeout_s: int
+) -> None:
+    import psycopg
+
+    from rulvar_store_postgres._errors import translated
+
+    with (
+        translated("drop check schemas", "the certify database"),
+        psycopg.connect(
+            conninfo, autocommit=True, connect_timeout=connect_timeout_s
+        ) as conn,
+    ):
+        for schema in schemas:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@contextmanager
+def _certify(url: StoreUrl) -> Iterator[FreshStoreFactory]:
+    """Yield a factory of fresh stores, each in a new schema of the URL's database.
+
+    Every schema is dropped (CASCADE) on exit, after its store is closed.
+    """
+    options = _store_options(url)
+    settings = resolve_settings(url.raw, options)  # P1 before anything connects
+    prefix = f"rulvar_check_{secrets.token_hex(4)}"
+    numbers = count()
+    opened: list[OpenedStore] = []
+    schemas: list[str] = []
+
+    def fresh(ttl_ms: int | None) -> OpenedStore:
+        schema = f"{prefix}_{next(numbers)}"
+        schemas.append(schema)
+        fresh_options = {**options, "schema": schema}
+        if ttl_ms is not None:
+            fresh_options["ttl_ms"] = ttl_ms
+        store = _open_with(url, fresh_options)
+        opened.append(store)
+        return store
+
+    try:
+        yield fresh
+    finally:
+        for store in opened:
+            store.close()
+        if schemas:
+            _drop_schemas(settings.conninfo, schemas, settings.connect_timeout_s)
+
+
 @hookimpl
 def rulvar_store_backends() -> Sequence[Backend]:
-    return []
+    return [
+        Backend(
+            name="postgresql",
+            schemes=SCHEMES,
+            open=_open,
+            capabilities=frozenset(
+                {"leases", "meta_lookup", "fenced_writes", "fenced_transcripts"}
+            ),
+            requires=("psycopg", "psycopg_pool"),
+            extra="postgres",
+            certify=_certify,
+            description=(
+                "one PostgreSQL schema (psycopg 3, pooled); fenced; many hosts, "
+                "one write region; lease time from the server clock"
+            ),
+        )
+    ]

@@ -1,0 +1,234 @@
+"""Intake of a PostgresStore's URL and options (P1), before any connection.
+
+Options come from keyword arguments or from the URL's query string
+(``postgresql://host/db?schema=tenant_a&ttl_ms=30000``); a keyword wins. Our
+options are stripped from the query before the rest goes to libpq, so libpq
+parameters (``sslmode``, ``application_name``, ...) keep working. This module
+imports no driver at import time (the plugin imports it); libpq's parser is
+consulted only when settings are resolved, i.e. when a store is built.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+from rulvar_store._records import DEFAULT_LEASE_TTL_MS, validate_ttl_ms
+from rulvar_store._urls import option_int, redact_url
+from rulvar_store.errors import ConfigError
+
+__all__ = [
+    "DEFAULT_CONNECT_TIMEOUT_S",
+    "DEFAULT_POOL_MAX_SIZE",
+    "OPTION_NAMES",
+    "SCHEMES",
+    "Settings",
+    "default_idle_in_transaction_timeout_ms",
+    "default_lock_timeout_ms",
+    "resolve_settings",
+]
+
+SCHEMES: Final = ("postgresql", "postgres")
+DEFAULT_POOL_MAX_SIZE: Final = 10
+DEFAULT_CONNECT_TIMEOUT_S: Final = 5
+_SCHEMA_RE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# PostgreSQL truncates identifiers beyond 63 bytes; a truncated schema name
+# would silently alias another store's schema.
+_MAX_SCHEMA_LENGTH: Final = 63
+# A ttl at which both derived timeouts reach their caps.
+_MAX_DERIVED_TTL_MS: Final = 40_000
+OPTION_NAMES: Final = frozenset(
+    {
+        "schema",
+        "ttl_ms",
+        "pool_max_size",
+        "max_size",
+        "lock_timeout_ms",
+        "idle_in_transaction_timeout_ms",
+        "connect_timeout_s",
+    }
+)
+
+
+def default_lock_timeout_ms(ttl_ms: int) -> int:
+    """Lock waits default to a quarter of the ttl, at most 5 s (at least 1 ms)."""
+    return max(1, min(ttl_ms // 4, 5_000))
+
+
+def default_idle_in_transaction_timeout_ms(ttl_ms: int) -> int:
+    """Half the ttl, at most 10 s: a paused holder is cut off before its lease ends."""
+    return max(1, min(ttl_ms // 2, 10_000))
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Validated options of one store; ``conninfo`` is what libpq receives."""
+
+    conninfo: str
+    schema: str
+    ttl_ms: int
+    pool_max_size: int
+    lock_timeout_ms: int
+    idle_in_transaction_timeout_ms: int
+    connect_timeout_s: int
+    where: str  # the target for messages: no password, ever
+    secrets: tuple[str, ...]  # texts to mask if a driver message echoes them
+
+
+def _positive(options: Mapping[str, Any], name: str, default: int) -> int:
+    value = option_int(options, name, default)
+    if value < 1:
+        raise ConfigError(f"option {name} must be a positive integer, got {value}")
+    return value
+
+
+def _split_url(url: str) -> tuple[str, dict[str, str], str, tuple[str, ...]]:
+    """Return (conninfo without our options, our query options, where, secrets)."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+        user = parts.username
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError as exc:
+        raise ConfigError(f"malformed PostgreSQL URL {redact_url(url)!r}") from exc
+    ours: dict[str, str] = {}
+    rest: list[str] = []
+    secrets: list[str] = []
+    # libpq percent-decodes query values and keeps '+' literal, so the pieces it
+    # gets are passed through verbatim (never re-encoded); only ours are decoded.
+    for piece in parts.query.split("&") if parts.query else ():
+        if not piece:
+            continue
+        raw_key, _, raw_value = piece.partition("=")
+        key, value = unquote(raw_key), unquote(raw_value)
+        if key in OPTION_NAMES:
+            if key in ours:
+                raise ConfigError(f"store URL option {key!r} is given twice")
+            ours[key] = value
+        else:
+            if key == "password":
+                secrets.extend({value, raw_value})
+            rest.append(piece)
+    if password:
+        secrets.extend({password, unquote(password)})
+    conninfo = urlunsplit(parts._replace(query="&".join(rest)))
+    netloc = (f"{unquote(user)}@" if user else "") + host + (f":{port}" if port else "")
+    where = f"{parts.scheme}://{netloc}{parts.path}"
+    return conninfo, ours, where, tuple(secrets)
+
+
+def _split_keywords(conninfo: str) -> tuple[str, tuple[str, ...]]:
+    """Describe a libpq ``key=value`` string without its password."""
+    found = re.findall(r"(\w+)\s*=\s*('(?:[^'\\]|\\.)*'|\S+)", conninfo)
+    fields = {key: value.strip("'") for key, value in found}
+    shown = " ".join(
+        f"{key}={fields[key]}"
+        for key in ("host", "port", "dbname", "user")
+        if key in fields
+    )
+    secret = fields.get("password")
+    return f"libpq conninfo ({shown or 'defaults'})", (secret,) if secret else ()
+
+
+def _check_conninfo(conninfo: str, secrets: tuple[str, ...]) -> None:
+    """Let libpq's own parser judge the connection string, before any connection.
+
+    psycopg is imported here, at store construction, never at plugin import.
+    """
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        conninfo_to_dict(conninfo)
+    except psycopg.Error as exc:
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else "invalid"
+        for secret in secrets:
+            text = text.replace(secret, "***")
+        raise ConfigError(f"invalid PostgreSQL connection string: {text}") from exc
+
+
+def resolve_settings(
+    url: object, keywords: Mapping[str, Any], *, injected_clock: bool = False
+) -> Settings:
+    """Validate ``url`` and options (keywords over query) into ``Settings`` (P1).
+
+    With ``injected_clock`` the ttl is measured on a test clock, not in real
+    milliseconds, so the real-time timeouts neither derive from it nor must stay
+    below it: they default to their caps (5 s lock, 10 s idle in transaction).
+
+    Raises:
+        ConfigError: empty or non-string URL, a schema that is not
+            ``^[A-Za-z_][A-Za-z0-9_]*$``, a ttl outside D9, a non-positive pool size
+            or timeout, an idle-in-transaction timeout not below the ttl, or an
+            option given both as ``pool_max_size`` and ``max_size``.
+    """
+    if not isinstance(url, str) or not url.strip():
+        raise ConfigError("PostgresStore needs a non-empty URL string")
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme:
+        if scheme not in SCHEMES:
+            raise ConfigError(
+                f"PostgresStore takes postgresql:// or postgres:// URLs, got "
+                f"{redact_url(url)!r}"
+            )
+        conninfo, query_options, where, secrets = _split_url(url)
+    else:
+        conninfo, query_options = url, {}
+        where, secrets = _split_keywords(url)
+    options: dict[str, Any] = dict(query_options)
+    options.update({key: value for key, value in keywords.items() if value is not None})
+    if "max_size" in options and "pool_max_size" in options:
+        raise ConfigError("give the pool size once: pool_max_size (alias max_size)")
+    if "max_size" in options:
+        options["pool_max_size"] = options.pop("max_size")
+
+    _check_conninfo(conninfo, secrets)
+
+    schema = options.get("schema", "public")
+    if (
+        not isinstance(schema, str)
+        or _SCHEMA_RE.fullmatch(schema) is None
+        or len(schema) > _MAX_SCHEMA_LENGTH
+    ):
+        raise ConfigError(
+            f"schema must match ^[A-Za-z_][A-Za-z0-9_]*$ (at most 63 characters), "
+            f"got {schema!r}"
+        )
+    raw_ttl = options.get("ttl_ms", DEFAULT_LEASE_TTL_MS)
+    if isinstance(raw_ttl, str):
+        raw_ttl = option_int(options, "ttl_ms", DEFAULT_LEASE_TTL_MS)
+    ttl_ms = validate_ttl_ms(raw_ttl)
+    pool_max_size = _positive(options, "pool_max_size", DEFAULT_POOL_MAX_SIZE)
+    real_ttl_ms = _MAX_DERIVED_TTL_MS if injected_clock else ttl_ms
+    lock_timeout_ms = _positive(
+        options, "lock_timeout_ms", default_lock_timeout_ms(real_ttl_ms)
+    )
+    idle_ms = _positive(
+        options,
+        "idle_in_transaction_timeout_ms",
+        default_idle_in_transaction_timeout_ms(real_ttl_ms),
+    )
+    if not injected_clock and idle_ms >= ttl_ms and idle_ms != 1:
+        raise ConfigError(
+            f"idle_in_transaction_timeout_ms ({idle_ms}) must be below ttl_ms "
+            f"({ttl_ms}): a paused client inside a transaction must lose its locks "
+            "before its lease can expire"
+        )
+    connect_timeout_s = _positive(
+        options, "connect_timeout_s", DEFAULT_CONNECT_TIMEOUT_S
+    )
+    return Settings(
+        conninfo=conninfo,
+        schema=schema,
+        ttl_ms=ttl_ms,
+        pool_max_size=pool_max_size,
+        lock_timeout_ms=lock_timeout_ms,
+        idle_in_transaction_timeout_ms=idle_ms,
+        connect_timeout_s=connect_timeout_s,
+        where=f"{where} (schema {schema})",
+        secrets=secrets,
+    )

@@ -1,0 +1,377 @@
+"""The PostgreSQL format (CONTRACT Appendix P) and the server-side operations.
+
+Everything a store sends to the server as DDL or as an operation call is built
+here, from the schema name alone, so the format lives in one module:
+
+* the five ``rulvar_*`` tables and their indexes, exactly as Appendix P fixes
+  them (a test compares the created schema with the appendix's DDL run verbatim);
+* the lock keys: ``hashtextextended('<schema>:<runId>', 8214)`` per run and
+  ``hashtextextended('rulvar-boot:<schema>', 8214)`` for the boot, shared with
+  the reference implementation so mixed fleets queue on the same locks;
+* one PL/pgSQL function per run-scoped mutation (``rulvar_py_*``, the prefix
+  Appendix S/P reserves for our own objects). Each takes the run's advisory
+  transaction lock, checks the fence, performs the mutation with owner and
+  epoch pinned, and returns one integer. Called as ONE statement on an
+  autocommit connection, the call is its own transaction and one round trip:
+  the fence adds no round trip over a bare insert.
+
+Every operation function returns one integer status: ``0`` done; ``1`` the
+presented lease is not the live lease; ``2`` the J6 seq guard refused the
+append. ``rulvar_py_acquire`` returns the new epoch (> 0), or the live holder's
+epoch negated when the run is held.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Final
+
+__all__ = [
+    "APPENDIX_P_INDEXES",
+    "LOCK_SEED",
+    "STATUS_HELD",
+    "STATUS_OK",
+    "STATUS_ORDER",
+    "Sql",
+    "boot_lock_key",
+    "run_lock_key",
+]
+
+LOCK_SEED: Final = 8214
+STATUS_OK: Final = 0
+STATUS_HELD: Final = 1
+STATUS_ORDER: Final = 2
+
+# Appendix P indexes: name -> (table, the CREATE INDEX key list as written there).
+APPENDIX_P_INDEXES: Final[dict[str, tuple[str, str]]] = {
+    "rulvar_entries_by_run": ("rulvar_entries", "(run_id, id)"),
+    "rulvar_entries_run_seq": (
+        "rulvar_entries",
+        "(run_id, ((payload::jsonb ->> 'seq')::numeric))",
+    ),
+    "rulvar_meta_by_status": ("rulvar_meta", "((payload::jsonb ->> 'status'))"),
+    "rulvar_meta_by_name": ("rulvar_meta", "((payload::jsonb ->> 'name'))"),
+    "rulvar_blobs_by_run": ("rulvar_blobs", "(run_id)"),
+}
+
+
+def run_lock_key(schema: str, run_id: str) -> str:
+    """The text hashed into the per-run transaction lock (Appendix P)."""
+    return f"{schema}:{run_id}"
+
+
+def boot_lock_key(schema: str) -> str:
+    """The text hashed into the boot transaction lock (Appendix P, P3)."""
+    return f"rulvar-boot:{schema}"
+
+
+# The lease clock: an injected `now` (p_now) wins, else the server's clock in Unix ms.
+_NOW = "coalesce(p_now, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint)"
+
+
+@dataclass(frozen=True, slots=True)
+class _Function:
+    name: str
+    args: str  # "name type, ..."
+    body: str
+
+
+def _functions(q: str, schema: str) -> tuple[_Function, ...]:
+    """The operation functions of schema ``q`` (quoted) named ``schema``.
+
+    The fence is written once (``lock`` and ``live`` below) and inlined into
+    every operation, so the hot path runs no nested function call; the
+    standalone ``rulvar_py_fence`` (the same two texts) serves the failpoint path.
+    """
+    # The run's transaction lock (P4), then the lease clock, read after the lock
+    # so a long wait cannot make the check use a stale time.
+    lock = (
+        f"PERFORM pg_advisory_xact_lock(hashtextextended('{schema}:' || p_run, "
+        f"{LOCK_SEED}));\n  t := {_NOW};"
+    )
+    # L6: the presented (owner, epoch) is the run's live lease.
+    live = (
+        f"EXISTS (SELECT 1 FROM {q}.rulvar_leases WHERE run_id = p_run "
+        "AND owner = p_owner AND epoch = p_epoch AND expires_at > t)"
+    )
+    fenced = f"(p_owner IS NULL OR {live})"
+    refused = f"""
+  IF NOT FOUND THEN
+    RETURN {STATUS_HELD};
+  END IF;
+  RETURN {STATUS_OK};"""
+    check_first = f"""
+  IF NOT {fenced} THEN
+    RETURN {STATUS_HELD};
+  END IF;"""
+    return (
+        _Function(
+            "rulvar_py_fence",
+            "p_run text, p_owner text, p_epoch bigint, p_now bigint",
+            f"""
+DECLARE
+  t bigint;
+BEGIN
+  {lock}
+  RETURN {fenced};
+END""",
+        ),
+        _Function(
+            "rulvar_py_append",
+            "p_run text, p_payload text, p_seq numeric, p_owner text, p_epoch bigint, p_now bigint",
+            f"""
+DECLARE
+  t bigint;
+BEGIN
+  {lock}
+  -- Fence and J6 in ONE conditional insert; seqs compare numerically.
+  INSERT INTO {q}.rulvar_entries (run_id, payload)
+  SELECT p_run, p_payload
+  WHERE {fenced}
+    AND (p_seq IS NULL OR NOT EXISTS (
+      SELECT 1 FROM {q}.rulvar_entries
+      WHERE run_id = p_run
+        AND (payload::jsonb ->> 'seq')::numeric >= p_seq
+        AND jsonb_typeof(payload::jsonb -> 'seq') = 'number'));
+  IF FOUND THEN
+    RETURN {STATUS_OK};
+  ELSIF {fenced} THEN
+    RETURN {STATUS_ORDER};
+  END IF;
+  RETURN {STATUS_HELD};  -- J7: a stale lease wins over a stale seq
+END""",
+        ),
+        _Function(
+            "rulvar_py_put_meta",
+            "p_run text, p_payload text, p_owner text, p_epoch bigint, p_now bigint",
+            f"""
+DECLARE
+  t bigint;
+BEGIN
+  {lock}
+  INSERT INTO {q}.rulvar_meta (run_id, payload)
+  SELECT p_run, p_payload WHERE {fenced}
+  ON CONFLICT (run_id) DO UPDATE SET payload = EXCLUDED.payload;{refused}
+END""",
+        ),
+        _Function(
+            "rulvar_py_delete",
+            "p_run text, p_owner text, p_epoch bigint, p_now bigint",
+            f"""
+DECLARE
+  t bigint;
+BEGIN
+  {lock}{check_first}
+  -- Entries, meta and lease row go together; the epoch counter stays (M6, L5).
+  DELETE FROM {q}.rulvar_entries WHERE run_id = p_run;
+  DELETE FROM {q}.rulvar_meta WHERE run_id = p_run;
+  DELETE FROM {q}.rulvar_leases WHERE run_id = p_run;
+  RETURN {STATUS_OK};
+END""",
+        ),
+        _Function(
+            "rulvar_py_acquire",
+            "p_run text, p_owner text, p_ttl_ms bigint, p_now bigint",
+            f"""
+DECLARE
+  t bigint;
+  live record;
+  next_epoch bigint;
+BEGIN
+  {lock}
+  SELECT owner, epoch, expires_at INTO live FROM {q}.rulvar_leases WHERE run_id = p_run;
+  IF FOUND AND live.expires_at > t THEN
+    RETURN -live.epoch;  -- held: the live holder's epoch, negated
+  END IF;
+  -- The counter lives apart from the lease row and survives release, expiry
+  -- and delete (L3-L5); never go below an epoch the lease row still carries.
+  INSERT INTO {q}.rulvar_epochs AS e (run_id, epoch)
+  VALUES (p_run, coalesce(live.epoch, 0) + 1)
+  ON CONFLICT (run_id) DO UPDATE
+    SET epoch = greatest(e.epoch, coalesce(live.epoch, 0)) + 1
+  RETURNING epoch INTO next_epoch;
+  IF live.owner IS NULL THEN
+    INSERT INTO {q}.rulvar_leases (run_id, owner, epoch, expires_at)
+    VALUES (p_run, p_owner, next_epoch, t + p_ttl_ms);
+  ELSE
+    -- Replace exactly the expired row we read (L7: owner and epoch pinned).
+    UPDATE {q}.rulvar_leases
+    SET owner = p_owner, epoch = next_epoch, expires_at = t + p_ttl_ms
+    WHERE run_id = p_run AND owner = live.owner AND epoch = live.epoch;
+    IF NOT FOUND THEN
+      RAISE EXCEPTION 'lease row of run % changed outside the run lock', p_run
+        USING ERRCODE = '40001';
+    END IF;
+  END IF;
+  RETURN next_epoch;
+END""",
+        ),
+        _Function(
+            "rulvar_py_renew",
+            "p_run text, p_owner text, p_epoch bigint, p_ttl_ms bigint, p_now bigint",
+            f"""
+DECLARE
+  t bigint;
+BEGIN
+  {lock}
+  -- L6 and L8 in one guarded update: live row, owner and epoch pinned.
+  UPDATE {q}.rulvar_leases SET expires_at = t + p_ttl_ms
+  WHERE run_id = p_run AND owner = p_owner AND epoch = p_epoch AND expires_at > t;{refused}
+END""",
+        ),
+        _Function(
+            "rulvar_py_release",
+            "p_run text, p_owner text, p_epoch bigint, p_now bigint",
+            f"""
+DECLARE
+  t bigint;
+BEGIN
+  {lock}
+  DELETE FROM {q}.rulvar_leases
+  WHERE run_id = p_run AND owner = p_owner AND epoch = p_epoch AND expires_at > t;{refused}
+END""",
+        ),
+        _Function(
+            "rulvar_py_blob_put",
+            "p_run text, p_ref text, p_data bytea, p_owner text, p_epoch bigint, p_now bigint",
+            f"""
+DECLARE
+  t bigint;
+BEGIN
+  {lock}
+  INSERT INTO {q}.rulvar_blobs (ref, run_id, data)
+  SELECT p_ref, p_run, p_data WHERE {fenced}
+  ON CONFLICT (ref) DO UPDATE SET run_id = EXCLUDED.run_id, data = EXCLUDED.data;{refused}
+END""",
+        ),
+        _Function(
+            "rulvar_py_blob_delete",
+            "p_run text, p_ref text, p_owner text, p_epoch bigint, p_now bigint",
+            f"""
+DECLARE
+  t bigint;
+BEGIN
+  {lock}{check_first}
+  DELETE FROM {q}.rulvar_blobs WHERE ref = p_ref;
+  RETURN {STATUS_OK};
+END""",
+        ),
+    )
+
+
+def _function_ddl(q: str, fn: _Function) -> str:
+    returns = {"rulvar_py_fence": "boolean", "rulvar_py_acquire": "bigint"}
+    head = (
+        f"CREATE FUNCTION {q}.{fn.name}({fn.args}) "
+        f"RETURNS {returns.get(fn.name, 'integer')}"
+    )
+    return f"{head}\nLANGUAGE plpgsql VOLATILE AS $fn${fn.body}\n$fn$"
+
+
+def _arg_types(fn: _Function) -> str:
+    return ", ".join(part.split()[1] for part in fn.args.split(", "))
+
+
+class Sql:
+    """Every SQL text one store sends, for one schema."""
+
+    def __init__(self, schema: str) -> None:
+        self.schema = schema
+        q = f'"{schema}"'
+        self.quoted = q
+        functions = _functions(q, schema)
+        ddl = [_function_ddl(q, fn) for fn in functions]
+        # Functions are (re)created only when their text changed, recorded as a
+        # comment on the fence function, so a booted schema takes no catalog writes.
+        digest = hashlib.sha256("\n".join(ddl).encode()).hexdigest()[:32]
+        fence_sig = f"{q}.rulvar_py_fence({_arg_types(functions[0])})"
+        tables = f"""
+CREATE TABLE IF NOT EXISTS {q}.rulvar_entries (
+  id BIGSERIAL PRIMARY KEY, run_id TEXT NOT NULL, payload TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS {q}.rulvar_meta (
+  run_id TEXT PRIMARY KEY, payload TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS {q}.rulvar_leases (
+  run_id TEXT PRIMARY KEY, owner TEXT NOT NULL, epoch BIGINT NOT NULL,
+  expires_at BIGINT NOT NULL);
+CREATE TABLE IF NOT EXISTS {q}.rulvar_epochs (
+  run_id TEXT PRIMARY KEY, epoch BIGINT NOT NULL);
+CREATE TABLE IF NOT EXISTS {q}.rulvar_blobs (
+  ref TEXT PRIMARY KEY, run_id TEXT NOT NULL, data BYTEA NOT NULL);"""
+        # An index that exists is not touched: CREATE INDEX IF NOT EXISTS would
+        # still take a SHARE lock on the table and queue behind running writers.
+        indexes = "\n".join(
+            f"  IF to_regclass('{q}.{name}') IS NULL THEN\n"
+            f"    CREATE INDEX {name} ON {q}.{table} {keys};\n  END IF;"
+            for name, (table, keys) in APPENDIX_P_INDEXES.items()
+        )
+        # Drop then create: a changed return type cannot be replaced in place.
+        functions_sql = "\n".join(
+            f"    DROP FUNCTION IF EXISTS {q}.{fn.name}({_arg_types(fn)});\n    {text};"
+            for fn, text in zip(functions, ddl, strict=True)
+        )
+        create_schema = (
+            ""
+            if schema == "public"
+            else f"  IF to_regnamespace('{q}') IS NULL THEN\n"
+            f"    CREATE SCHEMA {q};\n  END IF;\n"
+        )
+        # One simple-protocol message = one implicit transaction = one round trip:
+        # the boot is never idle inside its transaction, so neither a short
+        # idle_in_transaction_session_timeout nor a descheduled client can break it.
+        self.boot = f"""
+SELECT pg_advisory_xact_lock(hashtextextended('{boot_lock_key(schema)}', {LOCK_SEED}));
+SET LOCAL client_min_messages = warning;
+DO $boot$
+BEGIN
+{create_schema}END
+$boot$;
+{tables}
+DO $boot$
+BEGIN
+{indexes}
+  IF coalesce(obj_description(to_regprocedure('{fence_sig}'), 'pg_proc'), '')
+     <> '{digest}' THEN
+{functions_sql}
+    COMMENT ON FUNCTION {fence_sig} IS '{digest}';
+  END IF;
+END
+$boot$;
+"""
+        self.functions_digest = digest
+
+        by_name = {fn.name: fn for fn in functions}
+
+        def call(name: str) -> str:
+            # Explicit casts: a float seq or a NULL owner must not change which
+            # function the server resolves.
+            marks = ", ".join(
+                f"%s::{kind}" for kind in _arg_types(by_name[name]).split(", ")
+            )
+            # A scalar call, not SELECT * FROM f(): no function scan, no tuplestore.
+            return f"SELECT {q}.{name}({marks})"
+
+        self.append = call("rulvar_py_append")
+        self.put_meta = call("rulvar_py_put_meta")
+        self.delete = call("rulvar_py_delete")
+        self.acquire = call("rulvar_py_acquire")
+        self.renew = call("rulvar_py_renew")
+        self.release = call("rulvar_py_release")
+        self.blob_put = call("rulvar_py_blob_put")
+        self.blob_delete = call("rulvar_py_blob_delete")
+        self.fence = (
+            f"SELECT {q}.rulvar_py_fence(%s::text, %s::text, %s::bigint, %s::bigint)"
+        )
+
+        self.load = (
+            f"SELECT payload FROM {q}.rulvar_entries WHERE run_id = %s ORDER BY id"
+        )
+        self.get_meta = f"SELECT payload FROM {q}.rulvar_meta WHERE run_id = %s"
+        self.list_runs = f"SELECT payload FROM {q}.rulvar_meta"
+        self.meta_status = "(payload::jsonb ->> 'status')"
+        self.meta_name = "(payload::jsonb ->> 'name')"
+        self.blob_get = f"SELECT data FROM {q}.rulvar_blobs WHERE ref = %s"
+        self.blob_list = (
+            f"SELECT ref FROM {q}.rulvar_blobs "
+            "WHERE run_id = %s AND strpos(ref, '/') > 0"
+        )

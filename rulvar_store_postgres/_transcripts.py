@@ -1,0 +1,81 @@
+"""The fenced blob twin of a PostgresStore: same schema, same pool, same fence (T6, T7)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal, final
+
+from rulvar_store._records import BlobInput, Lease
+from rulvar_store._refs import copy_blob, ref_run_id
+from rulvar_store.errors import ContractError
+from rulvar_store_postgres._checks import check_lease, check_run_match, check_text
+
+if TYPE_CHECKING:
+    from rulvar_store_postgres._store import PostgresStore
+
+__all__ = ["PostgresFencedTranscriptStore"]
+
+
+@final
+class PostgresFencedTranscriptStore:
+    """Blobs in ``rulvar_blobs``; leased writes take the run's lock and fence (T6).
+
+    Obtain it from ``PostgresStore.transcripts()``; it lives and dies with that
+    store: closing the store closes it; ``close()`` here leaves the shared pool to
+    the store, like every twin.
+    """
+
+    fenced_writes: Literal[True] = True
+
+    def __init__(self, store: PostgresStore) -> None:
+        self._store = store
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"PostgresFencedTranscriptStore({self._store!r})"
+
+    def _mark_closed(self) -> None:
+        self._closed = True
+
+    def _ensure_open(self, operation: str) -> None:
+        if self._closed:
+            raise ContractError(f"{operation}: the transcript store is closed")
+
+    def put(self, ref: str, blob: BlobInput, lease: Lease | None = None) -> None:
+        """Store ``blob`` under ``ref`` (T1); a leased put is fenced on the ref's run."""
+        self._ensure_open("blob put")
+        check_text(ref, "ref", "blob put")
+        run_id = ref_run_id(ref)
+        check_run_match(check_lease(lease, "blob put"), run_id, "blob put")
+        data = copy_blob(blob)  # copied now: a later mutation must not leak in (D3)
+        sql = self._store._sql
+        self._store._fenced(
+            "blob_put", sql.blob_put, (run_id, ref, data), run_id, lease
+        )
+
+    def get(self, ref: str) -> bytes | None:
+        """Return the blob, or ``None`` (T2)."""
+        self._ensure_open("blob get")
+        check_text(ref, "ref", "blob get")
+        rows = self._store._query("blob_get", self._store._sql.blob_get, (ref,))
+        return None if not rows else bytes(rows[0][0])
+
+    def list_refs(self, run_id: str) -> list[str]:
+        """Return the refs under ``run_id + "/"``, sorted by code point (T4)."""
+        self._ensure_open("blob list_refs")
+        check_text(run_id, "run_id", "blob list_refs")
+        rows = self._store._query("blob_list", self._store._sql.blob_list, (run_id,))
+        return sorted(str(row[0]) for row in rows)
+
+    def delete(self, ref: str, lease: Lease | None = None) -> None:
+        """Remove the blob; missing is a no-op (T2); a leased delete is fenced."""
+        self._ensure_open("blob delete")
+        check_text(ref, "ref", "blob delete")
+        run_id = ref_run_id(ref)
+        check_run_match(check_lease(lease, "blob delete"), run_id, "blob delete")
+        sql = self._store._sql
+        self._store._fenced(
+            "blob_delete", sql.blob_delete, (run_id, ref), run_id, lease
+        )
+
+    def close(self) -> None:
+        """Nothing to release: the pool belongs to, and closes with, the store."""

@@ -1,0 +1,117 @@
+"""Fixtures for the PostgreSQL store tests: a server URL and fresh schemas.
+
+Test modules cannot import this file (pytest runs with --import-mode=importlib),
+so everything they share is a fixture.
+
+The server comes from ``RULVAR_TEST_POSTGRES_URL`` (``RULVAR_POSTGRES_URL``, the
+contract's name, is accepted too). Without it, or with the server unreachable,
+the tests SKIP locally with the reason; under ``CI=true`` they FAIL instead, so a
+CI job can never go green by silently skipping the fleet backend. Every test
+works in its own randomly named schema, dropped (CASCADE) afterwards, and every
+store it opens is closed.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from rulvar_store_postgres import PostgresStore
+
+URL_ENV_VARS = ("RULVAR_TEST_POSTGRES_URL", "RULVAR_POSTGRES_URL")
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+
+
+def _unavailable(reason: str) -> None:
+    if _in_ci():
+        pytest.fail(f"CI=true and {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def server_url() -> str:
+    """The test server's URL, or skip/fail as the module docstring says."""
+    url = next((os.environ[name] for name in URL_ENV_VARS if os.environ.get(name)), "")
+    if not url:
+        _unavailable(
+            "no PostgreSQL server: set RULVAR_TEST_POSTGRES_URL, e.g. "
+            "postgresql://postgres@127.0.0.1:5432/test"
+        )
+    try:
+        with psycopg.connect(url, connect_timeout=3, autocommit=True) as conn:
+            conn.execute("SELECT 1")
+    except psycopg.Error as exc:
+        _unavailable(f"PostgreSQL at RULVAR_TEST_POSTGRES_URL is unreachable: {exc}")
+    return url
+
+
+def new_schema_name(prefix: str = "rulvar_t") -> str:
+    return f"{prefix}_{secrets.token_hex(6)}"
+
+
+def drop_schemas(url: str, schemas: list[str]) -> None:
+    if not schemas:
+        return
+    with psycopg.connect(url, autocommit=True) as conn:
+        for schema in schemas:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> str:
+    """URL of the test server (skips locally / fails under CI when missing)."""
+    return server_url()
+
+
+@pytest.fixture
+def admin(pg_url: str) -> Iterator[psycopg.Connection[Any]]:
+    """A plain autocommit connection for inspecting what the stores wrote."""
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        yield conn
+
+
+@pytest.fixture
+def schema(pg_url: str) -> Iterator[str]:
+    """A fresh schema name for this test; dropped afterwards."""
+    name = new_schema_name()
+    yield name
+    drop_schemas(pg_url, [name])
+
+
+StoreFactory = Callable[..., PostgresStore]
+
+
+@pytest.fixture
+def make_store(pg_url: str, schema: str) -> Iterator[StoreFactory]:
+    """Open stores on this test's schema (keywords pass through); all closed after."""
+    stores: list[PostgresStore] = []
+
+    def make(**options: Any) -> PostgresStore:
+        options.setdefault("schema", schema)
+        store = PostgresStore(pg_url, **options)
+        stores.append(store)
+        return store
+
+    yield make
+    for store in stores:
+        store.close()
+
+
+@pytest.fixture
+def new_schema(pg_url: str) -> Iterator[Callable[[], str]]:
+    """Hand out further fresh schema names; every one is dropped afterwards."""
+    names: list[str] = []
+
+    def make() -> str:
+        names.append(new_schema_name())
+        return names[-1]
+
+    yield make
+    drop_schemas(pg_url, names)
