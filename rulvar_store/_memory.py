@@ -12,6 +12,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Literal, final
 
+from rulvar_store._checks import check_run_match, meta_run_id
 from rulvar_store._json import dump_record, load_record
 from rulvar_store._records import (
     DEFAULT_LEASE_TTL_MS,
@@ -27,7 +28,7 @@ from rulvar_store._records import (
     validate_ttl_ms,
 )
 from rulvar_store._refs import copy_blob, ref_run_id
-from rulvar_store.errors import ContractError, JournalOrderViolation, LeaseHeldError
+from rulvar_store.errors import JournalOrderViolation, LeaseHeldError
 
 __all__ = ["MemoryFencedTranscriptStore", "MemoryStore", "MemoryTranscriptStore"]
 
@@ -52,24 +53,6 @@ class _MemoryDomain:
     leases: dict[str, _LeaseRow] = field(default_factory=dict)
     epochs: dict[str, int] = field(default_factory=dict)
     blobs: dict[str, bytes] = field(default_factory=dict)
-
-
-def _meta_run_id(meta: RunMeta) -> str:
-    run_id = meta.get("runId") if isinstance(meta, dict) else None
-    if not isinstance(run_id, str):
-        raise ContractError("meta must be a dict with a string 'runId'")
-    return run_id
-
-
-def _check_run_match(lease: Lease | None, run_id: str, operation: str) -> None:
-    """F2: a lease guards only the run it names, before anything is touched."""
-    if lease is not None and lease.run_id != run_id:
-        raise LeaseHeldError(
-            f"{operation} of run {run_id!r} presented a lease for run {lease.run_id!r}",
-            run_id,
-            lease.owner,
-            lease.epoch,
-        )
 
 
 @final
@@ -149,7 +132,7 @@ class MemoryStore:
         self, run_id: str, entry: JournalEntry, lease: Lease | None = None
     ) -> None:
         """Append one entry; J7 order: run match, fence, then the J6 seq guard."""
-        _check_run_match(lease, run_id, "append")
+        check_run_match(lease, run_id, "append")
         text = dump_record(entry)
         seq = finite_seq(entry)
         with self._domain.lock:
@@ -172,8 +155,8 @@ class MemoryStore:
         return [load_record(text) for text in texts]
 
     def put_meta(self, meta: RunMeta, lease: Lease | None = None) -> None:
-        run_id = _meta_run_id(meta)
-        _check_run_match(lease, run_id, "put_meta")
+        run_id = meta_run_id(meta)
+        check_run_match(lease, run_id, "put_meta")
         text = dump_record(meta)
         with self._domain.lock:
             if lease is not None:
@@ -193,7 +176,7 @@ class MemoryStore:
 
     def delete(self, run_id: str, lease: Lease | None = None) -> None:
         """Remove entries, meta and lease row together; the epoch counter stays (L5)."""
-        _check_run_match(lease, run_id, "delete")
+        check_run_match(lease, run_id, "delete")
         with self._domain.lock:
             if lease is not None:
                 self._assert_fencing(lease)
@@ -245,7 +228,7 @@ class MemoryFencedTranscriptStore:
         self._domain = journal._domain
 
     def put(self, ref: str, blob: BlobInput, lease: Lease | None = None) -> None:
-        _check_run_match(lease, ref_run_id(ref), "blob put")
+        check_run_match(lease, ref_run_id(ref), "blob put")
         data = copy_blob(blob)  # copied now: a later mutation must not leak in (D3)
         with self._domain.lock:
             if lease is not None:
@@ -262,7 +245,7 @@ class MemoryFencedTranscriptStore:
             return sorted(ref for ref in self._domain.blobs if ref.startswith(prefix))
 
     def delete(self, ref: str, lease: Lease | None = None) -> None:
-        _check_run_match(lease, ref_run_id(ref), "blob delete")
+        check_run_match(lease, ref_run_id(ref), "blob delete")
         with self._domain.lock:
             if lease is not None:
                 self._journal._assert_fencing(lease)

@@ -16,6 +16,12 @@ from decimal import Decimal
 from typing import Any, Final, Literal, final
 
 from rulvar_store import _failpoints
+from rulvar_store._checks import (
+    check_lease,
+    check_run_match,
+    check_text,
+    not_live_lease,
+)
 from rulvar_store._failpoints import hit
 from rulvar_store._json import dump_record, load_record
 from rulvar_store._records import (
@@ -33,12 +39,6 @@ from rulvar_store.errors import (
     LeaseHeldError,
     StoreBusyError,
     StoreUnavailableError,
-)
-from rulvar_store_postgres._checks import (
-    check_lease,
-    check_run_match,
-    check_text,
-    not_live,
 )
 from rulvar_store_postgres._config import resolve_settings
 from rulvar_store_postgres._errors import (
@@ -331,7 +331,7 @@ class PostgresStore:
             operation, call, (*head, owner, epoch, now), run_id, owner, epoch, now
         )
         if status == STATUS_HELD and lease is not None:
-            raise not_live(operation, lease)
+            raise not_live_lease(operation, lease)
         return status
 
     # -- journal ---------------------------------------------------------------
@@ -454,7 +454,7 @@ class PostgresStore:
             now,
         )
         if status != STATUS_OK:
-            raise not_live("renew", lease)
+            raise not_live_lease("renew", lease)
 
     def release(self, lease: Lease) -> None:
         """Give a live lease up; a dead one raises (L6). The epoch stays (L4)."""
@@ -472,4 +472,4 @@ class PostgresStore:
             now,
         )
         if status != STATUS_OK:
-            raise not_live("release", lease)
+            raise not_live_lease("release", lease)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal, final
 
+from rulvar_store._checks import check_lease, check_run_match, check_text
 from rulvar_store._records import BlobInput, Lease
 from rulvar_store._refs import copy_blob, ref_run_id
 from rulvar_store.errors import ContractError
-from rulvar_store_postgres._checks import check_lease, check_run_match, check_text
 
 if TYPE_CHECKING:
     from rulvar_store_postgres._store import PostgresStore
