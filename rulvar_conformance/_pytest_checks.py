@@ -12,8 +12,12 @@ from typing import TYPE_CHECKING, Final
 
 import pytest
 
-from rulvar_conformance.certify import SUITE_CAPABILITIES, certification_suites
-from rulvar_store import FreshStoreFactory, OpenedStore
+from rulvar_conformance.certify import (
+    SUITE_CAPABILITIES,
+    Certification,
+    certification_suites,
+)
+from rulvar_store import OpenedStore
 
 if TYPE_CHECKING:
     from _pytest.mark.structures import ParameterSet
@@ -53,44 +57,41 @@ def _params(suite_name: str) -> list[ParameterSet]:
 def _run(
     suite_name: str,
     check_id: str,
-    certification: tuple[FreshStoreFactory, frozenset[str]],
+    certification: Certification,
 ) -> None:
     __tracebackhide__ = True
-    fresh, capabilities = certification
+    fresh, capabilities, expiry_ttl_ms = certification
     needed = SUITE_CAPABILITIES[suite_name]
     if needed is not None and needed not in capabilities:
         pytest.skip(f"the store does not declare the {needed!r} capability")
-    suites = {suite.name: suite for suite in certification_suites(fresh, capabilities)}
+    suites = {
+        suite.name: suite
+        for suite in certification_suites(
+            fresh, capabilities, expiry_ttl_ms=expiry_ttl_ms
+        )
+    }
     suites[suite_name].check(check_id).run()
 
 
 @pytest.mark.parametrize("check_id", _params("journal"))
-def test_journal(
-    check_id: str, rulvar_certification: tuple[FreshStoreFactory, frozenset[str]]
-) -> None:
+def test_journal(check_id: str, rulvar_certification: Certification) -> None:
     """Journal and meta obligations (CONTRACT 8.2)."""
     _run("journal", check_id, rulvar_certification)
 
 
 @pytest.mark.parametrize("check_id", _params("leasable"))
-def test_leasable(
-    check_id: str, rulvar_certification: tuple[FreshStoreFactory, frozenset[str]]
-) -> None:
+def test_leasable(check_id: str, rulvar_certification: Certification) -> None:
     """Lease, epoch and fence obligations (CONTRACT 8.3)."""
     _run("leasable", check_id, rulvar_certification)
 
 
 @pytest.mark.parametrize("check_id", _params("fenced-writes"))
-def test_fenced_writes(
-    check_id: str, rulvar_certification: tuple[FreshStoreFactory, frozenset[str]]
-) -> None:
+def test_fenced_writes(check_id: str, rulvar_certification: Certification) -> None:
     """Fenced meta writes and deletes (CONTRACT 8.5)."""
     _run("fenced-writes", check_id, rulvar_certification)
 
 
 @pytest.mark.parametrize("check_id", _params("fenced-transcripts"))
-def test_fenced_transcripts(
-    check_id: str, rulvar_certification: tuple[FreshStoreFactory, frozenset[str]]
-) -> None:
+def test_fenced_transcripts(check_id: str, rulvar_certification: Certification) -> None:
     """The fenced transcript twin (CONTRACT 8.6)."""
     _run("fenced-transcripts", check_id, rulvar_certification)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Final, cast
+from typing import Any, Final, NamedTuple, cast
 
 from rulvar_conformance._kit import ConformanceSuite
 from rulvar_conformance.fenced_transcripts import (
@@ -35,6 +35,7 @@ __all__ = [
     "CERTIFY_EXPIRY_TTL_MS",
     "CERTIFY_TTL_MS",
     "SUITE_CAPABILITIES",
+    "Certification",
     "CheckResult",
     "certification_suites",
     "probe_capabilities",
@@ -85,13 +86,24 @@ def _journal_factory(fresh: FreshStoreFactory, ttl_ms: int | None) -> Callable[[
     return lambda: _OpenedJournal(fresh(ttl_ms))
 
 
+class Certification(NamedTuple):
+    """What a certification runs against: fresh stores, their capabilities, expiry ttl."""
+
+    fresh: FreshStoreFactory
+    capabilities: frozenset[str]
+    expiry_ttl_ms: int = CERTIFY_EXPIRY_TTL_MS
+
+
 def certification_suites(
-    fresh: FreshStoreFactory, capabilities: frozenset[str]
+    fresh: FreshStoreFactory,
+    capabilities: frozenset[str],
+    *,
+    expiry_ttl_ms: int = CERTIFY_EXPIRY_TTL_MS,
 ) -> list[ConformanceSuite]:
     """Build the suites ``capabilities`` call for, over stores from ``fresh``.
 
     Always the journal suite; the leasable suite (ttl 600 000, expiry pairing at
-    600 ms) with ``"leases"``; the fenced suites with ``"fenced_writes"`` and
+    ``expiry_ttl_ms``, default 600 ms) with ``"leases"``; the fenced suites with ``"fenced_writes"`` and
     ``"fenced_transcripts"``. Every ``OpenedStore`` a check opens is closed by it.
     """
     journal_mk = cast(Callable[[], JournalStore], _journal_factory(fresh, None))
@@ -101,11 +113,11 @@ def certification_suites(
     suites = [journal_store_conformance(journal_mk)]
     if "leases" in capabilities:
         short_mk = cast(
-            Callable[[], LeasableStore], _journal_factory(fresh, CERTIFY_EXPIRY_TTL_MS)
+            Callable[[], LeasableStore], _journal_factory(fresh, expiry_ttl_ms)
         )
         suites.append(
             leasable_store_conformance(
-                leased_mk, expiry=ExpiryPairing(CERTIFY_EXPIRY_TTL_MS, short_mk)
+                leased_mk, expiry=ExpiryPairing(expiry_ttl_ms, short_mk)
             )
         )
     if "fenced_writes" in capabilities:

@@ -36,6 +36,7 @@ from typing import Final
 
 import pytest
 
+from rulvar_conformance.certify import CERTIFY_EXPIRY_TTL_MS, Certification
 from rulvar_store import ConfigError, FreshStoreFactory
 from rulvar_store._plugins import Backend, resolve_backend
 from rulvar_store._urls import StoreUrl, parse_store_url
@@ -187,15 +188,13 @@ def rulvar_store_capabilities(request: pytest.FixtureRequest) -> frozenset[str]:
 
 
 @pytest.fixture
-def rulvar_certification(
-    request: pytest.FixtureRequest,
-) -> tuple[FreshStoreFactory, frozenset[str]]:
-    """The factory and capabilities a kit item certifies: the URL's or the conftest's."""
+def rulvar_certification(request: pytest.FixtureRequest) -> Certification:
+    """The factory, capabilities and expiry ttl a kit item certifies with."""
     module = request.node.getparent(pytest.Module)
     if module is not None and module.stash.get(_MODE, None) == "url":
         _, backend = request.config.stash[_URL_TARGET]
         fresh: FreshStoreFactory = request.getfixturevalue("_rulvar_url_factory")
-        return fresh, backend.capabilities
+        return Certification(fresh, backend.capabilities, backend.certify_expiry_ttl_ms)
     fresh = request.getfixturevalue(FACTORY_FIXTURE)
     capabilities: frozenset[str] = request.getfixturevalue("rulvar_store_capabilities")
-    return fresh, frozenset(capabilities)
+    return Certification(fresh, frozenset(capabilities), CERTIFY_EXPIRY_TTL_MS)

@@ -7,6 +7,7 @@ Exit codes: 0 success, 1 a check failed, 2 a usage or configuration mistake
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -124,7 +125,11 @@ def check_command(url: str | None, as_json: bool) -> None:
         if not as_json:
             click.echo(f"certifying {parsed.redacted} ({backend.name})")
         with backend.certify(parsed) as fresh:
-            suites = certification_suites(fresh, backend.capabilities)
+            suites = certification_suites(
+                fresh,
+                backend.capabilities,
+                expiry_ttl_ms=backend.certify_expiry_ttl_ms,
+            )
             results = run_suites(suites, on_result=progress)
 
     failed = [result for result in results if not result.passed]
@@ -148,6 +153,8 @@ def check_command(url: str | None, as_json: bool) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Run the command; user mistakes become one line on stderr, never a traceback."""
+    # Drivers log connection retries as warnings; the command reports failures itself.
+    logging.basicConfig(level=logging.ERROR, format="rulvar: %(name)s: %(message)s")
     try:
         cli.main(args=argv, prog_name="rulvar", standalone_mode=False)
     except click.exceptions.Abort:

@@ -84,6 +84,8 @@ class Backend:
         extra: the ``rulvar-stores`` extra that installs ``requires``.
         certify: yields a factory of fresh isolated stores next to the URL's
             location, for ``rulvar check``; cleans up on exit.
+        certify_expiry_ttl_ms: the short ttl of the kit's wall-clock expiry check;
+            a backend with network round trips or a server clock picks more.
         description: one line for listings.
     """
 
@@ -96,6 +98,7 @@ class Backend:
     certify: Callable[[StoreUrl], AbstractContextManager[FreshStoreFactory]] | None = (
         None
     )
+    certify_expiry_ttl_ms: int = 600
     description: str = ""
 
 

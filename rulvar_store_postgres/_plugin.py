@@ -57,14 +57,17 @@ def _open(url: StoreUrl) -> OpenedStore:
 
 
 def _drop_schemas(
-    conninfo: str, schemas: Sequence[str], connect_timeout_s: int
+    conninfo: str,
+    schemas: Sequence[str],
+    connect_timeout_s: int,
+    operation: str = "drop check schemas",
 ) -> None:
     import psycopg
 
     from rulvar_store_postgres._errors import translated
 
     with (
-        translated("drop check schemas", "the certify database"),
+        translated(operation, "the certify database"),
         psycopg.connect(
             conninfo, autocommit=True, connect_timeout=connect_timeout_s
         ) as conn,
@@ -81,6 +84,8 @@ def _certify(url: StoreUrl) -> Iterator[FreshStoreFactory]:
     """
     options = _store_options(url)
     settings = resolve_settings(url.raw, options)  # P1 before anything connects
+    # Connect once up front: an unreachable server is one typed error, not 27 failed checks.
+    _drop_schemas(settings.conninfo, (), settings.connect_timeout_s, "connect")
     prefix = f"rulvar_check_{secrets.token_hex(4)}"
     numbers = count()
     opened: list[OpenedStore] = []
@@ -118,6 +123,8 @@ def rulvar_store_backends() -> Sequence[Backend]:
             requires=("psycopg", "psycopg_pool"),
             extra="postgres",
             certify=_certify,
+            # Round trips and the server clock need more slack than an embedded store.
+            certify_expiry_ttl_ms=1200,
             description=(
                 "one PostgreSQL schema (psycopg 3, pooled); fenced; many hosts, "
                 "one write region; lease time from the server clock"

@@ -86,3 +86,15 @@ def test_unknown_command_is_a_usage_error() -> None:
 def test_credentials_never_reach_the_output() -> None:
     result = _rulvar("check", "nope://alice:hunter2@db/x")
     assert "hunter2" not in result.stdout + result.stderr
+
+
+def test_check_of_an_unreachable_server_is_one_typed_line() -> None:
+    """Certification connects once up front instead of failing every check."""
+    result = _rulvar(
+        "check", "postgresql://alice:hunter2@127.0.0.1:9/test?connect_timeout_s=2"
+    )
+    assert result.returncode == 2
+    assert "store_unavailable" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert "hunter2" not in result.stdout + result.stderr
+    assert "FAIL" not in result.stdout
