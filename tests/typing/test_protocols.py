@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rulvar_store import (
+    FileTranscriptStore,
     JournalStore,
+    JsonlFileStore,
     LeasableStore,
     MemoryStore,
     MemoryTranscriptStore,
     MetaLookupStore,
     TranscriptStore,
 )
+from rulvar_store_postgres import PostgresStore
+from rulvar_store_sqlite import SqliteStore
 
 
 def test_memory_stores_satisfy_their_protocols() -> None:
@@ -27,3 +33,44 @@ def test_memory_stores_satisfy_their_protocols() -> None:
         (plain, TranscriptStore),
     ]:
         assert isinstance(value, protocol)
+
+
+def test_file_stores_satisfy_their_protocols(tmp_path: Path) -> None:
+    journal: MetaLookupStore = JsonlFileStore(tmp_path)
+    blobs: TranscriptStore = FileTranscriptStore(tmp_path)
+    assert isinstance(journal, MetaLookupStore)
+    assert isinstance(blobs, TranscriptStore)
+
+
+def test_sqlite_stores_satisfy_their_protocols() -> None:
+    with SqliteStore(":memory:") as store:
+        leasable: LeasableStore = store
+        lookup: MetaLookupStore = store
+        twin: TranscriptStore = store.transcripts()
+        assert isinstance(leasable, LeasableStore)
+        assert isinstance(lookup, MetaLookupStore)
+        assert isinstance(twin, TranscriptStore)
+
+
+def _postgres_pair(url: str) -> tuple[LeasableStore, MetaLookupStore, TranscriptStore]:
+    """Checked by mypy only: PostgresStore stands where the protocols are expected."""
+    store = PostgresStore(url)
+    return store, store, store.transcripts()
+
+
+def test_postgres_store_class_has_the_protocol_methods() -> None:
+    for name in (
+        "append",
+        "load",
+        "put_meta",
+        "list_runs",
+        "delete",
+        "get_meta",
+        "acquire",
+        "renew",
+        "release",
+        "transcripts",
+        "close",
+    ):
+        assert callable(getattr(PostgresStore, name))
+    assert callable(_postgres_pair)
