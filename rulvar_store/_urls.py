@@ -75,15 +75,15 @@ def option_int(options: Mapping[str, Any], name: str, default: int) -> int:
         ConfigError: the value is neither.
     """
     value = options.get(name, default)
-    if isinstance(value, bool):
-        raise ConfigError(f"option {name} must be an integer, got {value!r}")
-    if isinstance(value, int):
+    if isinstance(value, int) and not isinstance(value, bool):
         return value
     if isinstance(value, str):
         try:
             return int(value, 10)
-        except ValueError:
-            pass
+        except ValueError as exc:
+            raise ConfigError(
+                f"option {name} must be an integer, got {value!r}"
+            ) from exc
     raise ConfigError(f"option {name} must be an integer, got {value!r}")
 
 
