@@ -8,16 +8,21 @@ backend by URL with ``pytest --rulvar-store=URL`` / ``rulvar check``.
 """
 
 from rulvar_conformance._kit import (
+    CheckNotRun,
     ConformanceCheck,
     ConformanceFailure,
     ConformanceSuite,
     pytest_params,
 )
+from rulvar_conformance._site import ManualClock, Site, at_fresh_location
 from rulvar_conformance.certify import (
+    Certification,
     CheckResult,
+    SuiteSpec,
     certification_suites,
     probe_capabilities,
     run_suites,
+    suite_specs,
 )
 from rulvar_conformance.clauses import CLAUSES
 from rulvar_conformance.fenced_transcripts import (
@@ -47,6 +52,8 @@ __all__ = [
     "GOLDEN_FOLD_JOURNAL",
     "GOLDEN_FOLD_STATE_JSON",
     "GOLDEN_FOLD_STATE_SHA256",
+    "Certification",
+    "CheckNotRun",
     "CheckResult",
     "Classification",
     "ConformanceCheck",
@@ -54,7 +61,11 @@ __all__ = [
     "ConformanceSuite",
     "ExpiryPairing",
     "FencedTranscriptsFixture",
+    "ManualClock",
     "ResolutionFold",
+    "Site",
+    "SuiteSpec",
+    "at_fresh_location",
     "certification_suites",
     "classify",
     "fenced_transcripts_conformance",
@@ -68,4 +79,5 @@ __all__ = [
     "probe_capabilities",
     "pytest_params",
     "run_suites",
+    "suite_specs",
 ]

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from _pytest.mark.structures import ParameterSet
 
 __all__ = [
+    "CheckNotRun",
     "ConformanceCheck",
     "ConformanceFailure",
     "ConformanceSuite",
@@ -27,6 +28,7 @@ __all__ = [
     "attempt",
     "build_check",
     "error_code",
+    "not_run",
     "pytest_params",
     "require",
     "run_concurrently",
@@ -52,6 +54,31 @@ class ConformanceFailure(AssertionError):
 
     def __str__(self) -> str:
         return f"store-conformance {self.check_id}: {self.detail}"
+
+
+class CheckNotRun(Exception):
+    """A check could not run against this store: ``reason`` says what it lacks.
+
+    Never a pass and never a failure: ``rulvar check`` shows it as NOT RUN with the
+    reason, the pytest plugin as a skip.
+    """
+
+    def __init__(self, check_id: str, reason: str) -> None:
+        super().__init__(check_id, reason)
+        self.check_id = check_id
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"store-conformance {self.check_id}: not run: {self.reason}"
+
+
+class _NotRunSignal(Exception):
+    """Raised inside a check body by ``not_run``; ``ConformanceCheck.run`` names the check."""
+
+
+def not_run(reason: str) -> None:
+    """Stop the running check as not run (the store cannot offer what it needs)."""
+    raise _NotRunSignal(reason)
 
 
 class _Violation(AssertionError):
@@ -109,8 +136,10 @@ def build_check(
     def run() -> None:
         try:
             body()
-        except ConformanceFailure:
+        except (ConformanceFailure, CheckNotRun):
             raise
+        except _NotRunSignal as exc:
+            raise CheckNotRun(check_id, str(exc)) from None
         except _Violation as exc:
             raise ConformanceFailure(check_id, str(exc)) from exc
         except Exception as exc:

@@ -1,97 +1,81 @@
 """The test functions ``rulvar_conformance.pytest_plugin`` collects when asked.
 
-One function per suite, parametrized by check id and marked with the check's
-clauses, so an item reads ``rulvar-conformance::test_leasable[fencing-stale-epoch]``.
-The store comes from the ``rulvar_certification`` fixture of the plugin.
-Never collected on its own: the name does not match ``test_*.py``.
+One function per registered suite (``test_<suite>``, dashes as underscores),
+parametrized by check id and marked with the check's clauses, so an item reads
+``rulvar-conformance::test_leasable[fencing-stale-epoch]``. The locations come
+from the ``rulvar_certification`` fixture of the plugin. Never collected on its
+own: the name does not match ``test_*.py``.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 
+from rulvar_conformance._kit import CheckNotRun, ConformanceSuite
 from rulvar_conformance.certify import (
-    SUITE_CAPABILITIES,
     Certification,
+    SuiteSpec,
     certification_suites,
+    suite_specs,
 )
-from rulvar_store import OpenedStore
+from rulvar_store._locations import StoreLocation
 
 if TYPE_CHECKING:
     from _pytest.mark.structures import ParameterSet
 
-__all__ = [
-    "test_fenced_transcripts",
-    "test_fenced_writes",
-    "test_journal",
-    "test_leasable",
-]
+__all__: list[str] = []  # filled below, one name per registered suite
 
 
-def _never_opened(ttl_ms: int | None) -> OpenedStore:
+def _never_opened() -> StoreLocation:
     raise AssertionError("template suites only list their checks")
 
 
-_ALL_CAPABILITIES: Final = frozenset(
-    capability for capability in SUITE_CAPABILITIES.values() if capability is not None
-)
-_TEMPLATES: Final = {
-    suite.name: suite
-    for suite in certification_suites(_never_opened, _ALL_CAPABILITIES)
-}
+def _template(spec: SuiteSpec) -> ConformanceSuite:
+    capabilities = frozenset({spec.capability} if spec.capability else ())
+    return spec.build(Certification(_never_opened, capabilities))
 
 
-def _params(suite_name: str) -> list[ParameterSet]:
+def _params(suite: ConformanceSuite) -> list[ParameterSet]:
     return [
         pytest.param(
             check.id,
             id=check.id,
             marks=[pytest.mark.clause(clause) for clause in check.clauses],
         )
-        for check in _TEMPLATES[suite_name].checks
+        for check in suite.checks
     ]
 
 
-def _run(
-    suite_name: str,
-    check_id: str,
-    certification: Certification,
-) -> None:
+def _run(spec: SuiteSpec, check_id: str, certification: Certification) -> None:
     __tracebackhide__ = True
-    fresh, capabilities, expiry_ttl_ms = certification
-    needed = SUITE_CAPABILITIES[suite_name]
-    if needed is not None and needed not in capabilities:
-        pytest.skip(f"the store does not declare the {needed!r} capability")
-    suites = {
-        suite.name: suite
-        for suite in certification_suites(
-            fresh, capabilities, expiry_ttl_ms=expiry_ttl_ms
-        )
-    }
-    suites[suite_name].check(check_id).run()
+    if (
+        spec.capability is not None
+        and spec.capability not in certification.capabilities
+    ):
+        pytest.skip(f"the store does not declare the {spec.capability!r} capability")
+    (suite,) = certification_suites(certification, [spec.name])
+    try:
+        suite.check(check_id).run()
+    except CheckNotRun as exc:
+        pytest.skip(f"not run: {exc.reason}")
 
 
-@pytest.mark.parametrize("check_id", _params("journal"))
-def test_journal(check_id: str, rulvar_certification: Certification) -> None:
-    """Journal and meta obligations (CONTRACT 8.2)."""
-    _run("journal", check_id, rulvar_certification)
+def _test_function(spec: SuiteSpec) -> Callable[..., None]:
+    @pytest.mark.rulvar_suite(spec.name)
+    @pytest.mark.parametrize("check_id", _params(_template(spec)))
+    def test(check_id: str, rulvar_certification: Certification) -> None:
+        _run(spec, check_id, rulvar_certification)
+
+    test.__doc__ = spec.description or f"the {spec.name} suite"
+    return test
 
 
-@pytest.mark.parametrize("check_id", _params("leasable"))
-def test_leasable(check_id: str, rulvar_certification: Certification) -> None:
-    """Lease, epoch and fence obligations (CONTRACT 8.3)."""
-    _run("leasable", check_id, rulvar_certification)
-
-
-@pytest.mark.parametrize("check_id", _params("fenced-writes"))
-def test_fenced_writes(check_id: str, rulvar_certification: Certification) -> None:
-    """Fenced meta writes and deletes (CONTRACT 8.5)."""
-    _run("fenced-writes", check_id, rulvar_certification)
-
-
-@pytest.mark.parametrize("check_id", _params("fenced-transcripts"))
-def test_fenced_transcripts(check_id: str, rulvar_certification: Certification) -> None:
-    """The fenced transcript twin (CONTRACT 8.6)."""
-    _run("fenced-transcripts", check_id, rulvar_certification)
+_FUNCTIONS: Final[dict[str, Any]] = {
+    "test_" + spec.name.replace("-", "_"): _test_function(spec)
+    for spec in suite_specs()
+}
+globals().update(_FUNCTIONS)
+__all__ += sorted(_FUNCTIONS)

@@ -1,19 +1,22 @@
 """Certification: every suite a backend's capabilities call for, run to the end.
 
-``rulvar check`` and the pytest plugin both build their checks here:
-``certification_suites`` wires the suites to a backend's ``FreshStoreFactory``
-(CONTRACT 8.1, C2 wiring) and ``run_suites`` runs all of them without stopping at
-the first failure, reporting one ``CheckResult`` per check.
+``rulvar check`` and the pytest plugin both build their checks here from one
+registry of suites (``suite_specs``). A ``Certification`` names where the stores
+live: a ``LocationFactory`` of fresh isolated locations (CONTRACT 8.1; a location
+can be opened again, in this process or a spawned child), the backend's
+declared capabilities and the short ttl of the wall-clock expiry check.
+``run_suites`` runs the checks without stopping at the first failure and reports
+one ``CheckResult`` per check: passed, failed, or not run with the reason.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, NamedTuple, cast
+from typing import Any, Final, Literal, NamedTuple, cast
 
-from rulvar_conformance._kit import ConformanceSuite
+from rulvar_conformance._kit import CheckNotRun, ConformanceSuite
 from rulvar_conformance.fenced_transcripts import (
     FencedTranscriptsFixture,
     fenced_transcripts_conformance,
@@ -22,7 +25,6 @@ from rulvar_conformance.fenced_writes import fenced_writes_conformance
 from rulvar_conformance.journal import journal_store_conformance
 from rulvar_conformance.leasable import ExpiryPairing, leasable_store_conformance
 from rulvar_store import (
-    FreshStoreFactory,
     JournalStore,
     LeasableStore,
     OpenedStore,
@@ -30,16 +32,20 @@ from rulvar_store import (
     has_fenced_writes,
     has_meta_lookup,
 )
+from rulvar_store._locations import LocationFactory, StoreLocation
 
 __all__ = [
+    "ALL_SUITES",
     "CERTIFY_EXPIRY_TTL_MS",
     "CERTIFY_TTL_MS",
-    "SUITE_CAPABILITIES",
     "Certification",
     "CheckResult",
+    "CheckStatus",
+    "SuiteSpec",
     "certification_suites",
     "probe_capabilities",
     "run_suites",
+    "suite_specs",
 ]
 
 CERTIFY_TTL_MS: Final = 600_000
@@ -48,24 +54,48 @@ CERTIFY_TTL_MS: Final = 600_000
 CERTIFY_EXPIRY_TTL_MS: Final = 600
 """ttl of the stores the wall-clock expiry check uses."""
 
-SUITE_CAPABILITIES: Final[dict[str, str | None]] = {
-    "journal": None,
-    "leasable": "leases",
-    "fenced-writes": "fenced_writes",
-    "fenced-transcripts": "fenced_transcripts",
-}
-"""Each suite and the backend capability that calls for it (``None``: always)."""
+ALL_SUITES: Final = "all"
+"""The selection that names every registered suite, default or not."""
+
+
+class Certification(NamedTuple):
+    """What a certification runs against: fresh locations, capabilities, expiry ttl."""
+
+    locations: LocationFactory
+    capabilities: frozenset[str]
+    expiry_ttl_ms: int = CERTIFY_EXPIRY_TTL_MS
+
+
+@dataclass(frozen=True)
+class SuiteSpec:
+    """One registered suite: how to build it, what calls for it, whether it is default.
+
+    Attributes:
+        name: the suite name ``--suite`` selects and reports show.
+        build: builds the suite for a certification (must not open anything).
+        capability: the backend capability that calls for it (``None``: always).
+        default: part of a plain ``rulvar check``; others run when selected.
+        description: one line for listings.
+    """
+
+    name: str
+    build: Callable[[Certification], ConformanceSuite]
+    capability: str | None = None
+    default: bool = True
+    description: str = ""
 
 
 class _OpenedJournal:
-    """The journal of an ``OpenedStore`` whose ``close`` closes everything opened.
+    """The journal of a store opened at its own fresh location.
 
-    The kit closes what ``mk`` returns; closing only the journal would leak what
-    the backend opened next to it (a twin, a temp directory, a schema).
+    ``close`` closes everything the opener opened (a twin, a pool) and then
+    removes the location, so checks built on plain ``mk`` factories leave
+    nothing behind.
     """
 
-    def __init__(self, opened: OpenedStore) -> None:
-        self._opened = opened
+    def __init__(self, location: StoreLocation, ttl_ms: int | None) -> None:
+        self._location = location
+        self._opened: OpenedStore = location.open(ttl_ms)
         self._closed = False
 
     @property
@@ -79,93 +109,151 @@ class _OpenedJournal:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            self._opened.close()
+            try:
+                self._opened.close()
+            finally:
+                self._location.remove()
 
 
-def _journal_factory(fresh: FreshStoreFactory, ttl_ms: int | None) -> Callable[[], Any]:
-    return lambda: _OpenedJournal(fresh(ttl_ms))
+def store_factory(locations: LocationFactory, ttl_ms: int | None) -> Callable[[], Any]:
+    """A ``mk`` for the classic suites: each call opens a store at a fresh location."""
+    return lambda: _OpenedJournal(locations(), ttl_ms)
 
 
-class Certification(NamedTuple):
-    """What a certification runs against: fresh stores, their capabilities, expiry ttl."""
+def _journal_suite(certification: Certification) -> ConformanceSuite:
+    mk = cast(Callable[[], JournalStore], store_factory(certification.locations, None))
+    return journal_store_conformance(mk)
 
-    fresh: FreshStoreFactory
-    capabilities: frozenset[str]
-    expiry_ttl_ms: int = CERTIFY_EXPIRY_TTL_MS
+
+def _leasable_suite(certification: Certification) -> ConformanceSuite:
+    locations, _, expiry_ttl_ms = certification
+    leased = cast(Callable[[], LeasableStore], store_factory(locations, CERTIFY_TTL_MS))
+    short = cast(Callable[[], LeasableStore], store_factory(locations, expiry_ttl_ms))
+    return leasable_store_conformance(
+        leased, expiry=ExpiryPairing(expiry_ttl_ms, short)
+    )
+
+
+def _fenced_writes_suite(certification: Certification) -> ConformanceSuite:
+    leased = store_factory(certification.locations, CERTIFY_TTL_MS)
+    return fenced_writes_conformance(cast(Callable[[], LeasableStore], leased))
+
+
+def _fenced_transcripts_suite(certification: Certification) -> ConformanceSuite:
+    def pair() -> FencedTranscriptsFixture:
+        journal = _OpenedJournal(certification.locations(), CERTIFY_TTL_MS)
+        return FencedTranscriptsFixture(
+            journal=cast(LeasableStore, journal),
+            transcripts=journal.paired_transcripts,
+        )
+
+    return fenced_transcripts_conformance(pair)
+
+
+def suite_specs() -> tuple[SuiteSpec, ...]:
+    """Every registered suite, in the order certification runs them."""
+    return (
+        SuiteSpec("journal", _journal_suite, None, True, "journal and meta (8.2)"),
+        SuiteSpec("leasable", _leasable_suite, "leases", True, "leases, epochs (8.3)"),
+        SuiteSpec(
+            "fenced-writes",
+            _fenced_writes_suite,
+            "fenced_writes",
+            True,
+            "fenced meta writes and deletes (8.5)",
+        ),
+        SuiteSpec(
+            "fenced-transcripts",
+            _fenced_transcripts_suite,
+            "fenced_transcripts",
+            True,
+            "the fenced blob twin (8.6)",
+        ),
+    )
+
+
+def _selected(
+    specs: Sequence[SuiteSpec], selection: Iterable[str] | None
+) -> list[SuiteSpec]:
+    if selection is None:
+        return [spec for spec in specs if spec.default]
+    names = set(selection)
+    if ALL_SUITES in names:
+        return list(specs)
+    known = {spec.name for spec in specs}
+    unknown = sorted(names - known)
+    if unknown:
+        raise KeyError(
+            f"no suite named {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+        )
+    return [spec for spec in specs if spec.name in names]
 
 
 def certification_suites(
-    fresh: FreshStoreFactory,
-    capabilities: frozenset[str],
-    *,
-    expiry_ttl_ms: int = CERTIFY_EXPIRY_TTL_MS,
+    certification: Certification, selection: Iterable[str] | None = None
 ) -> list[ConformanceSuite]:
-    """Build the suites ``capabilities`` call for, over stores from ``fresh``.
+    """Build the suites the certification's capabilities call for.
 
-    Always the journal suite; the leasable suite (ttl 600 000, expiry pairing at
-    ``expiry_ttl_ms``, default 600 ms) with ``"leases"``; the fenced suites with ``"fenced_writes"`` and
-    ``"fenced_transcripts"``. Every ``OpenedStore`` a check opens is closed by it.
+    ``selection`` names suites (``"all"`` for every one); ``None`` means the
+    default set. A selected suite whose capability the backend does not declare
+    is left out (its promise was never made).
+
+    Raises:
+        KeyError: ``selection`` names an unknown suite.
     """
-    journal_mk = cast(Callable[[], JournalStore], _journal_factory(fresh, None))
-    leased_mk = cast(
-        Callable[[], LeasableStore], _journal_factory(fresh, CERTIFY_TTL_MS)
-    )
-    suites = [journal_store_conformance(journal_mk)]
-    if "leases" in capabilities:
-        short_mk = cast(
-            Callable[[], LeasableStore], _journal_factory(fresh, expiry_ttl_ms)
-        )
-        suites.append(
-            leasable_store_conformance(
-                leased_mk, expiry=ExpiryPairing(expiry_ttl_ms, short_mk)
-            )
-        )
-    if "fenced_writes" in capabilities:
-        suites.append(fenced_writes_conformance(leased_mk))
-    if "fenced_transcripts" in capabilities:
-
-        def pair() -> FencedTranscriptsFixture:
-            journal = _OpenedJournal(fresh(CERTIFY_TTL_MS))
-            return FencedTranscriptsFixture(
-                journal=cast(LeasableStore, journal),
-                transcripts=journal.paired_transcripts,
-            )
-
-        suites.append(fenced_transcripts_conformance(pair))
-    return suites
+    return [
+        spec.build(certification)
+        for spec in _selected(suite_specs(), selection)
+        if spec.capability is None or spec.capability in certification.capabilities
+    ]
 
 
-def probe_capabilities(fresh: FreshStoreFactory) -> frozenset[str]:
-    """Read the capabilities a store declares, from one fresh store (closed again).
+def probe_capabilities(locations: LocationFactory) -> frozenset[str]:
+    """Read the capabilities a store declares, from one fresh store (then removed).
 
     ``leases`` when the journal has acquire/renew/release, ``meta_lookup`` when it
     has ``get_meta``, the fenced ones from the declared markers (F5: a marker is a
     promise the certification then checks).
     """
-    with fresh(None) as opened:
-        found = set()
-        if isinstance(opened.journal, LeasableStore):
-            found.add("leases")
-        if has_meta_lookup(opened.journal):
-            found.add("meta_lookup")
-        if has_fenced_writes(opened.journal):
-            found.add("fenced_writes")
-        if has_fenced_writes(opened.transcripts):
-            found.add("fenced_transcripts")
+    location = locations()
+    try:
+        with location.open() as opened:
+            found = set()
+            if isinstance(opened.journal, LeasableStore):
+                found.add("leases")
+            if has_meta_lookup(opened.journal):
+                found.add("meta_lookup")
+            if has_fenced_writes(opened.journal):
+                found.add("fenced_writes")
+            if has_fenced_writes(opened.transcripts):
+                found.add("fenced_transcripts")
+    finally:
+        location.remove()
     return frozenset(found)
+
+
+CheckStatus = Literal["passed", "failed", "not-run"]
 
 
 @dataclass(frozen=True, slots=True)
 class CheckResult:
-    """The outcome of one check: ``error`` is the failure text, ``None`` on a pass."""
+    """The outcome of one check.
+
+    ``error`` is the failure text (``store-conformance <id>: ...``) or, for a
+    check that could not run, the reason; ``None`` on a pass.
+    """
 
     suite: str
     check_id: str
-    passed: bool
+    status: CheckStatus
     duration_ms: float
     error: str | None
     title: str = ""
     clauses: tuple[str, ...] = ()
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "passed"
 
 
 def run_suites(
@@ -174,16 +262,19 @@ def run_suites(
 ) -> list[CheckResult]:
     """Run every check of every suite in order, never stopping at a failure.
 
-    ``on_result`` is called after each check (progress output). A failing check's
-    ``error`` is its ``ConformanceFailure`` text, ``store-conformance <id>: ...``.
+    ``on_result`` is called after each check (progress output).
     """
     results: list[CheckResult] = []
     for suite in suites:
         for check in suite.checks:
             started = time.perf_counter()
+            status: CheckStatus = "failed"
             error: str | None = None
             try:
                 check.run()
+                status = "passed"
+            except CheckNotRun as exc:
+                status, error = "not-run", exc.reason
             except AssertionError as exc:
                 error = (
                     str(exc) or f"store-conformance {check.id}: {type(exc).__name__}"
@@ -193,7 +284,7 @@ def run_suites(
             result = CheckResult(
                 suite=suite.name,
                 check_id=check.id,
-                passed=error is None,
+                status=status,
                 duration_ms=(time.perf_counter() - started) * 1000,
                 error=error,
                 title=check.title,

@@ -13,13 +13,20 @@ resolves the backend through the ``rulvar.stores`` registry, opens
 URL's location) and adds the suites the backend's declared capabilities call
 for, under ``rulvar-conformance``.
 
-By fixture: define ``rulvar_store_factory`` in a ``conftest.py``, returning a
-``FreshStoreFactory`` (``Callable[[int | None], OpenedStore]``, a fresh isolated
-store for a ttl), and run ``pytest --rulvar-certify``. Every conftest that
-defines it gets the kit items under ``<its directory>/rulvar-conformance``, so
-its fixtures (and its directory's others) apply. Capabilities are read from the
+By fixture: define ``rulvar_store_locations`` in a ``conftest.py``, returning a
+``LocationFactory`` (``Callable[[], StoreLocation]``: a fresh isolated location
+per call, which checks open as often as they need, in this process or in a
+spawned child), and run ``pytest --rulvar-certify``. A plain
+``rulvar_store_factory`` fixture (``Callable[[int | None], OpenedStore]``, one
+fresh store per call) also works; the checks that need a second handle, a clock
+or a child process are then skipped as not run. Every conftest that defines one
+of them gets the kit items under ``<its directory>/rulvar-conformance``, so its
+fixtures (and its directory's others) apply. Capabilities are read from the
 store's declared markers; override ``rulvar_store_capabilities`` in the same
 conftest to state them instead.
+
+Default suites run unless ``--rulvar-suite NAME`` (repeatable, ``all`` for
+every suite) selects others, e.g. ``--rulvar-suite kill-points``.
 
 Items are named by suite and check id, e.g.
 ``rulvar-conformance::test_fenced_writes[fenced-run-match]``; each carries
@@ -36,8 +43,14 @@ from typing import Final
 
 import pytest
 
-from rulvar_conformance.certify import CERTIFY_EXPIRY_TTL_MS, Certification
+from rulvar_conformance.certify import (
+    ALL_SUITES,
+    CERTIFY_EXPIRY_TTL_MS,
+    Certification,
+    suite_specs,
+)
 from rulvar_store import ConfigError, FreshStoreFactory
+from rulvar_store._locations import LocationFactory, locations_from_factory
 from rulvar_store._plugins import Backend, resolve_backend
 from rulvar_store._urls import StoreUrl, parse_store_url
 
@@ -51,13 +64,17 @@ __all__ = [
 ]
 
 COLLECTOR_NAME: Final = "rulvar-conformance"
+LOCATIONS_FIXTURE: Final = "rulvar_store_locations"
 FACTORY_FIXTURE: Final = "rulvar_store_factory"
 CLAUSE_MARKER: Final = "clause(id): SPI contract clause checked (select with -k ID)"
+SUITE_MARKER: Final = "rulvar_suite(name): the conformance suite a kit item belongs to"
 
 _URL_TARGET: Final = pytest.StashKey[tuple[StoreUrl, Backend]]()
 _MODE: Final = pytest.StashKey[str]()
 _CERTIFY_DIRS: Final = pytest.StashKey[list[str]]()
 _PROBED: Final = pytest.StashKey[dict[int, tuple[object, frozenset[str]]]]()
+_SUITES: Final = pytest.StashKey[set[str] | None]()
+_ADAPTED: Final = pytest.StashKey[dict[int, tuple[object, LocationFactory]]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -74,15 +91,26 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         default=False,
         help=f"add the conformance suites under every conftest.py that defines "
-        f"a {FACTORY_FIXTURE!r} fixture",
+        f"a {LOCATIONS_FIXTURE!r} or {FACTORY_FIXTURE!r} fixture",
+    )
+    group.addoption(
+        "--rulvar-suite",
+        metavar="NAME",
+        action="append",
+        default=None,
+        help="run this conformance suite (repeatable; 'all' for every suite); "
+        "default: the default suites",
     )
 
 
 def pytest_configure(config: pytest.Config) -> None:
     # The kit's items and ``pytest_params`` mark clauses; strict-marker runs need it.
     config.addinivalue_line("markers", CLAUSE_MARKER)
+    config.addinivalue_line("markers", SUITE_MARKER)
     config.stash[_CERTIFY_DIRS] = []
     config.stash[_PROBED] = {}
+    config.stash[_ADAPTED] = {}
+    config.stash[_SUITES] = _suite_selection(config.getoption("rulvar_suite"))
     url = config.getoption("rulvar_store")
     if url is None:
         return
@@ -96,6 +124,23 @@ def pytest_configure(config: pytest.Config) -> None:
             f"--rulvar-store: backend {backend.name!r} offers no certify() factory"
         )
     config.stash[_URL_TARGET] = (parsed, backend)
+
+
+def _suite_selection(names: list[str] | None) -> set[str] | None:
+    """The suite names to keep; ``None`` keeps every suite (``all``)."""
+    specs = suite_specs()
+    if names is None:
+        return {spec.name for spec in specs if spec.default}
+    if ALL_SUITES in names:
+        return None
+    known = {spec.name for spec in specs}
+    unknown = sorted(set(names) - known)
+    if unknown:
+        raise pytest.UsageError(
+            f"--rulvar-suite: no suite named {', '.join(unknown)}; "
+            f"known: {', '.join(sorted(known))}, {ALL_SUITES}"
+        )
+    return set(names)
 
 
 def _checks_module() -> ModuleType:
@@ -119,7 +164,9 @@ def _defines_factory(config: pytest.Config, conftest: Path) -> bool:
     for plugin in config.pluginmanager.get_plugins():
         source = getattr(plugin, "__file__", None)
         if isinstance(source, str) and Path(source).resolve() == wanted:
-            return hasattr(plugin, FACTORY_FIXTURE)
+            return hasattr(plugin, LOCATIONS_FIXTURE) or hasattr(
+                plugin, FACTORY_FIXTURE
+            )
     return False
 
 
@@ -145,12 +192,37 @@ def pytest_collection_modifyitems(
     """Append the URL-mode items; ``tryfirst`` so -k, -m and deselection see them."""
     if config.getoption("rulvar_certify") and not config.stash[_CERTIFY_DIRS]:
         raise pytest.UsageError(
-            f"--rulvar-certify: no collected conftest.py defines a {FACTORY_FIXTURE!r} fixture"
+            f"--rulvar-certify: no collected conftest.py defines a "
+            f"{LOCATIONS_FIXTURE!r} or {FACTORY_FIXTURE!r} fixture"
         )
     if _URL_TARGET in config.stash:
         url = config.stash[_URL_TARGET][0]
         nodeid = f"{COLLECTOR_NAME}[{url.scheme}]"
         items.extend(session.genitems(_collector(session, nodeid, "url")))
+    _drop_unselected_suites(config, items)
+
+
+def _drop_unselected_suites(config: pytest.Config, items: list[pytest.Item]) -> None:
+    selected = config.stash[_SUITES]
+    if selected is None:
+        return
+    kept: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        marker = item.get_closest_marker("rulvar_suite")
+        is_kit_item = marker is not None and _MODE in _module_stash(item)
+        if is_kit_item and marker is not None and marker.args[0] not in selected:
+            dropped.append(item)
+        else:
+            kept.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
+def _module_stash(item: pytest.Item) -> pytest.Stash:
+    module = item.getparent(pytest.Module)
+    return module.stash if module is not None else pytest.Stash()
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:
@@ -162,28 +234,44 @@ def pytest_itemcollected(item: pytest.Item) -> None:
 
 
 @pytest.fixture(scope="session")
-def _rulvar_url_factory(request: pytest.FixtureRequest) -> Iterator[FreshStoreFactory]:
+def _rulvar_url_locations(request: pytest.FixtureRequest) -> Iterator[LocationFactory]:
     url, backend = request.config.stash[_URL_TARGET]
     if backend.certify is None:  # refused in pytest_configure; narrows the type
         raise pytest.UsageError(f"backend {backend.name!r} offers no certify()")
-    with backend.certify(url) as fresh:
-        yield fresh
+    with backend.certify(url) as locations:
+        yield locations
+
+
+def _conftest_locations(request: pytest.FixtureRequest) -> LocationFactory:
+    """The conftest's location factory, or its plain store factory adapted."""
+    try:
+        locations: LocationFactory = request.getfixturevalue(LOCATIONS_FIXTURE)
+        return locations
+    except pytest.FixtureLookupError:
+        fresh: FreshStoreFactory = request.getfixturevalue(FACTORY_FIXTURE)
+    cache = request.config.stash[_ADAPTED]
+    adapted = cache.get(id(fresh))
+    if adapted is None or adapted[0] is not fresh:
+        adapted = (fresh, locations_from_factory(fresh))
+        cache[id(fresh)] = adapted
+    return adapted[1]
 
 
 @pytest.fixture
 def rulvar_store_capabilities(request: pytest.FixtureRequest) -> frozenset[str]:
-    """Capabilities of the conftest factory's stores, read from their markers.
+    """Capabilities of the conftest's stores, read from their markers.
 
-    Override in the conftest that defines ``rulvar_store_factory`` to declare them.
+    Override in the conftest that defines the locations (or factory) fixture to
+    declare them.
     """
     from rulvar_conformance.certify import probe_capabilities
 
-    fresh: FreshStoreFactory = request.getfixturevalue(FACTORY_FIXTURE)
+    locations = _conftest_locations(request)
     cache = request.config.stash[_PROBED]
-    hit = cache.get(id(fresh))
-    if hit is None or hit[0] is not fresh:
-        hit = (fresh, probe_capabilities(fresh))
-        cache[id(fresh)] = hit
+    hit = cache.get(id(locations))
+    if hit is None or hit[0] is not locations:
+        hit = (locations, probe_capabilities(locations))
+        cache[id(locations)] = hit
     return hit[1]
 
 
@@ -193,8 +281,11 @@ def rulvar_certification(request: pytest.FixtureRequest) -> Certification:
     module = request.node.getparent(pytest.Module)
     if module is not None and module.stash.get(_MODE, None) == "url":
         _, backend = request.config.stash[_URL_TARGET]
-        fresh: FreshStoreFactory = request.getfixturevalue("_rulvar_url_factory")
-        return Certification(fresh, backend.capabilities, backend.certify_expiry_ttl_ms)
-    fresh = request.getfixturevalue(FACTORY_FIXTURE)
+        locations: LocationFactory = request.getfixturevalue("_rulvar_url_locations")
+        return Certification(
+            locations, backend.capabilities, backend.certify_expiry_ttl_ms
+        )
     capabilities: frozenset[str] = request.getfixturevalue("rulvar_store_capabilities")
-    return Certification(fresh, frozenset(capabilities), CERTIFY_EXPIRY_TTL_MS)
+    return Certification(
+        _conftest_locations(request), frozenset(capabilities), CERTIFY_EXPIRY_TTL_MS
+    )

@@ -5,6 +5,12 @@ blobs. Leases carry a fencing epoch; a store that declares ``fenced_writes``
 refuses every write of a superseded owner (CONTRACT.md sections 1-5).
 """
 
+from rulvar_store._audit import (
+    RUN_STATUSES,
+    TERMINAL_RUN_STATUSES,
+    SettleRef,
+    last_run_settle,
+)
 from rulvar_store._capabilities import (
     assert_fenced_writes,
     has_fenced_writes,
@@ -15,6 +21,15 @@ from rulvar_store._failpoints import FAILPOINTS, Failpoint, hit, set_failpoint_h
 from rulvar_store._file_journal import CorruptFileError, JsonlFileStore, TornTail
 from rulvar_store._file_transcripts import FileTranscriptStore
 from rulvar_store._json import dump_record, load_record, stable_stringify
+from rulvar_store._locations import (
+    LOCATION_FEATURES,
+    LocationFactory,
+    LocationOpener,
+    StoreLocation,
+    UrlOpener,
+    locations_from_factory,
+    opened_at,
+)
 from rulvar_store._memory import (
     MemoryFencedTranscriptStore,
     MemoryStore,
@@ -70,7 +85,10 @@ __all__ = [
     "DEFAULT_LEASE_TTL_MS",
     "ENTRY_POINT_GROUP",
     "FAILPOINTS",
+    "LOCATION_FEATURES",
     "MAX_LEASE_TTL_MS",
+    "RUN_STATUSES",
+    "TERMINAL_RUN_STATUSES",
     "Backend",
     "BackendInfo",
     "BlobInput",
@@ -88,6 +106,8 @@ __all__ = [
     "LeasableStore",
     "Lease",
     "LeaseHeldError",
+    "LocationFactory",
+    "LocationOpener",
     "MemoryFencedTranscriptStore",
     "MemoryStore",
     "MemoryTranscriptStore",
@@ -97,13 +117,16 @@ __all__ = [
     "RunFilter",
     "RunMeta",
     "RunMetaDict",
+    "SettleRef",
     "SettlementError",
     "StoreBusyError",
+    "StoreLocation",
     "StoreUnavailableError",
     "StoreUrl",
     "SupersededError",
     "TornTail",
     "TranscriptStore",
+    "UrlOpener",
     "assert_fenced_writes",
     "check_safe_token",
     "copy_blob",
@@ -114,11 +137,14 @@ __all__ = [
     "hit",
     "hookimpl",
     "is_safe_token",
+    "last_run_settle",
     "list_backends",
     "load_record",
+    "locations_from_factory",
     "make_plugin_manager",
     "meta_matches_filter",
     "open_store",
+    "opened_at",
     "option_bool",
     "option_int",
     "read_run_meta",

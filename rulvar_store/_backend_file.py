@@ -6,10 +6,12 @@ import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from itertools import count
 from pathlib import Path
 from urllib.parse import unquote
 
-from rulvar_store._plugins import Backend, FreshStoreFactory, OpenedStore, hookimpl
+from rulvar_store._locations import LocationFactory, StoreLocation, UrlOpener
+from rulvar_store._plugins import Backend, OpenedStore, hookimpl
 from rulvar_store._urls import StoreUrl, option_bool
 from rulvar_store.errors import ConfigError
 
@@ -50,14 +52,24 @@ def _open(url: StoreUrl) -> OpenedStore:
 
 
 @contextmanager
-def _certify(url: StoreUrl) -> Iterator[FreshStoreFactory]:
+def _certify(url: StoreUrl) -> Iterator[LocationFactory]:
+    """Yield fresh locations, each a new directory in one scratch directory.
+
+    The scratch directory sits inside the URL's directory and is removed on exit.
+    """
     parent = _root(url)
     parent.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="rulvar-check-", dir=parent))
-    counter = iter(range(1_000_000))
+    numbers = count()
 
-    def fresh(ttl_ms: int | None) -> OpenedStore:
-        return _open_at(scratch / f"store-{next(counter)}", True)
+    def fresh() -> StoreLocation:
+        root = scratch / f"store-{next(numbers)}"
+        return StoreLocation(
+            name=str(root),
+            opener=UrlOpener(root.as_uri()),
+            clock=False,  # no leases, so nothing reads a clock
+            cleanup=lambda: shutil.rmtree(root, ignore_errors=True),
+        )
 
     try:
         yield fresh

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
+from itertools import count
 
-from rulvar_store._memory import MemoryStore
-from rulvar_store._plugins import Backend, FreshStoreFactory, OpenedStore, hookimpl
-from rulvar_store._records import DEFAULT_LEASE_TTL_MS
+from rulvar_store._locations import LocationFactory, StoreLocation
+from rulvar_store._memory import MemoryStore, _MemoryDomain
+from rulvar_store._plugins import Backend, OpenedStore, hookimpl
+from rulvar_store._records import DEFAULT_LEASE_TTL_MS, Clock
 from rulvar_store._urls import StoreUrl, option_int
 from rulvar_store.errors import ConfigError
 
@@ -21,24 +24,51 @@ def _opened(store: MemoryStore) -> OpenedStore:
 
 
 def _open(url: StoreUrl) -> OpenedStore:
-    unknown = set(url.options) - {"ttl_ms"}
+    unknown = set(url.options) - {"ttl_ms", "now"}
     if unknown:
         raise ConfigError(
-            f"memory:// takes only ttl_ms, not {', '.join(sorted(unknown))}"
+            f"memory:// takes only ttl_ms (and now= as a keyword), not "
+            f"{', '.join(sorted(unknown))}"
         )
     if url.parts.netloc or url.parts.path not in ("", "/"):
         raise ConfigError(f"memory:// takes no location, got {url.redacted!r}")
+    now = url.options.get("now")
+    if now is not None and not callable(now):
+        raise ConfigError("memory:// option now must be a clock callable")
     return _opened(
-        MemoryStore(ttl_ms=option_int(url.options, "ttl_ms", DEFAULT_LEASE_TTL_MS))
+        MemoryStore(
+            ttl_ms=option_int(url.options, "ttl_ms", DEFAULT_LEASE_TTL_MS), now=now
+        )
     )
 
 
-@contextmanager
-def _certify(url: StoreUrl) -> Iterator[FreshStoreFactory]:
-    _open(url).close()  # validate the URL once, before any check runs
+@dataclass(frozen=True)
+class _DomainOpener:
+    """Opens handles on one in-process domain; meaningless in another process."""
 
-    def fresh(ttl_ms: int | None) -> OpenedStore:
-        return _opened(MemoryStore(ttl_ms=ttl_ms or DEFAULT_LEASE_TTL_MS))
+    domain: _MemoryDomain
+
+    def __call__(
+        self, ttl_ms: int | None, now: Clock | None, fail_fast: bool
+    ) -> OpenedStore:
+        return _opened(
+            MemoryStore(
+                ttl_ms=ttl_ms or DEFAULT_LEASE_TTL_MS, now=now, _domain=self.domain
+            )
+        )
+
+
+@contextmanager
+def _certify(url: StoreUrl) -> Iterator[LocationFactory]:
+    _open(url).close()  # validate the URL once, before any check runs
+    numbers = count()
+
+    def fresh() -> StoreLocation:
+        return StoreLocation(
+            name=f"memory domain {next(numbers)}",
+            opener=_DomainOpener(_MemoryDomain()),
+            processes=False,
+        )
 
     yield fresh
 

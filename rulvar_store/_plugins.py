@@ -11,13 +11,16 @@ import importlib.util
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import pluggy
 
 from rulvar_store._protocols import JournalStore, TranscriptStore
 from rulvar_store._urls import StoreUrl, parse_store_url
 from rulvar_store.errors import ConfigError
+
+if TYPE_CHECKING:
+    from rulvar_store._locations import LocationFactory
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -82,8 +85,9 @@ class Backend:
         capabilities: names from ``CAPABILITIES`` the backend's stores declare.
         requires: importable modules the backend needs; missing ones name ``extra``.
         extra: the ``rulvar-stores`` extra that installs ``requires``.
-        certify: yields a factory of fresh isolated stores next to the URL's
-            location, for ``rulvar check``; cleans up on exit.
+        certify: yields a ``LocationFactory`` of fresh isolated locations next
+            to the URL's (new files, directories or schemas), for ``rulvar
+            check``, the kill points and the soak; removes them all on exit.
         certify_expiry_ttl_ms: the short ttl of the kit's wall-clock expiry check;
             a backend with network round trips or a server clock picks more.
         description: one line for listings.
@@ -95,9 +99,7 @@ class Backend:
     capabilities: frozenset[str] = frozenset()
     requires: tuple[str, ...] = ()
     extra: str | None = None
-    certify: Callable[[StoreUrl], AbstractContextManager[FreshStoreFactory]] | None = (
-        None
-    )
+    certify: Callable[[StoreUrl], AbstractContextManager[LocationFactory]] | None = None
     certify_expiry_ttl_ms: int = 600
     description: str = ""
 

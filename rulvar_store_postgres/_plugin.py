@@ -16,7 +16,8 @@ from itertools import count
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
 
-from rulvar_store._plugins import Backend, FreshStoreFactory, OpenedStore, hookimpl
+from rulvar_store._locations import LocationFactory, StoreLocation, UrlOpener
+from rulvar_store._plugins import Backend, OpenedStore, hookimpl
 from rulvar_store._urls import StoreUrl
 from rulvar_store.errors import ConfigError
 from rulvar_store_postgres._config import OPTION_NAMES, SCHEMES, resolve_settings
@@ -30,14 +31,22 @@ __all__ = ["rulvar_store_backends"]
 def _store_options(url: StoreUrl) -> dict[str, Any]:
     """Our options from ``url`` (query and keywords); unknown keywords are refused."""
     in_query = {key for key, _ in parse_qsl(url.parts.query, keep_blank_values=True)}
-    unknown = set(url.options) - OPTION_NAMES - in_query
+    if "now" in in_query:
+        raise ConfigError(
+            "postgresql:// takes now= (a clock) as a keyword, not in the URL"
+        )
+    unknown = set(url.options) - OPTION_NAMES - in_query - {"now"}
     if unknown:
         raise ConfigError(
             f"postgresql:// takes only {', '.join(sorted(OPTION_NAMES))} as options "
             f"(libpq parameters go in the URL's query string), not "
             f"{', '.join(sorted(unknown))}"
         )
-    return {key: value for key, value in url.options.items() if key in OPTION_NAMES}
+    return {
+        key: value
+        for key, value in url.options.items()
+        if key in OPTION_NAMES or key == "now"
+    }
 
 
 def _opened(store: PostgresStore) -> OpenedStore:
@@ -76,36 +85,45 @@ def _drop_schemas(
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
-@contextmanager
-def _certify(url: StoreUrl) -> Iterator[FreshStoreFactory]:
-    """Yield a factory of fresh stores, each in a new schema of the URL's database.
+# A fail-fast handle (kit contention checks) gives up on a held run lock quickly.
+_FAIL_FAST_LOCK_TIMEOUT_MS = 200
 
-    Every schema is dropped (CASCADE) on exit, after its store is closed.
+
+@contextmanager
+def _certify(url: StoreUrl) -> Iterator[LocationFactory]:
+    """Yield fresh locations, each a new schema of the URL's database.
+
+    A location's schema is dropped (CASCADE) when it is removed, and every schema
+    this certification made is dropped again on exit.
     """
     options = _store_options(url)
+    options.pop("now", None)
     settings = resolve_settings(url.raw, options)  # P1 before anything connects
     # Connect once up front: an unreachable server is one typed error, not 27 failed checks.
     _drop_schemas(settings.conninfo, (), settings.connect_timeout_s, "connect")
     prefix = f"rulvar_check_{secrets.token_hex(4)}"
     numbers = count()
-    opened: list[OpenedStore] = []
     schemas: list[str] = []
 
-    def fresh(ttl_ms: int | None) -> OpenedStore:
+    def fresh() -> StoreLocation:
         schema = f"{prefix}_{next(numbers)}"
         schemas.append(schema)
-        fresh_options = {**options, "schema": schema}
-        if ttl_ms is not None:
-            fresh_options["ttl_ms"] = ttl_ms
-        store = _open_with(url, fresh_options)
-        opened.append(store)
-        return store
+        return StoreLocation(
+            name=f"{url.redacted} schema {schema}",
+            opener=UrlOpener(
+                url.raw,
+                {**options, "schema": schema},
+                {"lock_timeout_ms": _FAIL_FAST_LOCK_TIMEOUT_MS},
+            ),
+            contention=True,
+            cleanup=lambda: _drop_schemas(
+                settings.conninfo, (schema,), settings.connect_timeout_s
+            ),
+        )
 
     try:
         yield fresh
     finally:
-        for store in opened:
-            store.close()
         if schemas:
             _drop_schemas(settings.conninfo, schemas, settings.connect_timeout_s)
 

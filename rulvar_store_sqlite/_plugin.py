@@ -11,13 +11,14 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from itertools import count
 from typing import TYPE_CHECKING, Any, Final
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
-from rulvar_store._plugins import Backend, FreshStoreFactory, OpenedStore, hookimpl
+from rulvar_store._locations import LocationFactory, StoreLocation, UrlOpener
+from rulvar_store._plugins import Backend, OpenedStore, hookimpl
 from rulvar_store._records import DEFAULT_LEASE_TTL_MS
 from rulvar_store._urls import StoreUrl, option_int
 from rulvar_store.errors import ConfigError
@@ -28,7 +29,9 @@ if TYPE_CHECKING:
 __all__ = ["rulvar_store_backends"]
 
 _MEMORY: Final = ":memory:"
-_OPTIONS: Final = frozenset({"ttl_ms", "busy_timeout_ms", "synchronous"})
+_OPTIONS: Final = frozenset({"ttl_ms", "busy_timeout_ms", "synchronous", "now"})
+# A fail-fast handle (kit contention checks) gives up on a held write lock quickly.
+_FAIL_FAST_BUSY_TIMEOUT_MS: Final = 100
 # Mirrors rulvar_store_sqlite._options.DEFAULT_BUSY_TIMEOUT_MS without importing it
 # (that module is cheap, but this one must stay importable without the extra).
 _DEFAULT_BUSY_TIMEOUT_MS: Final = 5_000
@@ -66,6 +69,8 @@ def _target(url: StoreUrl) -> _Target:
         ),
         "synchronous": url.options.get("synchronous", "FULL"),
     }
+    if url.options.get("now") is not None:
+        options["now"] = url.options["now"]  # a keyword only; SqliteStore checks it
     return _Target(location, options)
 
 
@@ -86,13 +91,19 @@ def _open(url: StoreUrl) -> OpenedStore:
     return _open_at(target.path, target.options)
 
 
-@contextmanager
-def _certify(url: StoreUrl) -> Iterator[FreshStoreFactory]:
-    """Yield a factory of fresh stores, each a new file in one scratch directory.
+def _remove_database(path: str) -> None:
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        with suppress(FileNotFoundError):
+            os.remove(path + suffix)
 
-    The directory sits next to the URL's database (so the check exercises the
-    same filesystem), or in the system temp dir for ``:memory:``; it is removed,
-    with every store still open, on exit.
+
+@contextmanager
+def _certify(url: StoreUrl) -> Iterator[LocationFactory]:
+    """Yield fresh locations, each a new database file in one scratch directory.
+
+    The directory sits next to the URL's database (so the checks exercise the same
+    filesystem), or in the system temp dir for ``:memory:``; it is removed, with
+    everything in it, on exit.
     """
     target = _target(url)
     if target.path == _MEMORY:
@@ -102,21 +113,24 @@ def _certify(url: StoreUrl) -> Iterator[FreshStoreFactory]:
         os.makedirs(parent, exist_ok=True)
     scratch = tempfile.mkdtemp(prefix="rulvar-check-", dir=parent)
     numbers = count()
-    opened: list[OpenedStore] = []
+    options = {key: value for key, value in target.options.items() if key != "now"}
 
-    def fresh(ttl_ms: int | None) -> OpenedStore:
-        options = dict(target.options)
-        if ttl_ms is not None:
-            options["ttl_ms"] = ttl_ms
-        store = _open_at(os.path.join(scratch, f"store-{next(numbers)}.db"), options)
-        opened.append(store)
-        return store
+    def fresh() -> StoreLocation:
+        path = os.path.join(scratch, f"store-{next(numbers)}.db")
+        return StoreLocation(
+            name=path,
+            opener=UrlOpener(
+                "sqlite:///" + quote(path),
+                options,
+                {"busy_timeout_ms": _FAIL_FAST_BUSY_TIMEOUT_MS},
+            ),
+            contention=True,
+            cleanup=lambda: _remove_database(path),
+        )
 
     try:
         yield fresh
     finally:
-        for store in opened:
-            store.close()
         shutil.rmtree(scratch, ignore_errors=True)
 
 

@@ -9,22 +9,26 @@ from typing import Final
 import pytest
 
 from rulvar_conformance import CLAUSES, ConformanceSuite
-from rulvar_conformance.certify import SUITE_CAPABILITIES, certification_suites
+from rulvar_conformance.certify import (
+    Certification,
+    certification_suites,
+    suite_specs,
+)
 from rulvar_conformance.clauses import clause_family
-from rulvar_store import OpenedStore
+from rulvar_store import StoreLocation
 
 TESTS_ROOT: Final = Path(__file__).resolve().parents[1]
 REQUIRED_FAMILIES: Final = ("J", "M", "L", "F", "T", "C")
 _MARK: Final = re.compile(r"""mark\.clause\(\s*["']([^"']*)["']\s*\)""")
 
 
-def _never_opened(ttl_ms: int | None) -> OpenedStore:
+def _never_opened() -> StoreLocation:
     raise AssertionError("only the check list is read")
 
 
 def all_suites() -> list[ConformanceSuite]:
-    capabilities = frozenset(c for c in SUITE_CAPABILITIES.values() if c is not None)
-    return certification_suites(_never_opened, capabilities)
+    capabilities = frozenset(s.capability for s in suite_specs() if s.capability)
+    return certification_suites(Certification(_never_opened, capabilities), ["all"])
 
 
 def cited_by_checks() -> dict[str, set[str]]:

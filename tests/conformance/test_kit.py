@@ -10,6 +10,7 @@ import threading
 import pytest
 
 from rulvar_conformance import (
+    Certification,
     ConformanceFailure,
     ExpiryPairing,
     certification_suites,
@@ -23,6 +24,7 @@ from rulvar_store import (
     MemoryStore,
     MemoryTranscriptStore,
     OpenedStore,
+    locations_from_factory,
     open_store,
 )
 from rulvar_store._plugins import resolve_backend
@@ -136,12 +138,15 @@ def test_certification_builds_the_suites_the_capabilities_call_for() -> None:
     def fresh(ttl_ms: int | None) -> OpenedStore:
         return open_store("memory://", ttl_ms=ttl_ms or 60_000)
 
-    names = [s.name for s in certification_suites(fresh, frozenset())]
+    locations = locations_from_factory(fresh)
+    names = [
+        s.name for s in certification_suites(Certification(locations, frozenset()))
+    ]
     assert names == ["journal"]
     everything = frozenset(
         {"leases", "fenced_writes", "fenced_transcripts", "meta_lookup"}
     )
-    suites = certification_suites(fresh, everything)
+    suites = certification_suites(Certification(locations, everything))
     assert [s.name for s in suites] == [
         "journal",
         "leasable",
@@ -162,10 +167,12 @@ def test_probe_reads_declared_markers() -> None:
         store = MemoryStore()
         return OpenedStore(store, MemoryTranscriptStore(), (store.close,))
 
-    assert probe_capabilities(memory) == frozenset(
+    assert probe_capabilities(locations_from_factory(memory)) == frozenset(
         {"leases", "meta_lookup", "fenced_writes", "fenced_transcripts"}
     )
-    assert "fenced_transcripts" not in probe_capabilities(unfenced_blobs)
+    assert "fenced_transcripts" not in probe_capabilities(
+        locations_from_factory(unfenced_blobs)
+    )
 
 
 @pytest.mark.clause("C2")
@@ -174,8 +181,10 @@ def test_memory_backend_certifies_through_its_registry_entry() -> None:
     url = parse_store_url("memory://")
     backend = resolve_backend(url)
     assert backend.certify is not None
-    with backend.certify(url) as fresh:
-        results = run_suites(certification_suites(fresh, backend.capabilities))
+    with backend.certify(url) as locations:
+        results = run_suites(
+            certification_suites(Certification(locations, backend.capabilities))
+        )
     assert len(results) == 27
     assert [r.check_id for r in results if not r.passed] == []
     assert {r.suite for r in results} == {

@@ -10,7 +10,7 @@ from functools import partial
 
 import pytest
 
-from rulvar_conformance import certification_suites
+from rulvar_conformance import Certification, certification_suites
 from rulvar_conformance._kit import run_concurrently
 from rulvar_store import (
     JournalOrderViolation,
@@ -21,6 +21,7 @@ from rulvar_store import (
     OpenedStore,
     has_fenced_writes,
     is_safe_token,
+    locations_from_factory,
 )
 
 
@@ -192,7 +193,9 @@ def test_certified_checks_each_open_a_fresh_store_and_close_it() -> None:
         return OpenedStore(store, store.transcripts(), (lambda: closed.append(store),))
 
     capabilities = frozenset({"leases", "fenced_writes", "fenced_transcripts"})
-    suites = certification_suites(fresh, capabilities)
+    suites = certification_suites(
+        Certification(locations_from_factory(fresh), capabilities)
+    )
     for suite in suites:
         suite.run()
     assert len(opened) >= sum(len(suite.checks) for suite in suites)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from rulvar_conformance import (
+    Certification,
     ConformanceCheck,
     certification_suites,
     journal_store_conformance,
@@ -58,10 +59,12 @@ def test_file_backend_certifies_with_exactly_its_declared_capabilities(
     url = parse_store_url(f"file://{tmp_path / 'certify'}")
     backend = resolve_backend(url)
     assert backend.certify is not None
-    with backend.certify(url) as fresh:
-        capabilities = probe_capabilities(fresh)
+    with backend.certify(url) as locations:
+        capabilities = probe_capabilities(locations)
         assert capabilities == backend.capabilities == {"meta_lookup"}
-        results = run_suites(certification_suites(fresh, capabilities))
+        results = run_suites(
+            certification_suites(Certification(locations, capabilities))
+        )
     assert [r.error for r in results if not r.passed] == []
     assert {r.suite for r in results} == {SUITE.name}
     assert list((tmp_path / "certify").iterdir()) == []

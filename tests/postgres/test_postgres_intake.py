@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from rulvar_store import ConfigError, OpenedStore, list_backends, open_store
+from rulvar_store import ConfigError, list_backends, open_store
 from rulvar_store._plugins import make_plugin_manager
 from rulvar_store_postgres import PostgresFencedTranscriptStore, PostgresStore
 from rulvar_store_postgres._config import (
@@ -212,28 +212,37 @@ def test_certify_runs_every_suite_in_fresh_schemas_and_drops_them(
     pg_url: str, admin: Any
 ) -> None:
     """The plugin's certify: a fresh schema per factory call, all suites pass, all dropped."""
-    from rulvar_conformance import certification_suites, probe_capabilities, run_suites
+    from rulvar_conformance import (
+        Certification,
+        certification_suites,
+        probe_capabilities,
+        run_suites,
+    )
+    from rulvar_store import StoreLocation
     from rulvar_store._urls import parse_store_url
 
     (info,) = [i for i in list_backends() if i.backend.name == "postgresql"]
     certify = info.backend.certify
     assert certify is not None
     used: list[str] = []
-    with certify(parse_store_url(pg_url)) as fresh:
+    with certify(parse_store_url(pg_url)) as locations:
 
-        def recording(ttl_ms: int | None) -> OpenedStore:
-            opened = fresh(ttl_ms)
-            assert isinstance(opened.journal, PostgresStore)
-            used.append(opened.journal.schema)
-            return opened
+        def recording() -> StoreLocation:
+            location = locations()
+            with location.open() as opened:
+                assert isinstance(opened.journal, PostgresStore)
+                used.append(opened.journal.schema)
+            return location
 
         capabilities = probe_capabilities(recording)
         assert capabilities == info.backend.capabilities
-        results = run_suites(certification_suites(recording, capabilities))
+        results = run_suites(
+            certification_suites(Certification(recording, capabilities))
+        )
     failed = [r.error for r in results if not r.passed]
     assert not failed
     assert len(results) >= 25
-    assert len(set(used)) == len(used) > 25  # a fresh schema per factory call
+    assert len(set(used)) == len(used) > 25  # a fresh schema per location
     left = admin.execute(
         "SELECT count(*) FROM pg_namespace WHERE nspname = ANY(%s)", (used,)
     ).fetchone()

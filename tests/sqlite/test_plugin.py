@@ -93,26 +93,37 @@ def test_bad_urls_raise_config_error_and_create_nothing(
 def test_certify_yields_fresh_files_next_to_the_url_and_cleans_up(
     tmp_path: Path,
 ) -> None:
-    """Each factory call is a new isolated file in a scratch dir that is removed."""
+    """Each location is a new isolated file in a scratch dir that is removed."""
     url = parse_store_url(f"sqlite:///{tmp_path / 'target.db'}")
-    with _certify(url) as fresh:
-        first, second = fresh(None), fresh(250)
-        assert isinstance(first.journal, SqliteStore)
-        assert isinstance(second.journal, SqliteStore)
-        first.journal.append("run", {"seq": 0})
-        assert second.journal.load("run") == []
-        assert second.journal.lease_ttl_ms == 250
-        scratch = Path(first.journal.path).parent
+    with _certify(url) as locations:
+        first, second = locations(), locations()
+        assert first.features == {"shared", "clock", "processes", "contention"}
+        a, b = first.open(), second.open(250)
+        assert isinstance(a.journal, SqliteStore)
+        assert isinstance(b.journal, SqliteStore)
+        a.journal.append("run", {"seq": 0})
+        assert b.journal.load("run") == []
+        assert b.journal.lease_ttl_ms == 250
+        with first.open(fail_fast=True) as again:
+            assert again.journal.load("run") == [{"seq": 0}]
+            assert isinstance(again.journal, SqliteStore)
+            assert again.journal.busy_timeout_ms < 1_000
+        scratch = Path(a.journal.path).parent
         assert scratch.parent == tmp_path
-        first.close()
+        a.close()
+        b.close()
+        first.remove()
+        assert not Path(a.journal.path).exists()
     assert not scratch.exists()
     assert not (tmp_path / "target.db").exists()
 
 
 def test_certify_for_memory_uses_a_temp_dir() -> None:
     """sqlite://:memory: certifies over fresh temp files, removed afterwards."""
-    with _certify(parse_store_url("sqlite://:memory:")) as fresh:
-        opened = fresh(None)
+    with (
+        _certify(parse_store_url("sqlite://:memory:")) as locations,
+        locations().open() as opened,
+    ):
         assert isinstance(opened.journal, SqliteStore)
         scratch = Path(opened.journal.path).parent
         assert scratch.exists()

@@ -15,12 +15,14 @@ from rulvar_store import (
     FreshStoreFactory,
     JournalEntry,
     Lease,
+    LocationFactory,
     MemoryStore,
     OpenedStore,
     RunFilter,
     RunMeta,
     StoreUrl,
     hookimpl,
+    locations_from_factory,
 )
 
 CAPABILITIES = frozenset(
@@ -81,8 +83,10 @@ def _broken(ttl_ms: int | None) -> OpenedStore:
 
 def _certifier(factory: FreshStoreFactory):  # type: ignore[no-untyped-def]  # returns a decorated generator
     @contextmanager
-    def certify(url: StoreUrl) -> Iterator[FreshStoreFactory]:
-        yield factory
+    def certify(url: StoreUrl) -> Iterator[LocationFactory]:
+        # One fresh store per location: the checks that need a second handle,
+        # a clock or a child process report "not run" for this backend.
+        yield locations_from_factory(factory)
 
     return certify
 

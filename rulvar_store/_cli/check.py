@@ -1,0 +1,128 @@
+"""``rulvar check``: certify the backend behind a URL with the conformance kit."""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from rulvar_store._cli._common import EXIT_FAILED
+from rulvar_store._plugins import list_backends, resolve_backend
+from rulvar_store._urls import parse_store_url
+
+if TYPE_CHECKING:
+    from rulvar_conformance.certify import CheckResult
+
+__all__ = ["check_command"]
+
+_MARKS = {"passed": "PASS", "failed": "FAIL", "not-run": "NOT RUN"}
+
+
+def _default_check_url(scratch: Path) -> str:
+    """The embedded SQLite default when usable, else the in-memory store."""
+    usable = {info.backend.name for info in list_backends() if info.installed}
+    if "sqlite" in usable:
+        return f"sqlite:///{scratch / 'rulvar-check.db'}"
+    return "memory://"
+
+
+@contextmanager
+def _scratch_dir() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="rulvar-check-") as name:
+        yield Path(name)
+
+
+def _result_row(result: CheckResult) -> dict[str, Any]:
+    return {
+        "suite": result.suite,
+        "check": result.check_id,
+        "status": result.status,
+        "passed": result.passed,
+        "duration_ms": round(result.duration_ms, 1),
+        "clauses": list(result.clauses),
+        "error": result.error if result.status == "failed" else None,
+        "reason": result.error if result.status == "not-run" else None,
+    }
+
+
+@click.command("check")
+@click.argument("url", required=False)
+@click.option(
+    "--suite",
+    "suites_wanted",
+    multiple=True,
+    metavar="NAME",
+    help="Run this suite (repeatable; 'all' for every suite). Default: the default suites.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def check_command(
+    url: str | None, suites_wanted: tuple[str, ...], as_json: bool
+) -> None:
+    """Certify the backend behind URL with the conformance kit.
+
+    Each check runs against a fresh, isolated location next to URL's (a new
+    file, directory or schema), so certifying never touches existing runs.
+    Without URL: a temporary SQLite file (the embedded default).
+    """
+    with _scratch_dir() as scratch:
+        target = url if url is not None else _default_check_url(scratch)
+        parsed = parse_store_url(target)
+        backend = resolve_backend(parsed)
+        if backend.certify is None:
+            raise click.UsageError(
+                f"backend {backend.name!r} cannot open fresh stores for certification"
+            )
+        # The kit is imported only here: listing backends must not pay for it.
+        from rulvar_conformance.certify import (
+            Certification,
+            certification_suites,
+            run_suites,
+        )
+
+        def progress(result: CheckResult) -> None:
+            if not as_json:
+                click.echo(
+                    f"  {_MARKS[result.status]:<7}  {result.suite:<20} "
+                    f"{result.check_id:<42} {result.duration_ms:>8.1f} ms"
+                )
+                if result.error:
+                    click.echo(f"        {result.error}")
+
+        if not as_json:
+            click.echo(f"certifying {parsed.redacted} ({backend.name})")
+        with backend.certify(parsed) as locations:
+            certification = Certification(
+                locations, backend.capabilities, backend.certify_expiry_ttl_ms
+            )
+            try:
+                suites = certification_suites(certification, suites_wanted or None)
+            except KeyError as exc:
+                raise click.UsageError(str(exc.args[0])) from exc
+            results = run_suites(suites, on_result=progress)
+
+    failed = [result for result in results if result.status == "failed"]
+    not_run = [result for result in results if result.status == "not-run"]
+    passed = len(results) - len(failed) - len(not_run)
+    if as_json:
+        payload = {
+            "url": parsed.redacted,
+            "backend": backend.name,
+            "passed": passed,
+            "failed": len(failed),
+            "not_run": len(not_run),
+            "results": [_result_row(result) for result in results],
+        }
+        click.echo(json.dumps(payload, indent=2))
+    else:
+        click.echo(
+            f"{passed} passed, {len(failed)} failed, {len(not_run)} not run "
+            f"across {len(suites)} suites"
+        )
+    if failed:
+        sys.exit(EXIT_FAILED)
