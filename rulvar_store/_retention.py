@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, cast
 
 from rulvar_store._protocols import JournalStore, LeasableStore, TranscriptStore
 from rulvar_store._records import JournalEntry, Lease
@@ -167,7 +167,7 @@ def with_brief_lease(
     """
     lease: Lease | None = None
     if is_leasable(journal):
-        leasable: LeasableStore = journal  # type: ignore[assignment]  # checked above
+        leasable = cast(LeasableStore, journal)  # is_leasable checked it
         try:
             lease = leasable.acquire(run_id, owner)
         except LeaseHeldError as exc:
