@@ -260,6 +260,16 @@ def _audit_listed(store: JournalStore, listed: ListedRun) -> RunStateAudit:
         return _unreadable(
             listed.run_id, listed.meta, f"journal unreadable: {_describe(exc)}"
         )
+    odd = next(
+        (i for i, item in enumerate(entries) if not isinstance(item, dict)), None
+    )
+    if odd is not None:
+        return _unreadable(
+            listed.run_id,
+            listed.meta,
+            f"journal entry {odd} is a JSON {type(entries[odd]).__name__}, "
+            "not an object",
+        )
     try:
         return audit_entries(listed.run_id, listed.meta, entries)
     except (ContractError, ValueError, TypeError, KeyError) as exc:

@@ -154,10 +154,18 @@ class Watchdog:
         self._stream = stream
         self._cond = threading.Condition()
         self._step: tuple[str, float] | None = None
-        thread = threading.Thread(
+        self._stopped = False
+        self._thread = threading.Thread(
             target=self._watch, name="rulvar-watchdog", daemon=True
         )
-        thread.start()
+        self._thread.start()
+
+    def stop(self) -> None:
+        """End the watch (the command is done); idempotent."""
+        with self._cond:
+            self._stopped = True
+            self._cond.notify()
+        self._thread.join()
 
     @contextmanager
     def bound(self, label: str) -> Iterator[None]:
@@ -185,6 +193,8 @@ class Watchdog:
     def _watch(self) -> None:
         while True:
             with self._cond:
+                if self._stopped:
+                    return
                 self._cond.wait(timeout=0.1)
                 step = self._step
             if step is not None and time.monotonic() > step[1]:

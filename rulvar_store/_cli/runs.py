@@ -64,6 +64,8 @@ def _store(
             yield opened, watchdog
     except (StoreBusyError, StoreUnavailableError) as exc:
         store_did_not_answer(exc, timeout_s)
+    finally:
+        watchdog.stop()
 
 
 @click.group("runs")
