@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from rulvar_store import (
@@ -82,7 +84,8 @@ def test_audit_counts_tail_dangling_and_open_suspensions(place: Place) -> None:
         store, "run-a", [running(0), settle(1, "ok"), suspension(2), running(3)], "ok"
     )
     audit = audit_run(store, "run-a")
-    assert audit.journal_settle is not None and audit.journal_settle.seq == 1
+    assert audit.journal_settle is not None
+    assert audit.journal_settle.seq == 1
     assert (
         audit.entries_after_settle,
         audit.dangling_dispatches,
@@ -97,7 +100,12 @@ def test_reconcile_rewrites_status_and_updated_at_and_keeps_every_other_key(
 ) -> None:
     """A4: the repaired meta is the old one with status and updatedAt replaced, unknown keys kept."""
     store = place.open().journal
-    extra = {"segments": 3, "budgetUsd": 12.5, "soak": {"nonce": "n-1"}, "tags": ["t"]}
+    extra: dict[str, Any] = {
+        "segments": 3,
+        "budgetUsd": 12.5,
+        "soak": {"nonce": "n-1"},
+        "tags": ["t"],
+    }
     write_run(
         store, "run-a", [entry(0, "step", "ok"), settle(1, "ok")], "running", **extra
     )
