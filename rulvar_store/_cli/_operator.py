@@ -23,6 +23,7 @@ from typing import Any, Final, TextIO, TypeVar
 
 import click
 
+from rulvar_store._cli._common import EXIT_FAILED
 from rulvar_store._plugins import OpenedStore, open_store
 from rulvar_store._urls import option_bool, parse_store_url
 from rulvar_store.errors import ConfigError, StoreBusyError, StoreUnavailableError
@@ -95,10 +96,13 @@ def _options(
         if not write:
             return {"repair": False}  # a torn tail is reported, never truncated
         if not option_bool(raw_options, "repair", True):
-            raise click.UsageError(
-                "the URL asks for verify-only loads (repair=false), which cannot be "
-                "combined with --repair"
+            # A6: a verify-only load switch together with --repair exits 1.
+            click.echo(
+                "rulvar: the URL asks for verify-only loads (repair=false), which "
+                "cannot be combined with --repair",
+                err=True,
             )
+            sys.exit(EXIT_FAILED)
     return {}
 
 
@@ -130,8 +134,8 @@ def store_did_not_answer(
 ) -> None:
     """Print why the pass stopped and exit ``EXIT_UNAVAILABLE``."""
     click.echo(
-        f"rulvar: the store did not answer within {timeout_s:g} s "
-        f"({exc.code}): {sanitize(exc)}",
+        f"rulvar: {exc.code}: {sanitize(exc)} (each store call is bounded by "
+        f"--timeout {timeout_s:g} s); stopped",
         err=True,
     )
     sys.exit(EXIT_UNAVAILABLE)
