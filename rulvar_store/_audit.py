@@ -47,6 +47,7 @@ __all__ = [
     "audit_runs",
     "dangling_dispatches",
     "iter_run_audits",
+    "journal_shape_problem",
     "last_run_settle",
     "reconcile_run_meta",
 ]
@@ -260,22 +261,25 @@ def _audit_listed(store: JournalStore, listed: ListedRun) -> RunStateAudit:
         return _unreadable(
             listed.run_id, listed.meta, f"journal unreadable: {_describe(exc)}"
         )
-    odd = next(
-        (i for i, item in enumerate(entries) if not isinstance(item, dict)), None
-    )
-    if odd is not None:
-        return _unreadable(
-            listed.run_id,
-            listed.meta,
-            f"journal entry {odd} is a JSON {type(entries[odd]).__name__}, "
-            "not an object",
-        )
+    problem = journal_shape_problem(entries)
+    if problem is not None:
+        return _unreadable(listed.run_id, listed.meta, problem)
     try:
         return audit_entries(listed.run_id, listed.meta, entries)
     except (ContractError, ValueError, TypeError, KeyError) as exc:
         return _unreadable(
             listed.run_id, listed.meta, f"journal does not fold: {_describe(exc)}"
         )
+
+
+def journal_shape_problem(entries: Sequence[Any]) -> str | None:
+    """Name the first loaded entry that is not a JSON object, or None."""
+    for index, item in enumerate(entries):
+        if not isinstance(item, dict):
+            return (
+                f"journal entry {index} is a JSON {type(item).__name__}, not an object"
+            )
+    return None
 
 
 def _describe(exc: BaseException) -> str:

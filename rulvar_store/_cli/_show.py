@@ -8,7 +8,7 @@ from typing import Any, Final
 
 import click
 
-from rulvar_store._audit import audit_entries
+from rulvar_store._audit import audit_entries, journal_shape_problem
 from rulvar_store._cli._operator import sanitize
 from rulvar_store._observe import checked_meta, has_lease_peek
 from rulvar_store._plugins import OpenedStore
@@ -73,6 +73,7 @@ def describe_run(
         entries = opened.journal.load(run_id)
     except (ContractError, ValueError, TypeError) as exc:
         problem = problem or f"journal unreadable: {type(exc).__name__}: {exc}"
+    problem = problem or journal_shape_problem(entries)
     refs = opened.transcripts.list_refs(run_id)
     if meta is None and problem is None and not entries and not refs:
         return None
@@ -97,7 +98,7 @@ def describe_run(
         "lease": _lease(opened, run_id),
         "journalEntries": len(entries),
         "tail": entries[-tail_size:] if tail_size else [],
-        "danglingSeqs": _dangling_seqs(entries),
+        "danglingSeqs": [] if problem else _dangling_seqs(entries),
         "audit": audit,
         "blobs": blobs,
     }

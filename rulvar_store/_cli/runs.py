@@ -220,9 +220,13 @@ def audit_command(url: str, repair: bool, as_json: bool, timeout_s: float) -> No
     rows: list[dict[str, Any]] = []
     progress = Progress("audited")
     with _store(url, write=repair, timeout_s=timeout_s) as (opened, watchdog):
-        audits = watchdog.pace(iter_run_audits(opened.journal), "auditing runs")
+        audits = watchdog.pace(
+            iter_run_audits(opened.journal, include_consistent=True), "auditing runs"
+        )
         for audit in audits:
-            progress.step()
+            progress.step()  # every run audited counts, not only the reported ones
+            if audit.verdict == "consistent":
+                continue
             reported += 1
             if repair and audit.repair_to is not None:
                 with watchdog.bound(f"repairing run {audit.run_id!r}"):

@@ -22,14 +22,32 @@ def _url(place: Place) -> str:
 def _seed_divergences(place: Place) -> None:
     """run-behind (meta-behind), run-ok (consistent), run-stranded, run-suspect."""
     store = place.open().journal
-    write_run(store, "run-ok", [running(0), entry(1, "agent", "ok", ref=0), settle(2, "ok")], "ok", name="nightly", tags=["team:core"])
-    write_run(store, "run-behind", [entry(0, "step", "ok"), settle(1, "ok")], "running", name="nightly", keep={"x": 1})
-    write_run(store, "run-stranded", [settle(0, "ok"), running(1)], "ok", tags=["team:core"])
+    write_run(
+        store,
+        "run-ok",
+        [running(0), entry(1, "agent", "ok", ref=0), settle(2, "ok")],
+        "ok",
+        name="nightly",
+        tags=["team:core"],
+    )
+    write_run(
+        store,
+        "run-behind",
+        [entry(0, "step", "ok"), settle(1, "ok")],
+        "running",
+        name="nightly",
+        keep={"x": 1},
+    )
+    write_run(
+        store, "run-stranded", [settle(0, "ok"), running(1)], "ok", tags=["team:core"]
+    )
     write_run(store, "run-suspect", [suspension(0)], "ok")
 
 
 @pytest.mark.clause("A5")
-def test_runs_list_prints_every_run_and_filters(url_place: Place, rulvar: Rulvar) -> None:
+def test_runs_list_prints_every_run_and_filters(
+    url_place: Place, rulvar: Rulvar
+) -> None:
     """A5: runs list shows every run with its status; --status, --name and --tag narrow it."""
     _seed_divergences(url_place)
     url = _url(url_place)
@@ -37,18 +55,29 @@ def test_runs_list_prints_every_run_and_filters(url_place: Place, rulvar: Rulvar
     assert result.exit_code == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].split() == ["RUN", "STATUS", "NAME", "UPDATED"]
-    assert [line.split()[0] for line in lines[1:]] == ["run-behind", "run-ok", "run-stranded", "run-suspect"]
+    assert [line.split()[0] for line in lines[1:]] == [
+        "run-behind",
+        "run-ok",
+        "run-stranded",
+        "run-suspect",
+    ]
     assert "4 runs" in result.stderr
     only = rulvar("runs", "list", url, "--status", "running", "--json")
     assert [row["runId"] for row in json.loads(only.stdout)["runs"]] == ["run-behind"]
-    named = rulvar("runs", "list", url, "--name", "nightly", "--tag", "team:core", "--json")
+    named = rulvar(
+        "runs", "list", url, "--name", "nightly", "--tag", "team:core", "--json"
+    )
     assert [row["runId"] for row in json.loads(named.stdout)["runs"]] == ["run-ok"]
-    either = rulvar("runs", "list", url, "--status", "running", "--status", "ok", "--json")
+    either = rulvar(
+        "runs", "list", url, "--status", "running", "--status", "ok", "--json"
+    )
     assert json.loads(either.stdout)["count"] == 4
 
 
 @pytest.mark.clause("A2")
-def test_runs_show_reports_meta_lease_journal_settle_dangling_and_blobs(url_place: Place, rulvar: Rulvar) -> None:
+def test_runs_show_reports_meta_lease_journal_settle_dangling_and_blobs(
+    url_place: Place, rulvar: Rulvar
+) -> None:
     """A2: runs show prints the meta, lease holder, journal length and tail, settle, dangling seqs, blobs with sizes."""
     _seed_divergences(url_place)
     opened = url_place.open()
@@ -67,7 +96,9 @@ def test_runs_show_reports_meta_lease_journal_settle_dangling_and_blobs(url_plac
     if leased:
         assert "lease    worker-7 epoch 1" in text
         assert "(live," in text
-    report = json.loads(rulvar("runs", "show", _url(url_place), "run-stranded", "--json").stdout)
+    report = json.loads(
+        rulvar("runs", "show", _url(url_place), "run-stranded", "--json").stdout
+    )
     assert report["meta"]["status"] == "ok"
     assert report["journalEntries"] == 2
     assert report["danglingSeqs"] == [1]
@@ -86,7 +117,9 @@ def test_runs_show_of_an_unknown_run_exits_1(url_place: Place, rulvar: Rulvar) -
 
 
 @pytest.mark.clause("A6")
-def test_runs_audit_prints_one_line_per_divergence_and_exits_1(url_place: Place, rulvar: Rulvar) -> None:
+def test_runs_audit_prints_one_line_per_divergence_and_exits_1(
+    url_place: Place, rulvar: Rulvar
+) -> None:
     """A6: '<runId> <verdict>: <reason>' per non-consistent run; without --repair all remain, exit 1."""
     _seed_divergences(url_place)
     result = rulvar("runs", "audit", _url(url_place))
@@ -101,7 +134,9 @@ def test_runs_audit_prints_one_line_per_divergence_and_exits_1(url_place: Place,
 
 
 @pytest.mark.clause("A6")
-def test_runs_audit_repair_fixes_what_it_may_and_keeps_the_rest(url_place: Place, rulvar: Rulvar) -> None:
+def test_runs_audit_repair_fixes_what_it_may_and_keeps_the_rest(
+    url_place: Place, rulvar: Rulvar
+) -> None:
     """A6: --repair rewrites meta-behind and stranded runs (suffix names the status); suspect remains, exit 1."""
     _seed_divergences(url_place)
     result = rulvar("runs", "audit", _url(url_place), "--repair")
@@ -120,7 +155,9 @@ def test_runs_audit_repair_fixes_what_it_may_and_keeps_the_rest(url_place: Place
 
 
 @pytest.mark.clause("A6")
-def test_runs_audit_exit_0_when_every_divergence_is_repaired(url_place: Place, rulvar: Rulvar) -> None:
+def test_runs_audit_exit_0_when_every_divergence_is_repaired(
+    url_place: Place, rulvar: Rulvar
+) -> None:
     """A6: with only repairable divergences, --repair ends with 'every divergence repaired' and exit 0."""
     store = url_place.open().journal
     write_run(store, "run-behind", [entry(0, "step", "ok"), settle(1, "ok")], "running")
@@ -137,7 +174,9 @@ def test_runs_audit_exit_0_when_every_divergence_is_repaired(url_place: Place, r
 
 
 @pytest.mark.clause("A6")
-def test_runs_audit_repair_skips_a_run_leased_by_a_live_owner(url_place: Place, rulvar: Rulvar) -> None:
+def test_runs_audit_repair_skips_a_run_leased_by_a_live_owner(
+    url_place: Place, rulvar: Rulvar
+) -> None:
     """A6: a run leased by a live owner gets ' (leased by a live owner, skipped)', stays unrepaired, exit 1."""
     if url_place.backend == "file":
         pytest.skip("the file store has no leases")
@@ -151,13 +190,20 @@ def test_runs_audit_repair_skips_a_run_leased_by_a_live_owner(url_place: Place, 
 
 
 @pytest.mark.clause("A6")
-def test_runs_audit_sanitizes_control_characters(tmp_path: Path, rulvar: Rulvar) -> None:
+def test_runs_audit_sanitizes_control_characters(
+    tmp_path: Path, rulvar: Rulvar
+) -> None:
     """A6: terminal control characters in run ids and reasons are printed as escapes."""
     from rulvar_store import open_store
 
     url = f"sqlite:///{tmp_path / 'runs.db'}"
     with open_store(url) as opened:
-        write_run(opened.journal, "evil\x1b[2J\u202erun", [entry(0, "step", "ok"), settle(1, "ok")], "running")
+        write_run(
+            opened.journal,
+            "evil\x1b[2J\u202erun",
+            [entry(0, "step", "ok"), settle(1, "ok")],
+            "running",
+        )
     for args in (("runs", "audit", url), ("runs", "list", url)):
         result = rulvar(*args)
         assert "\x1b" not in result.stdout
@@ -166,7 +212,9 @@ def test_runs_audit_sanitizes_control_characters(tmp_path: Path, rulvar: Rulvar)
 
 
 @pytest.mark.clause("A6")
-def test_verify_only_file_url_with_repair_exits_1(tmp_path: Path, rulvar: Rulvar) -> None:
+def test_verify_only_file_url_with_repair_exits_1(
+    tmp_path: Path, rulvar: Rulvar
+) -> None:
     """A6: a verify-only load switch (file:// repair=false) together with --repair exits 1."""
     result = rulvar("runs", "audit", f"file://{tmp_path}?repair=false", "--repair")
     assert result.exit_code == 1
@@ -174,7 +222,9 @@ def test_verify_only_file_url_with_repair_exits_1(tmp_path: Path, rulvar: Rulvar
 
 
 @pytest.mark.clause("R1")
-def test_runs_delete_removes_runs_and_names_unknown_ones(url_place: Place, rulvar: Rulvar) -> None:
+def test_runs_delete_removes_runs_and_names_unknown_ones(
+    url_place: Place, rulvar: Rulvar
+) -> None:
     """R1: runs delete removes blobs, journal and meta; an unknown run is reported and exits 1."""
     _seed_divergences(url_place)
     opened = url_place.open()
@@ -202,7 +252,9 @@ def test_runs_delete_skips_a_live_run(url_place: Place, rulvar: Rulvar) -> None:
 
 
 @pytest.mark.clause("R2")
-def test_runs_prune_deletes_unreferenced_checkpoints(url_place: Place, rulvar: Rulvar) -> None:
+def test_runs_prune_deletes_unreferenced_checkpoints(
+    url_place: Place, rulvar: Rulvar
+) -> None:
     """R2: runs prune reports how many checkpoints it deleted and leaves referenced ones."""
     opened = url_place.open()
     entries = [
@@ -226,14 +278,22 @@ def test_runs_prune_deletes_unreferenced_checkpoints(url_place: Place, rulvar: R
     [
         (("runs", "list", "not-a-url"), "malformed store URL"),
         (("runs", "list", "nosuch://x"), "no store backend for scheme 'nosuch'"),
-        (("runs", "audit", "sqlite:///{tmp}/missing.db"), "unable to open database file"),
+        (
+            ("runs", "audit", "sqlite:///{tmp}/missing.db"),
+            "unable to open database file",
+        ),
         (("runs", "show", "sqlite:///{tmp}/not-a-db.db", "run-a"), "sqlite open"),
         (("runs", "list", "sqlite:///{tmp}/empty.db"), "no rulvar store tables"),
-        (("runs", "list", "sqlite:///{tmp}/x.db", "--timeout", "0"), "--timeout must be above 0"),
+        (
+            ("runs", "list", "sqlite:///{tmp}/x.db", "--timeout", "0"),
+            "--timeout must be above 0",
+        ),
         (("runs", "delete", "sqlite:///{tmp}/x.db"), "Missing argument"),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, rulvar: Rulvar, args: tuple[str, ...], needle: str) -> None:
+def test_bad_input_is_one_line_and_exit_2(
+    tmp_path: Path, rulvar: Rulvar, args: tuple[str, ...], needle: str
+) -> None:
     """A bad URL, an unknown scheme, a missing, foreign or empty file, a bad option: exit 2, no traceback."""
     (tmp_path / "not-a-db.db").write_bytes(b"this is not a database, just text\n" * 200)
     import apsw
@@ -256,5 +316,7 @@ def test_a_missing_postgres_schema_is_reported_not_created(rulvar: Rulvar) -> No
     assert result.exit_code == 3
     assert "does not exist" in result.stderr
     with psycopg.connect(admin, autocommit=True) as conn:
-        found = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = 'rulvar_op_absent'").fetchall()
+        found = conn.execute(
+            "SELECT 1 FROM pg_namespace WHERE nspname = 'rulvar_op_absent'"
+        ).fetchall()
     assert found == []
