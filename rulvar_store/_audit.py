@@ -165,6 +165,10 @@ def _settle_index(entries: Sequence[JournalEntry], settle: SettleRef) -> int:
     return len(entries) - 1  # unreachable: the settle came from these entries
 
 
+def _count(number: int, one: str, many: str) -> str:
+    return f"{number} {one if number == 1 else many}"
+
+
 def _derive(
     tail: Sequence[JournalEntry], settle: SettleRef, open_suspensions: int
 ) -> tuple[str, str]:
@@ -172,9 +176,12 @@ def _derive(
     if dangling_dispatches(tail):
         return "running", "a dispatch after it is still running"
     if tail and open_suspensions:
-        return "suspended", f"{len(tail)} entries after it leave a suspension open"
+        return (
+            "suspended",
+            f"{_count(len(tail), 'entry', 'entries')} after it leave a suspension open",
+        )
     if tail:
-        return "running", f"{len(tail)} entries were journaled after it"
+        return "running", f"{_count(len(tail), 'entry', 'entries')} journaled after it"
     return settle.run_status, "nothing was journaled after it"
 
 
@@ -234,14 +241,14 @@ def audit_entries(
         if dangling:
             return verdict(
                 "stranded",
-                f"meta says {status!r} but {dangling} dispatches are still running "
+                f"meta says {status!r} but {_count(dangling, 'dispatch', 'dispatches')} still running "
                 "and no run_settle was journaled",
                 "running",
             )
         if open_count and status in ("ok", "exhausted"):
             return verdict(
                 "suspect",
-                f"meta says {status!r} but {open_count} suspensions are still open "
+                f"meta says {status!r} but {_count(open_count, 'suspension', 'suspensions')} still open "
                 "and no run_settle was journaled",
             )
         return verdict("consistent", f"terminal meta {status!r}, no run_settle")
