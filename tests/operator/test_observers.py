@@ -486,3 +486,38 @@ def test_progress_shows_on_a_terminal_and_stays_quiet_when_piped(
     assert process.returncode == 0
     assert b"audited: 1" in shown
     assert b"every run is consistent with its journal" in shown
+
+
+@pytest.mark.clause("A2")
+def test_observers_leave_a_file_store_with_a_torn_tail_untouched(
+    tmp_path: Path, rulvar: Rulvar
+) -> None:
+    """A2: over file://, observers never repair a torn tail: every file keeps its bytes."""
+    import hashlib
+
+    from rulvar_store import open_store
+
+    root = tmp_path / "files"
+    url = f"file://{root}"
+    opened = open_store(url)
+    write_run(opened.journal, "run-a", [running(0)], "ok")
+    opened.transcripts.put("run-a/ckpt/0", b"abc")
+    with (root / "run-a" / "journal.jsonl").open("ab") as journal:
+        journal.write(b'{"seq": 1, "ki')  # a crash mid-append
+
+    def tree() -> str:
+        digest = hashlib.sha256()
+        for path in sorted(root.rglob("*")):
+            digest.update(
+                str(path).encode() + (path.read_bytes() if path.is_file() else b"/")
+            )
+        return digest.hexdigest()
+
+    before = tree()
+    for args in (
+        ("runs", "list", url),
+        ("runs", "show", url, "run-a"),
+        ("runs", "audit", url),
+    ):
+        assert rulvar(*args).exit_code in (0, 1)
+    assert tree() == before
