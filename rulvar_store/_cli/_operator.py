@@ -25,6 +25,7 @@ import click
 
 from rulvar_store._cli._common import EXIT_FAILED
 from rulvar_store._plugins import OpenedStore, open_store
+from rulvar_store._records import RunFilter
 from rulvar_store._urls import option_bool, parse_store_url
 from rulvar_store.errors import ConfigError, StoreBusyError, StoreUnavailableError
 
@@ -112,14 +113,29 @@ def open_for_operator(
 ) -> Iterator[OpenedStore]:
     """Open ``url``'s store read-only (or, with ``write``, for brief leased writes).
 
+    A writer over SQLite or PostgreSQL first opens the store read-only and reads
+    one page of runs: a mistyped path or schema is then an error, instead of a
+    new empty database or schema created by the writer's bootstrap.
+
     Raises:
         ConfigError: bad URL, unknown scheme, unreadable or foreign store.
-        click.UsageError: ``write`` over a verify-only file URL.
+        StoreUnavailableError: the schema holds no store (PostgreSQL).
     """
     parsed = parse_store_url(url)
     options = _options(
         parsed.scheme, dict(parsed.options), write=write, timeout_s=timeout_s
     )
+    if write and (parsed.scheme == "sqlite" or parsed.scheme in _POSTGRES_SCHEMES):
+        probe_options = _options(
+            parsed.scheme, dict(parsed.options), write=False, timeout_s=timeout_s
+        )
+        with (
+            watchdog.bound(f"checking {parsed.redacted}"),
+            open_store(url, **probe_options) as probe,
+        ):
+            probe.journal.list_runs(
+                RunFilter(name="rulvar: probe, no run has this name")
+            )
     with watchdog.bound(f"opening {parsed.redacted}"):
         opened = open_store(url, **options)
     try:

@@ -320,3 +320,35 @@ def test_a_missing_postgres_schema_is_reported_not_created(rulvar: Rulvar) -> No
             "SELECT 1 FROM pg_namespace WHERE nspname = 'rulvar_op_absent'"
         ).fetchall()
     assert found == []
+
+
+def test_writers_never_create_a_missing_store(tmp_path: Path, rulvar: Rulvar) -> None:
+    """A mistyped SQLite path for delete or --repair is an error (exit 2), not a new empty database."""
+    for args in (
+        ("runs", "delete", "{db}", "run-a"),
+        ("runs", "audit", "{db}", "--repair"),
+    ):
+        url = f"sqlite:///{tmp_path / 'typo.db'}"
+        result = rulvar(*(arg.replace("{db}", url) for arg in args))
+        assert result.exit_code == 2, result.stderr
+        assert "unable to open database file" in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_postgres_writers_never_create_a_missing_schema(rulvar: Rulvar) -> None:
+    """A mistyped schema for delete or --repair is reported (exit 3) and no schema is created."""
+    import psycopg
+
+    from tests.operator._places import postgres_url, with_query
+
+    admin = postgres_url()
+    url = with_query(admin, schema="rulvar_op_typo")
+    for args in (("runs", "delete", url, "run-a"), ("runs", "audit", url, "--repair")):
+        result = rulvar(*args)
+        assert result.exit_code == 3, result.stderr
+        assert "does not exist" in result.stderr
+    with psycopg.connect(admin, autocommit=True) as conn:
+        found = conn.execute(
+            "SELECT 1 FROM pg_namespace WHERE nspname = 'rulvar_op_typo'"
+        ).fetchall()
+    assert found == []
