@@ -112,7 +112,10 @@ def list_command(
         tags=list(tags) if tags else None,
     )
     shown = unreadable = 0
-    progress = Progress("listed")
+    # Every run is a line here: a counter only helps when the lines go elsewhere.
+    progress = Progress(
+        "listed", enabled=sys.stderr.isatty() and not sys.stdout.isatty()
+    )
     with _store(url, write=False, timeout_s=timeout_s) as (opened, watchdog):
         listing = watchdog.pace(
             iter_listed_runs(opened.journal, run_filter), "listing runs"
