@@ -252,7 +252,8 @@ def test_a_repair_in_progress_makes_the_other_pass_skip_without_waiting(
     assert results["b"].action == "skipped"
     assert results["b"].suffix == " (leased by a live owner, skipped)"
     assert results["a"].action == "repaired"
-    assert b_seconds < 5, "pass B waited for pass A's lease instead of skipping"
+    # Pass A stays paused for up to 30 s; a B that waited for A's lease would take that long.
+    assert b_seconds < 20, "pass B waited for pass A's lease instead of skipping"
     assert store_b.list_runs()[0]["status"] == "ok"
 
 
