@@ -210,7 +210,7 @@ def show_command(
 @click.option("--json", "as_json", is_flag=True, help=_JSON_HELP)
 @_timeout_option
 def audit_command(url: str, repair: bool, as_json: bool, timeout_s: float) -> None:
-    """Report every run whose meta disagrees with its journal (A6); --repair fixes them.
+    """Report every run whose meta disagrees with its journal; --repair fixes them.
 
     One line per non-consistent run: '<run> <verdict>: <reason>'. Without
     --repair nothing is written. With it, each repairable run is leased
@@ -312,7 +312,7 @@ def _retention(
 @click.argument("run_ids", metavar="RUN...", nargs=-1, required=True)
 @_timeout_option
 def delete_command(url: str, run_ids: tuple[str, ...], timeout_s: float) -> None:
-    """Delete runs: blobs first, then journal and meta, under a brief lease (R1, R3).
+    """Delete runs: blobs first, then journal and meta, under a brief lease.
 
     A run leased by a live owner is skipped. The epoch counter stays, so a
     worker of the deleted run can never write into a run recreated later.
@@ -325,5 +325,5 @@ def delete_command(url: str, run_ids: tuple[str, ...], timeout_s: float) -> None
 @click.argument("run_ids", metavar="RUN...", nargs=-1, required=True)
 @_timeout_option
 def prune_command(url: str, run_ids: tuple[str, ...], timeout_s: float) -> None:
-    """Delete checkpoints of finished agent attempts nothing refers to (R2, R3)."""
+    """Delete checkpoints of finished agent attempts nothing refers to."""
     _retention(url, run_ids, prune=True, timeout_s=timeout_s)
