@@ -8,8 +8,14 @@ refuses every write of a superseded owner (CONTRACT.md sections 1-5).
 from rulvar_store._audit import (
     RUN_STATUSES,
     TERMINAL_RUN_STATUSES,
+    ReconcileResult,
+    RunStateAudit,
     SettleRef,
+    audit_run,
+    audit_runs,
+    iter_run_audits,
     last_run_settle,
+    reconcile_run_meta,
 )
 from rulvar_store._capabilities import (
     assert_fenced_writes,
@@ -34,6 +40,13 @@ from rulvar_store._memory import (
     MemoryFencedTranscriptStore,
     MemoryStore,
     MemoryTranscriptStore,
+)
+from rulvar_store._observe import (
+    LeaseState,
+    ListedRun,
+    has_lease_peek,
+    has_meta_pages,
+    iter_listed_runs,
 )
 from rulvar_store._plugins import (
     ENTRY_POINT_GROUP,
@@ -68,6 +81,12 @@ from rulvar_store._records import (
     validate_ttl_ms,
 )
 from rulvar_store._refs import check_safe_token, copy_blob, is_safe_token, ref_run_id
+from rulvar_store._retention import (
+    SweepOutcome,
+    delete_run,
+    prune_run,
+    sweep_runs,
+)
 from rulvar_store._urls import StoreUrl, option_bool, option_int, redact_url
 from rulvar_store.errors import (
     ConfigError,
@@ -106,6 +125,8 @@ __all__ = [
     "LeasableStore",
     "Lease",
     "LeaseHeldError",
+    "LeaseState",
+    "ListedRun",
     "LocationFactory",
     "LocationOpener",
     "MemoryFencedTranscriptStore",
@@ -113,10 +134,12 @@ __all__ = [
     "MemoryTranscriptStore",
     "MetaLookupStore",
     "OpenedStore",
+    "ReconcileResult",
     "RulvarError",
     "RunFilter",
     "RunMeta",
     "RunMetaDict",
+    "RunStateAudit",
     "SettleRef",
     "SettlementError",
     "StoreBusyError",
@@ -124,19 +147,27 @@ __all__ = [
     "StoreUnavailableError",
     "StoreUrl",
     "SupersededError",
+    "SweepOutcome",
     "TornTail",
     "TranscriptStore",
     "UrlOpener",
     "assert_fenced_writes",
+    "audit_run",
+    "audit_runs",
     "check_safe_token",
     "copy_blob",
+    "delete_run",
     "dump_record",
     "finite_seq",
     "has_fenced_writes",
+    "has_lease_peek",
     "has_meta_lookup",
+    "has_meta_pages",
     "hit",
     "hookimpl",
     "is_safe_token",
+    "iter_listed_runs",
+    "iter_run_audits",
     "last_run_settle",
     "list_backends",
     "load_record",
@@ -147,11 +178,14 @@ __all__ = [
     "opened_at",
     "option_bool",
     "option_int",
+    "prune_run",
     "read_run_meta",
+    "reconcile_run_meta",
     "redact_url",
     "ref_run_id",
     "set_failpoint_hook",
     "stable_stringify",
+    "sweep_runs",
     "system_clock_ms",
     "validate_ttl_ms",
 ]

@@ -17,7 +17,7 @@ from typing import Any, Final
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from rulvar_store._records import DEFAULT_LEASE_TTL_MS, validate_ttl_ms
-from rulvar_store._urls import option_int, redact_url
+from rulvar_store._urls import option_bool, option_int, redact_url
 from rulvar_store.errors import ConfigError
 
 __all__ = [
@@ -49,6 +49,7 @@ OPTION_NAMES: Final = frozenset(
         "lock_timeout_ms",
         "idle_in_transaction_timeout_ms",
         "connect_timeout_s",
+        "readonly",
     }
 )
 
@@ -76,6 +77,7 @@ class Settings:
     connect_timeout_s: int
     where: str  # the target for messages: no password, ever
     secrets: tuple[str, ...]  # texts to mask if a driver message echoes them
+    readonly: bool = False  # observers: no boot DDL, sessions read-only
 
 
 def _positive(options: Mapping[str, Any], name: str, default: int) -> int:
@@ -221,7 +223,9 @@ def resolve_settings(
     connect_timeout_s = _positive(
         options, "connect_timeout_s", DEFAULT_CONNECT_TIMEOUT_S
     )
+    readonly = option_bool(options, "readonly", False)
     return Settings(
+        readonly=readonly,
         conninfo=conninfo,
         schema=schema,
         ttl_ms=ttl_ms,

@@ -92,12 +92,17 @@ def make_pool(
     idle_in_transaction_timeout_ms: int,
     connect_timeout_s: int,
     name: str,
+    readonly: bool = False,
 ) -> StorePool:
-    """Build (not open) the pool of one store."""
+    """Build (not open) the pool of one store; ``readonly`` sessions refuse writes."""
     session = (
         f"SET lock_timeout = {int(lock_timeout_ms)}; "
         f"SET idle_in_transaction_session_timeout = {int(idle_in_transaction_timeout_ms)}"
     )
+    if readonly:
+        # The server refuses any write in these sessions (SQLSTATE 25006), so an
+        # observer cannot change the schema even through a bug of ours.
+        session += "; SET default_transaction_read_only = on"
 
     def configure(conn: Conn) -> None:
         conn.execute(session)  # no parameters: one simple-protocol round trip

@@ -24,6 +24,7 @@ from rulvar_store._checks import (
 )
 from rulvar_store._failpoints import hit
 from rulvar_store._json import dump_record, load_record
+from rulvar_store._observe import LeaseState
 from rulvar_store._records import (
     Clock,
     JournalEntry,
@@ -86,6 +87,10 @@ class PostgresStore:
       (With an injected ``now`` the ttl is test time, not real time: both
       timeouts then default to their caps and are not compared with it.)
     - ``connect_timeout_s`` (5).
+    - ``readonly`` (False): for observers. No boot (no schema, table or
+      function is created; the schema must already hold a store) and every
+      session is ``default_transaction_read_only``, so the server refuses
+      writes; works with a role that has only USAGE and SELECT.
 
     Clock (P5): lease expiry uses the DATABASE SERVER's clock
     (``clock_timestamp()`` in Unix ms), read inside the locked transaction, so
@@ -116,6 +121,7 @@ class PostgresStore:
         lock_timeout_ms: int | None = None,
         idle_in_transaction_timeout_ms: int | None = None,
         connect_timeout_s: int | None = None,
+        readonly: bool | None = None,
     ) -> None:
         settings = resolve_settings(
             url,
@@ -127,6 +133,7 @@ class PostgresStore:
                 "lock_timeout_ms": lock_timeout_ms,
                 "idle_in_transaction_timeout_ms": idle_in_transaction_timeout_ms,
                 "connect_timeout_s": connect_timeout_s,
+                "readonly": readonly,
             },
             injected_clock=now is not None,
         )
@@ -147,6 +154,7 @@ class PostgresStore:
             idle_in_transaction_timeout_ms=settings.idle_in_transaction_timeout_ms,
             connect_timeout_s=settings.connect_timeout_s,
             name=f"rulvar-{settings.schema}",
+            readonly=settings.readonly,
         )
         self._state_lock = threading.Lock()
         self._booted = False
@@ -203,8 +211,9 @@ class PostgresStore:
                 )
                 with translated("boot", self._settings.where, self._settings.secrets):
                     self._pool.open()
-                    with self._pool.checkout() as conn:
-                        conn.execute(boot)
+                    if not self._settings.readonly:
+                        with self._pool.checkout() as conn:
+                            conn.execute(boot)
                 self._booted = True
 
     # -- the one transaction path ----------------------------------------------
@@ -410,6 +419,44 @@ class PostgresStore:
         lease = check_lease(lease, "delete")
         check_run_match(lease, run_id, "delete")
         self._fenced("delete", self._sql.delete, (run_id,), run_id, lease)
+
+    # -- operator reads (rulvar_store._observe) --------------------------------
+
+    def meta_page(self, after: str | None, limit: int) -> list[tuple[str, str]]:
+        """Return up to ``limit`` (run id, meta text) pairs after ``after``, by run id.
+
+        Unparsed, so a malformed row is the caller's diagnostic, not a failed page.
+        """
+        table = f"{self._sql.quoted}.rulvar_meta"
+        order = 'ORDER BY run_id COLLATE "C" LIMIT %s'
+        if after is None:
+            rows = self._query(
+                "meta_page", f"SELECT run_id, payload FROM {table} {order}", (limit,)
+            )
+        else:
+            check_text(after, "after", "meta_page")
+            rows = self._query(
+                "meta_page",
+                f'SELECT run_id, payload FROM {table} WHERE run_id COLLATE "C" > %s '
+                + order,
+                (after, limit),
+            )
+        return [(str(row[0]), str(row[1])) for row in rows]
+
+    def peek_lease(self, run_id: str) -> LeaseState | None:
+        """Return the run's lease row and the lease clock's reading; takes nothing."""
+        check_text(run_id, "run_id", "peek_lease")
+        clock = "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+        rows = self._query(
+            "peek_lease",
+            f"SELECT owner, epoch, expires_at, coalesce(%s::bigint, {clock}) "
+            f"FROM {self._sql.quoted}.rulvar_leases WHERE run_id = %s",
+            (self._clock(), run_id),
+        )
+        if not rows:
+            return None
+        owner, epoch, expires_at, now = rows[0]
+        return LeaseState(run_id, str(owner), int(epoch), int(expires_at), int(now))
 
     # -- leases ----------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from rulvar_store.errors import ConfigError
 from rulvar_store_sqlite._boot import boot_with_retry
 from rulvar_store_sqlite._errors import translate_errors
 from rulvar_store_sqlite._options import SYNCHRONOUS_LEVELS, SqliteOptions
+from rulvar_store_sqlite._schema import check_format_readonly
 
 __all__ = ["BootAttempt", "BusyDeadline", "open_connection"]
 
@@ -73,6 +74,8 @@ def open_connection(
         ConfigError: unopenable path, foreign schema, or a setting not taking.
         StoreBusyError: the bootstrap stayed busy for ``BOOT_BUSY_TIMEOUT_MS``.
     """
+    if options.readonly:
+        return _open_readonly(options, busy)
     with translate_errors("open", opening=True):
         connection = apsw.Connection(options.path)
     try:
@@ -89,6 +92,29 @@ def open_connection(
             raise ConfigError(
                 f"sqlite: PRAGMA synchronous={options.synchronous} read back as {level}"
             )
+    except BaseException:
+        connection.close()
+        raise
+    return connection
+
+
+def _open_readonly(options: SqliteOptions, busy: BusyDeadline) -> apsw.Connection:
+    """Open with ``SQLITE_OPEN_READONLY``: no bootstrap, no WAL switch, no pragma write.
+
+    SQLite itself then refuses every write on this connection, so an observer
+    built on it cannot change the file even by mistake. The file must already be
+    a store of this format (checked with reads only).
+
+    Raises:
+        ConfigError: missing or unreadable file, or not a rulvar store.
+    """
+    with translate_errors("open", opening=True):
+        connection = apsw.Connection(options.path, flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        with translate_errors("open", opening=True):
+            connection.set_busy_handler(busy)
+            busy.arm()
+            check_format_readonly(connection)
     except BaseException:
         connection.close()
         raise

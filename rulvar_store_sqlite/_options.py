@@ -45,6 +45,7 @@ class SqliteOptions:
     busy_timeout_ms: int
     synchronous: Synchronous
     now: Clock
+    readonly: bool = False
 
 
 def _path(path: object) -> str:
@@ -85,6 +86,7 @@ def validate_options(
     busy_timeout_ms: object,
     synchronous: object,
     now: object,
+    readonly: object = False,
 ) -> SqliteOptions:
     """Return the checked options.
 
@@ -96,6 +98,10 @@ def validate_options(
     if now is not None and not callable(now):
         raise ConfigError(f"now must be a callable returning Unix ms, got {now!r}")
     clock: Clock = now if now is not None else system_clock_ms
+    if not isinstance(readonly, bool):
+        raise ConfigError(f"readonly must be a bool, got {type(readonly).__name__}")
+    if readonly and checked_path == MEMORY_PATH:
+        raise ConfigError("readonly needs a database file: ':memory:' starts empty")
     return SqliteOptions(
         path=checked_path,
         in_memory=checked_path == MEMORY_PATH,
@@ -103,4 +109,5 @@ def validate_options(
         busy_timeout_ms=_busy_timeout_ms(busy_timeout_ms),
         synchronous=_synchronous(synchronous),
         now=clock,
+        readonly=readonly,
     )

@@ -2,7 +2,8 @@
 
 URLs: ``sqlite:///relative.db`` (relative to the working directory),
 ``sqlite:////absolute/path.db``, ``sqlite://:memory:``; options in the query
-string or as keywords: ``ttl_ms``, ``busy_timeout_ms``, ``synchronous``.
+string or as keywords: ``ttl_ms``, ``busy_timeout_ms``, ``synchronous``,
+``readonly`` (open the existing file read-only, for observers).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from urllib.parse import quote, unquote
 from rulvar_store._locations import LocationFactory, StoreLocation, UrlOpener
 from rulvar_store._plugins import Backend, OpenedStore, hookimpl
 from rulvar_store._records import DEFAULT_LEASE_TTL_MS
-from rulvar_store._urls import StoreUrl, option_int
+from rulvar_store._urls import StoreUrl, option_bool, option_int
 from rulvar_store.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -29,7 +30,9 @@ if TYPE_CHECKING:
 __all__ = ["rulvar_store_backends"]
 
 _MEMORY: Final = ":memory:"
-_OPTIONS: Final = frozenset({"ttl_ms", "busy_timeout_ms", "synchronous", "now"})
+_OPTIONS: Final = frozenset(
+    {"ttl_ms", "busy_timeout_ms", "synchronous", "now", "readonly"}
+)
 # A fail-fast handle (kit contention checks) gives up on a held write lock quickly.
 _FAIL_FAST_BUSY_TIMEOUT_MS: Final = 100
 # Mirrors rulvar_store_sqlite._options.DEFAULT_BUSY_TIMEOUT_MS without importing it
@@ -69,6 +72,8 @@ def _target(url: StoreUrl) -> _Target:
         ),
         "synchronous": url.options.get("synchronous", "FULL"),
     }
+    if "readonly" in url.options:
+        options["readonly"] = option_bool(url.options, "readonly", False)
     if url.options.get("now") is not None:
         options["now"] = url.options["now"]  # a keyword only; SqliteStore checks it
     return _Target(location, options)

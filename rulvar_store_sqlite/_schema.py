@@ -20,6 +20,7 @@ __all__ = [
     "SCHEMA_DDL",
     "TABLE_NAMES",
     "bootstrap",
+    "check_format_readonly",
 ]
 
 # One statement per item, in creation order. `sqlite_master.sql` keeps each text
@@ -136,5 +137,24 @@ def bootstrap(connection: apsw.Connection, in_memory: bool) -> None:
                 if connection.in_transaction:
                     cursor.execute("ROLLBACK")
                 raise
+    finally:
+        cursor.close()
+
+
+def check_format_readonly(connection: apsw.Connection) -> None:
+    """Check, with reads only, that the file holds this format's tables.
+
+    Raises:
+        ConfigError: a table or index is missing, or a table has another shape.
+        apsw.Error: the file could not be read (the caller translates it).
+    """
+    cursor = connection.cursor()
+    try:
+        _verify_columns(cursor)
+        if not _schema_present(cursor):
+            raise ConfigError(
+                "sqlite: the file has no rulvar store tables (opened read-only, "
+                "so nothing was created)"
+            )
     finally:
         cursor.close()

@@ -21,6 +21,10 @@ LIVE_LEASE_MATCHES: Final = (
     "WHERE run_id = ? AND owner = ? AND epoch = ? AND expires_at > ?"
 )
 LEASE_ROW: Final = "SELECT owner, epoch, expires_at FROM leases WHERE run_id = ?"
+META_PAGE_FIRST: Final = "SELECT run_id, payload FROM meta ORDER BY run_id LIMIT ?"
+META_PAGE_AFTER: Final = (
+    "SELECT run_id, payload FROM meta WHERE run_id > ? ORDER BY run_id LIMIT ?"
+)
 # Bumps and returns the run's epoch in one statement: above both the tombstone and
 # any lease row (L3, L5), so a counter written by another implementation or a
 # lease row without its tombstone can never lead to a reissued epoch.

@@ -11,6 +11,7 @@ import apsw
 
 from rulvar_store._failpoints import hit
 from rulvar_store._json import dump_record
+from rulvar_store._observe import LeaseState
 from rulvar_store._records import (
     DEFAULT_LEASE_TTL_MS,
     Clock,
@@ -82,6 +83,10 @@ class SqliteStore:
             paid for again on resume. Choose NORMAL only where both are
             acceptable.
         now: clock in Unix ms (tests inject one); default the wall clock.
+        readonly: open the file with ``SQLITE_OPEN_READONLY`` for observers:
+            no bootstrap, no WAL switch, and SQLite refuses every write on the
+            connection (a write call raises ``StoreUnavailableError``). The
+            file must already hold a store.
 
     Raises:
         ConfigError: a bad option (before the file is touched), an unopenable
@@ -99,6 +104,7 @@ class SqliteStore:
         busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
         synchronous: Synchronous = "FULL",
         now: Clock | None = None,
+        readonly: bool = False,
         _boot_attempt: BootAttempt = bootstrap,
     ) -> None:
         options = validate_options(
@@ -107,7 +113,9 @@ class SqliteStore:
             busy_timeout_ms=busy_timeout_ms,
             synchronous=synchronous,
             now=now,
+            readonly=readonly,
         )
+        self.readonly: bool = options.readonly
         self.path: str = options.path
         self.lease_ttl_ms: int = options.ttl_ms
         self.busy_timeout_ms: int = options.busy_timeout_ms
@@ -335,6 +343,29 @@ class SqliteStore:
                 cursor.execute(sql.RELEASE_LEASE, (run_id, lease.owner, lease.epoch))
 
         self._write("delete", self._fence(lease), mutate)
+
+    # -- operator reads (rulvar_store._observe) --------------------------------
+
+    def meta_page(self, after: str | None, limit: int) -> list[tuple[str, str]]:
+        """Return up to ``limit`` (run id, meta text) pairs after ``after``, by run id.
+
+        Unparsed, so a malformed row is the caller's diagnostic, not a failed page.
+        """
+        if after is None:
+            rows = self._read("meta_page", sql.META_PAGE_FIRST, (limit,))
+        else:
+            check_run_id(after, "meta_page")
+            rows = self._read("meta_page", sql.META_PAGE_AFTER, (after, limit))
+        return [(str(row[0]), str(row[1])) for row in rows]
+
+    def peek_lease(self, run_id: str) -> LeaseState | None:
+        """Return the run's lease row as it stands; takes nothing, moves no epoch."""
+        check_run_id(run_id, "peek_lease")
+        rows = self._read("peek_lease", sql.LEASE_ROW, (run_id,))
+        if not rows:
+            return None
+        owner, epoch, expires_at = rows[0]
+        return LeaseState(run_id, str(owner), int(epoch), int(expires_at), self._now())  # type: ignore[arg-type]  # INTEGER columns
 
     # -- leases ----------------------------------------------------------------
 

@@ -1,0 +1,329 @@
+"""``rulvar runs``: list, show, audit and repair, delete and prune the runs of a store.
+
+``list``, ``show`` and ``audit`` (without ``--repair``) never write: they open the
+store read-only. ``audit --repair``, ``delete`` and ``prune`` write one run at a
+time under a brief lease of their own (owner ``runs-audit-<pid>`` or
+``runs-retention-<pid>``); a run leased by a live owner is skipped, never raced.
+
+Exit codes: 0 done (nothing remains), 1 something remains (a divergence not
+repaired, a run skipped or unreadable, an unknown run), 2 usage or
+configuration, 3 the store did not answer within ``--timeout``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, Final
+
+import click
+
+from rulvar_store._cli._common import EXIT_FAILED
+from rulvar_store._cli._operator import (
+    DEFAULT_TIMEOUT_S,
+    Progress,
+    Watchdog,
+    open_for_operator,
+    sanitize,
+    store_did_not_answer,
+)
+from rulvar_store._cli._show import describe_run, print_run
+from rulvar_store._plugins import OpenedStore
+from rulvar_store._records import RunFilter
+from rulvar_store.errors import StoreBusyError, StoreUnavailableError
+
+__all__ = ["runs_command"]
+
+_JSON_HELP: Final = "Print JSON instead of text."
+
+
+def _timeout_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--timeout",
+        "timeout_s",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        show_default=True,
+        metavar="SECONDS",
+        help="Longest any one store call may wait (locks, busy file, connection).",
+    )(function)
+
+
+@contextmanager
+def _store(
+    url: str, *, write: bool, timeout_s: float
+) -> Iterator[tuple[OpenedStore, Watchdog]]:
+    """Open the store bounded; a store that does not answer ends the command (exit 3)."""
+    watchdog = Watchdog(timeout_s)
+    try:
+        with open_for_operator(
+            url, write=write, timeout_s=timeout_s, watchdog=watchdog
+        ) as opened:
+            yield opened, watchdog
+    except (StoreBusyError, StoreUnavailableError) as exc:
+        store_did_not_answer(exc, timeout_s)
+    finally:
+        watchdog.stop()
+
+
+@click.group("runs")
+def runs_command() -> None:
+    """Inspect, audit and clean up the runs of a store (URL as for 'rulvar check')."""
+
+
+# -- list -----------------------------------------------------------------------
+
+
+@runs_command.command("list")
+@click.argument("url")
+@click.option(
+    "--status",
+    "statuses",
+    multiple=True,
+    metavar="S",
+    help="Only runs with this status (repeatable: any of them).",
+)
+@click.option("--name", default=None, metavar="N", help="Only runs with this name.")
+@click.option(
+    "--tag",
+    "tags",
+    multiple=True,
+    metavar="T",
+    help="Only runs carrying this tag (repeatable: all of them).",
+)
+@click.option("--json", "as_json", is_flag=True, help=_JSON_HELP)
+@_timeout_option
+def list_command(
+    url: str,
+    statuses: tuple[str, ...],
+    name: str | None,
+    tags: tuple[str, ...],
+    as_json: bool,
+    timeout_s: float,
+) -> None:
+    """List the runs in URL's store with their status; never writes."""
+    from rulvar_store._observe import iter_listed_runs
+
+    run_filter = RunFilter(
+        statuses=list(statuses) if statuses else None,
+        name=name,
+        tags=list(tags) if tags else None,
+    )
+    shown = unreadable = 0
+    # Every run is a line here: a counter only helps when the lines go elsewhere.
+    progress = Progress(
+        "listed", enabled=sys.stderr.isatty() and not sys.stdout.isatty()
+    )
+    with _store(url, write=False, timeout_s=timeout_s) as (opened, watchdog):
+        listing = watchdog.pace(
+            iter_listed_runs(opened.journal, run_filter), "listing runs"
+        )
+        if as_json:
+            click.echo('{"runs": [', nl=False)
+        else:
+            click.echo(f"{'RUN':<28} {'STATUS':<10} {'NAME':<20} UPDATED")
+        for listed in listing:
+            progress.step()
+            meta = listed.meta or {}
+            if as_json:
+                row = {
+                    "runId": listed.run_id,
+                    "status": meta.get("status"),
+                    "name": meta.get("name"),
+                    "tags": meta.get("tags"),
+                    "updatedAt": meta.get("updatedAt"),
+                    "problem": listed.problem,
+                }
+                click.echo(
+                    ("" if shown == 0 else ", ") + json.dumps(row, ensure_ascii=False),
+                    nl=False,
+                )
+            elif listed.problem is not None:
+                click.echo(
+                    f"{sanitize(listed.run_id):<28} unreadable: {sanitize(listed.problem)}"
+                )
+            else:
+                click.echo(
+                    f"{sanitize(listed.run_id):<28} {sanitize(meta.get('status')):<10} "
+                    f"{sanitize(meta.get('name') or '-'):<20} {sanitize(meta.get('updatedAt') or '-')}"
+                )
+            shown += 1
+            unreadable += listed.problem is not None
+        progress.done()
+    if as_json:
+        click.echo(f'], "count": {shown}, "unreadable": {unreadable}}}')
+    else:
+        click.echo(
+            f"{shown} runs" + (f", {unreadable} unreadable" if unreadable else ""),
+            err=True,
+        )
+    if unreadable:
+        sys.exit(EXIT_FAILED)
+
+
+# -- show -----------------------------------------------------------------------
+
+
+@runs_command.command("show")
+@click.argument("url")
+@click.argument("run_id", metavar="RUN")
+@click.option(
+    "--tail",
+    "tail_size",
+    type=click.IntRange(0, 1000),
+    default=5,
+    show_default=True,
+    help="Journal entries to show from the end.",
+)
+@click.option("--json", "as_json", is_flag=True, help=_JSON_HELP)
+@_timeout_option
+def show_command(
+    url: str, run_id: str, tail_size: int, as_json: bool, timeout_s: float
+) -> None:
+    """Show one run: meta, lease, journal length and tail, settle, dangling, blobs."""
+    with _store(url, write=False, timeout_s=timeout_s) as (opened, watchdog):  # noqa: SIM117  # the bound needs the watchdog the first context makes
+        with watchdog.bound(f"reading run {run_id!r}"):
+            report = describe_run(opened, run_id, tail_size)
+    if report is None:
+        click.echo(f"rulvar: no run {sanitize(run_id)!r} in this store", err=True)
+        sys.exit(EXIT_FAILED)
+    if as_json:
+        click.echo(json.dumps(report, indent=2, ensure_ascii=False))
+    else:
+        print_run(report)
+    if report["audit"]["verdict"] == "unreadable":
+        sys.exit(EXIT_FAILED)
+
+
+# -- audit ----------------------------------------------------------------------
+
+
+@runs_command.command("audit")
+@click.argument("url")
+@click.option(
+    "--repair",
+    is_flag=True,
+    help="Rewrite meta-behind and stranded metas under a brief lease.",
+)
+@click.option("--json", "as_json", is_flag=True, help=_JSON_HELP)
+@_timeout_option
+def audit_command(url: str, repair: bool, as_json: bool, timeout_s: float) -> None:
+    """Report every run whose meta disagrees with its journal; --repair fixes them.
+
+    One line per non-consistent run: '<run> <verdict>: <reason>'. Without
+    --repair nothing is written. With it, each repairable run is leased
+    briefly (a live owner's run is skipped), re-audited and rewritten.
+    """
+    from rulvar_store._audit import iter_run_audits
+    from rulvar_store._cli._repair import repair_audit
+
+    reported = remaining = repaired = 0
+    rows: list[dict[str, Any]] = []
+    progress = Progress("audited")
+    with _store(url, write=repair, timeout_s=timeout_s) as (opened, watchdog):
+        audits = watchdog.pace(
+            iter_run_audits(opened.journal, include_consistent=True), "auditing runs"
+        )
+        for audit in audits:
+            progress.step()  # every run audited counts, not only the reported ones
+            if audit.verdict == "consistent":
+                continue
+            reported += 1
+            if repair and audit.repair_to is not None:
+                with watchdog.bound(f"repairing run {audit.run_id!r}"):
+                    outcome = repair_audit(opened.journal, audit)
+            else:
+                outcome = None
+            left = outcome.remains if outcome is not None else True
+            remaining += left
+            repaired += outcome is not None and outcome.action == "repaired"
+            suffix = "" if outcome is None else outcome.suffix
+            if as_json:
+                row = audit.to_json()
+                row["action"] = "reported" if outcome is None else outcome.action
+                row["remains"] = left
+                rows.append(row)
+            else:
+                progress.done()
+                click.echo(
+                    f"{sanitize(audit.run_id)} {audit.verdict}: {sanitize(audit.reason)}{suffix}"
+                )
+        progress.done()
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "runs": rows,
+                    "reported": reported,
+                    "repaired": repaired,
+                    "remaining": remaining,
+                },
+                indent=2,
+                ensure_ascii=False,
+            )
+        )
+    if reported == 0:
+        click.echo("every run is consistent with its journal", err=True)
+    elif remaining == 0:
+        click.echo("every divergence repaired", err=True)
+    else:
+        click.echo(f"{remaining} of {reported} reported runs remain", err=True)
+        sys.exit(EXIT_FAILED)
+
+
+# -- delete and prune -----------------------------------------------------------
+
+
+def _retention(
+    url: str, run_ids: tuple[str, ...], *, prune: bool, timeout_s: float
+) -> None:
+    from rulvar_store._cli._show import run_exists
+    from rulvar_store._retention import sweep_runs
+
+    failed = 0
+    with _store(url, write=True, timeout_s=timeout_s) as (opened, watchdog):
+        for run_id in run_ids:
+            with watchdog.bound(f"reading run {run_id!r}"):
+                exists = run_exists(opened, run_id)
+            if not exists:
+                click.echo(f"{sanitize(run_id)}: no such run", err=True)
+                failed += 1
+                continue
+            with watchdog.bound(f"{'pruning' if prune else 'deleting'} run {run_id!r}"):
+                (outcome,) = sweep_runs(
+                    opened.journal, opened.transcripts, [run_id], prune=prune
+                )
+            if outcome.outcome == "done":
+                done = f"pruned {outcome.done} checkpoints" if prune else "deleted"
+                click.echo(f"{sanitize(run_id)}: {done}")
+            else:
+                failed += 1
+                click.echo(
+                    f"{sanitize(run_id)}: {outcome.outcome}, {sanitize(outcome.detail)}"
+                )
+    if failed:
+        sys.exit(EXIT_FAILED)
+
+
+@runs_command.command("delete")
+@click.argument("url")
+@click.argument("run_ids", metavar="RUN...", nargs=-1, required=True)
+@_timeout_option
+def delete_command(url: str, run_ids: tuple[str, ...], timeout_s: float) -> None:
+    """Delete runs: blobs first, then journal and meta, under a brief lease.
+
+    A run leased by a live owner is skipped. The epoch counter stays, so a
+    worker of the deleted run can never write into a run recreated later.
+    """
+    _retention(url, run_ids, prune=False, timeout_s=timeout_s)
+
+
+@runs_command.command("prune")
+@click.argument("url")
+@click.argument("run_ids", metavar="RUN...", nargs=-1, required=True)
+@_timeout_option
+def prune_command(url: str, run_ids: tuple[str, ...], timeout_s: float) -> None:
+    """Delete checkpoints of finished agent attempts nothing refers to."""
+    _retention(url, run_ids, prune=True, timeout_s=timeout_s)
