@@ -54,8 +54,20 @@ TEMP_MARK: Final = "~"
 
 
 def resolve_root(root: str | os.PathLike[str]) -> Path:
-    """Return the store root as an absolute, normalized path; nothing is created."""
-    return Path(os.path.abspath(os.fspath(root)))
+    """Return the store root as an absolute, normalized path; nothing is created.
+
+    Raises:
+        ConfigError: the root, or the nearest part of it that exists, is not a
+            directory (every later call would fail the same way).
+    """
+    path = Path(os.path.abspath(os.fspath(root)))
+    existing = path
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if not existing.is_dir():
+        what = "names a file" if existing == path else f"lies under the file {existing}"
+        raise ConfigError(f"file store root {path} {what}, not a directory")
+    return path
 
 
 def under_root(root: Path, *segments: str) -> Path:

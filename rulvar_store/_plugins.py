@@ -133,6 +133,13 @@ def _missing_modules(backend: Backend) -> list[str]:
     return [name for name in backend.requires if importlib.util.find_spec(name) is None]
 
 
+def _listed(names: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    if len(names) <= 1:
+        return "".join(names)
+    return f"{', '.join(names[:-1])} and {names[-1]}"
+
+
 def _iter_backends(manager: pluggy.PluginManager) -> Iterator[BackendInfo]:
     distributions = {
         id(plugin): dist.project_name for plugin, dist in manager.list_plugin_distinfo()
@@ -178,7 +185,8 @@ def resolve_backend(
                 )
                 raise ConfigError(
                     f"backend {info.backend.name!r} for {url.scheme}:// needs "
-                    f"{', '.join(missing)}, which is not installed: {hint}"
+                    f"{_listed(missing)}, which "
+                    f"{'is' if len(missing) == 1 else 'are'} not installed: {hint}"
                 )
             return info.backend
     known = sorted(scheme for info in infos for scheme in info.backend.schemes)

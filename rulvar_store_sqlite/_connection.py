@@ -73,7 +73,8 @@ def open_connection(
         ConfigError: unopenable path, foreign schema, or a setting not taking.
         StoreBusyError: the bootstrap stayed busy for ``BOOT_BUSY_TIMEOUT_MS``.
     """
-    with translate_errors("open", opening=True):
+    # The path is in the operation so an unopenable file is named in the error.
+    with translate_errors(f"open of {options.path}", opening=True):
         connection = apsw.Connection(options.path)
     try:
         boot_with_retry(lambda: attempt(connection, options.in_memory))
