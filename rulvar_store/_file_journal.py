@@ -210,7 +210,7 @@ def _parse_journal(data: bytes, run_id: str, path: Path) -> _Parsed:
     return _Parsed(entries, max_seq, None)
 
 
-def _safe_run_id(run_id: object, operation: str) -> str:
+def _safe_run_id(run_id: object, operation: str, argument: str = "run_id") -> str:
     """The intake rule, then the file store's stricter safe-token rule (T9).
 
     A safe token always satisfies the shared rule, so only the type is checked
@@ -218,7 +218,7 @@ def _safe_run_id(run_id: object, operation: str) -> str:
     ``JournalOrderViolation`` the contract names for unsafe names).
     """
     return check_safe_token(
-        _intake.require_str(run_id, operation, "run_id"), "run id", operation
+        _intake.require_str(run_id, operation, argument), "run id", operation, argument
     )
 
 
@@ -453,7 +453,8 @@ class JsonlFileStore:
             JournalOrderViolation: the run id is unsafe; nothing was written.
         """
         if isinstance(meta, dict) and isinstance(meta.get("runId"), str):
-            _safe_run_id(meta["runId"], "put_meta")  # the stricter file rule first
+            # The stricter file rule first.
+            _safe_run_id(meta["runId"], "put_meta", "meta['runId']")
         run_id, text = _intake.meta_text(meta)
         _intake.lease_or_none(lease, "put_meta")
         directory = run_dir(self.root, run_id)

@@ -48,7 +48,7 @@ def check_safe_token(
     if not is_safe_token(name):
         shown = name[:60] + "..." if isinstance(name, str) and len(name) > 60 else name
         raise UnsafeNameError(
-            f"{operation}: unsafe {what} {shown!r}: file stores take "
+            f"{operation}: {argument}: unsafe {what} {shown!r}: file stores take "
             f"1-{MAX_SAFE_TOKEN_LENGTH} characters from [A-Za-z0-9._-], not '.' or '..'",
             operation,
             argument,
