@@ -34,10 +34,16 @@ from tests.intake._rigs import GOOD_REF, GOOD_RUN, Rig
 
 @dataclass(frozen=True)
 class Case:
-    call: Callable[[Rig], object]
+    """``action(rig, value)`` must be refused, blaming ``argument``."""
+
+    action: Callable[[Rig, Any], object]
+    value: Any
     argument: str
     error: type[InvalidArgumentError] = InvalidArgumentError
     needs_leases: bool = False
+
+    def call(self, rig: Rig) -> object:
+        return self.action(rig, self.value)
 
 
 def _nested(depth: int) -> dict[str, Any]:
@@ -133,114 +139,167 @@ BAD_FILTERS: dict[str, tuple[object, str]] = {
 BAD_BLOBS: dict[str, object] = {"str": "text", "none": None, "list": [1, 2]}
 
 
+def _meta(run_id: object, **extra: Any) -> dict[str, Any]:
+    return {"runId": run_id, "status": "ok", "updatedAt": "t1", **extra}
+
+
 def _cases() -> list[Any]:
     cases: dict[str, Case] = {}
+    add = cases.__setitem__
     for name, run_id in BAD_WRITE_RUN_IDS.items():
-        cases[f"append-run_id-{name}"] = Case(
-            lambda rig, r=run_id: rig.journal.append(r, {"seq": 9}), "run_id"
+        add(
+            f"append-run_id-{name}",
+            Case(lambda rig, v: rig.journal.append(v, {"seq": 9}), run_id, "run_id"),
         )
-        cases[f"put_meta-runId-{name}"] = Case(
-            lambda rig, r=run_id: rig.journal.put_meta(
-                {"runId": r, "status": "ok", "updatedAt": "t"}
+        add(
+            f"put_meta-runId-{name}",
+            Case(
+                lambda rig, v: rig.journal.put_meta(_meta(v)), run_id, "meta['runId']"
             ),
-            "meta['runId']",
         )
-        cases[f"acquire-run_id-{name}"] = Case(
-            lambda rig, r=run_id: rig.journal.acquire(r, "owner-b"),
-            "run_id",
-            needs_leases=True,
+        add(
+            f"acquire-run_id-{name}",
+            Case(
+                lambda rig, v: rig.journal.acquire(v, "owner-b"),
+                run_id,
+                "run_id",
+                needs_leases=True,
+            ),
         )
     for name, run_id in BAD_READ_RUN_IDS.items():
         for method in ("load", "get_meta", "delete"):
-            cases[f"{method}-run_id-{name}"] = Case(
-                lambda rig, r=run_id, m=method: getattr(rig.journal, m)(r), "run_id"
+            add(
+                f"{method}-run_id-{name}",
+                Case(
+                    lambda rig, v: getattr(rig.journal, v[0])(v[1]),
+                    (method, run_id),
+                    "run_id",
+                ),
             )
-        cases[f"list_refs-run_id-{name}"] = Case(
-            lambda rig, r=run_id: rig.blobs.list_refs(r), "run_id"
+        add(
+            f"list_refs-run_id-{name}",
+            Case(lambda rig, v: rig.blobs.list_refs(v), run_id, "run_id"),
         )
     for name, owner in BAD_OWNERS.items():
-        cases[f"acquire-owner-{name}"] = Case(
-            lambda rig, o=owner: rig.journal.acquire("fresh-run", o),
-            "owner",
-            needs_leases=True,
+        add(
+            f"acquire-owner-{name}",
+            Case(
+                lambda rig, v: rig.journal.acquire("fresh-run", v),
+                owner,
+                "owner",
+                needs_leases=True,
+            ),
         )
     for name, ref in BAD_WRITE_REFS.items():
-        cases[f"blob-put-ref-{name}"] = Case(
-            lambda rig, r=ref: rig.blobs.put(r, b"x"), "ref"
+        add(
+            f"blob-put-ref-{name}",
+            Case(lambda rig, v: rig.blobs.put(v, b"x"), ref, "ref"),
         )
     for name, ref in BAD_READ_REFS.items():
-        cases[f"blob-get-ref-{name}"] = Case(lambda rig, r=ref: rig.blobs.get(r), "ref")
-        cases[f"blob-delete-ref-{name}"] = Case(
-            lambda rig, r=ref: rig.blobs.delete(r), "ref"
+        add(f"blob-get-ref-{name}", Case(lambda rig, v: rig.blobs.get(v), ref, "ref"))
+        add(
+            f"blob-delete-ref-{name}",
+            Case(lambda rig, v: rig.blobs.delete(v), ref, "ref"),
         )
     for name, make in NOT_JSON_VALUES.items():
-        cases[f"append-entry-{name}"] = Case(
-            lambda rig, mk=make: rig.journal.append(GOOD_RUN, mk(), rig.lease),
-            "entry",
-            NotJsonError,
-        )
-        cases[f"put_meta-meta-{name}"] = Case(
-            lambda rig, mk=make: rig.journal.put_meta(
-                {**mk(), "runId": GOOD_RUN, "status": "ok", "updatedAt": "t1"},
-                rig.lease,
+        add(
+            f"append-entry-{name}",
+            Case(
+                lambda rig, v: rig.journal.append(GOOD_RUN, v(), rig.lease),
+                make,
+                "entry",
+                NotJsonError,
             ),
-            "meta",
-            NotJsonError,
+        )
+        add(
+            f"put_meta-meta-{name}",
+            Case(
+                lambda rig, v: rig.journal.put_meta(
+                    {**v(), **_meta(GOOD_RUN)}, rig.lease
+                ),
+                make,
+                "meta",
+                NotJsonError,
+            ),
         )
     for name, entry in {"none": None, "list": [1], "str": "e", "int": 5}.items():
-        cases[f"append-entry-not-dict-{name}"] = Case(
-            lambda rig, e=entry: rig.journal.append(GOOD_RUN, e), "entry"
+        add(
+            f"append-entry-not-dict-{name}",
+            Case(lambda rig, v: rig.journal.append(GOOD_RUN, v), entry, "entry"),
         )
-        cases[f"put_meta-meta-not-dict-{name}"] = Case(
-            lambda rig, e=entry: rig.journal.put_meta(e), "meta"
+        add(
+            f"put_meta-meta-not-dict-{name}",
+            Case(lambda rig, v: rig.journal.put_meta(v), entry, "meta"),
         )
-    cases["put_meta-meta-no-runId"] = Case(
-        lambda rig: rig.journal.put_meta({"status": "ok"}), "meta"
+    add(
+        "put_meta-meta-no-runId",
+        Case(lambda rig, v: rig.journal.put_meta(v), {"status": "ok"}, "meta"),
     )
     for name, (lease, argument) in BAD_LEASES.items():
-        cases[f"append-lease-{name}"] = Case(
-            lambda rig, le=lease: rig.journal.append(GOOD_RUN, {"seq": 9}, le),
-            argument,
-        )
-        cases[f"put_meta-lease-{name}"] = Case(
-            lambda rig, le=lease: rig.journal.put_meta(
-                {"runId": GOOD_RUN, "status": "ok", "updatedAt": "t1"}, le
+        add(
+            f"append-lease-{name}",
+            Case(
+                lambda rig, v: rig.journal.append(GOOD_RUN, {"seq": 9}, v),
+                lease,
+                argument,
             ),
-            argument,
         )
-        cases[f"delete-lease-{name}"] = Case(
-            lambda rig, le=lease: rig.journal.delete(GOOD_RUN, le), argument
+        add(
+            f"put_meta-lease-{name}",
+            Case(
+                lambda rig, v: rig.journal.put_meta(_meta(GOOD_RUN), v), lease, argument
+            ),
         )
-        cases[f"blob-put-lease-{name}"] = Case(
-            lambda rig, le=lease: rig.blobs.put(GOOD_REF, b"new", le), argument
+        add(
+            f"delete-lease-{name}",
+            Case(lambda rig, v: rig.journal.delete(GOOD_RUN, v), lease, argument),
         )
-        cases[f"blob-delete-lease-{name}"] = Case(
-            lambda rig, le=lease: rig.blobs.delete(GOOD_REF, le), argument
+        add(
+            f"blob-put-lease-{name}",
+            Case(lambda rig, v: rig.blobs.put(GOOD_REF, b"new", v), lease, argument),
+        )
+        add(
+            f"blob-delete-lease-{name}",
+            Case(lambda rig, v: rig.blobs.delete(GOOD_REF, v), lease, argument),
         )
         for method in ("renew", "release"):
-            cases[f"{method}-lease-{name}"] = Case(
-                lambda rig, le=lease, m=method: getattr(rig.journal, m)(le),
-                argument,
-                needs_leases=True,
+            add(
+                f"{method}-lease-{name}",
+                Case(
+                    lambda rig, v: getattr(rig.journal, v[0])(v[1]),
+                    (method, lease),
+                    argument,
+                    needs_leases=True,
+                ),
             )
     for method in ("renew", "release"):
-        cases[f"{method}-lease-none"] = Case(
-            lambda rig, m=method: getattr(rig.journal, m)(None),
-            "lease",
-            needs_leases=True,
+        add(
+            f"{method}-lease-none",
+            Case(
+                lambda rig, v: getattr(rig.journal, v)(None),
+                method,
+                "lease",
+                needs_leases=True,
+            ),
         )
     for name, (run_filter, argument) in BAD_FILTERS.items():
-        cases[f"list_runs-{name}"] = Case(
-            lambda rig, f=run_filter: rig.journal.list_runs(f), argument
+        add(
+            f"list_runs-{name}",
+            Case(lambda rig, v: rig.journal.list_runs(v), run_filter, argument),
         )
     for name, blob in BAD_BLOBS.items():
-        cases[f"blob-put-blob-{name}"] = Case(
-            lambda rig, b=blob: rig.blobs.put("good-run/other", b), "blob"
+        add(
+            f"blob-put-blob-{name}",
+            Case(lambda rig, v: rig.blobs.put("good-run/other", v), blob, "blob"),
         )
-    cases["blob-put-blob-too-big"] = Case(
+    add(
+        "blob-put-blob-too-big",
         # bytes(n) is calloc'ed: no page is touched, so this costs no real memory.
-        lambda rig: rig.blobs.put("good-run/other", bytes(MAX_BLOB_BYTES + 1)),
-        "blob",
+        Case(
+            lambda rig, v: rig.blobs.put("good-run/other", bytes(v)),
+            MAX_BLOB_BYTES + 1,
+            "blob",
+        ),
     )
     return [
         pytest.param(
