@@ -66,8 +66,14 @@ class PostgresFencedTranscriptStore:
         """Return the refs under ``run_id + "/"``, sorted by code point (T4)."""
         self._ensure_open("blob list_refs")
         _intake.run_id_for_read(run_id, "blob list_refs")
-        rows = self._store._query("blob_list", self._store._sql.blob_list, (run_id,))
-        return sorted(str(row[0]) for row in rows)
+        # A run id with '/' (only the reference's rows can have one) lists the refs
+        # under that longer prefix, as on every backend (T4): query its run's
+        # rows by the leading segment, then keep the prefix.
+        prefix = run_id + "/"
+        rows = self._store._query(
+            "blob_list", self._store._sql.blob_list, (run_id.split("/", 1)[0],)
+        )
+        return sorted(ref for row in rows if (ref := str(row[0])).startswith(prefix))
 
     def delete(self, ref: str, lease: Lease | None = None) -> None:
         """Remove the blob; missing is a no-op (T2); a leased delete is fenced."""
