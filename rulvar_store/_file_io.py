@@ -15,6 +15,7 @@ so they can never be mistaken for a blob or collide with one.
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 from collections.abc import Iterator
@@ -44,6 +45,11 @@ __all__ = [
     "write_all",
     "write_atomic",
 ]
+
+# OS errors no retry can fix: the layout or the filesystem must change first.
+_SETUP_ERRNOS: Final = frozenset(
+    {errno.EROFS, errno.ENOTDIR, errno.EISDIR, errno.ENAMETOOLONG, errno.ELOOP}
+)
 
 JOURNAL_FILE: Final = "journal.jsonl"
 META_FILE: Final = "meta.json"
@@ -99,9 +105,11 @@ def run_dir(root: Path, run_id: str) -> Path:
 def os_errors(operation: str, target: Path) -> Iterator[None]:
     """Translate OS errors into the error tree, chaining the original.
 
-    Permission problems are a setup mistake (``ConfigError``); anything else (disk
-    full, I/O error, a vanished mount) is ``StoreUnavailableError``: retry later,
-    and the outcome of the write in flight is unknown.
+    Permission problems, a read-only filesystem, a file where a directory
+    belongs (or the reverse) and over-long paths are setup mistakes
+    (``ConfigError``, never retryable); anything else (disk full, I/O error, a
+    vanished mount) is ``StoreUnavailableError``: retry later, and the outcome of
+    the write in flight is unknown.
     """
     try:
         yield
@@ -110,6 +118,11 @@ def os_errors(operation: str, target: Path) -> Iterator[None]:
             f"{operation}: no permission for {target}: {exc.strerror}"
         ) from exc
     except OSError as exc:
+        if exc.errno in _SETUP_ERRNOS:
+            raise ConfigError(
+                f"{operation}: {target}: {exc.strerror or exc} (fix the store's "
+                "directory; retrying cannot help)"
+            ) from exc
         raise StoreUnavailableError(
             f"{operation}: {target}: {exc.strerror or exc}", operation
         ) from exc
