@@ -310,21 +310,52 @@ def _bad_value(value: Any, path: str) -> str | None:
     return None
 
 
+def _plain_json(value: Any) -> bool:
+    """Fast check that ``value`` holds only what ``_bad_value`` accepts.
+
+    No paths are built: on the rare failure ``_bad_value`` walks again to say
+    where. NaN, Infinity and lone surrogates are left to the serializer and the
+    UTF-8 encoding, which refuse them anyway.
+    """
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        item, depth = pop()
+        kind = type(item)
+        if kind is str:
+            if "\x00" in item:
+                return False
+        elif kind is dict:
+            if depth >= MAX_DEPTH:
+                return False
+            for key, child in item.items():
+                if type(key) is not str or "\x00" in key:
+                    return False
+                push((child, depth + 1))
+        elif kind is list or kind is tuple:
+            if depth >= MAX_DEPTH:
+                return False
+            for child in item:
+                push((child, depth + 1))
+        elif kind is int or kind is float or kind is bool or item is None:
+            continue
+        elif _bad_value(item, "") is not None:  # subclasses, foreign types
+            return False
+    return True
+
+
 def _record_text(record: dict[str, Any], operation: str, argument: str) -> str:
-    problem = _bad_value(record, argument)
-    if problem is not None:
-        raise NotJsonError(f"{operation}: {problem}", operation, argument)
+    if not _plain_json(record):
+        problem = _bad_value(record, argument)
+        if problem is not None:
+            raise NotJsonError(f"{operation}: {problem}", operation, argument)
     try:
         text = dump_record(record)
-    except (
-        TypeError,
-        ValueError,
-        RecursionError,
-    ) as exc:  # pragma: no cover - walk first
-        raise NotJsonError(
-            f"{operation}: {argument} is not JSON: {exc}", operation, argument
-        ) from exc
-    size = len(text) if text.isascii() else len(text.encode("utf-8"))
+        # Lone surrogates survive json.dumps(ensure_ascii=False) but not UTF-8.
+        size = len(text) if text.isascii() else len(text.encode("utf-8"))
+    except (TypeError, ValueError, RecursionError) as exc:
+        problem = _bad_value(record, argument) or f"{argument} is not JSON: {exc}"
+        raise NotJsonError(f"{operation}: {problem}", operation, argument) from exc
     if size > MAX_RECORD_BYTES:
         raise NotJsonError(
             f"{operation}: {argument} is {size} bytes as JSON, above the "
