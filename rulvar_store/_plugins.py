@@ -88,6 +88,10 @@ class Backend:
         certify: yields a ``LocationFactory`` of fresh isolated locations next
             to the URL's (new files, directories or schemas), for ``rulvar
             check``, the kill points and the soak; removes them all on exit.
+            Before yielding it validates the URL exactly as ``open`` would
+            (options, path, reachability) without creating anything of the
+            user's, and raises ``ConfigError`` (or ``StoreUnavailableError``
+            for an unreachable server) so ``rulvar check`` fails in one line.
         certify_expiry_ttl_ms: the short ttl of the kit's wall-clock expiry check;
             a backend with network round trips or a server clock picks more.
         description: one line for listings.

@@ -9,7 +9,6 @@ text the driver echoes is masked.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Final
@@ -86,23 +85,6 @@ def _detail(exc: BaseException, secrets: Sequence[str]) -> str:
     state = getattr(exc, "sqlstate", None)
     prefix = f"{state}: " if state else ""
     return prefix + _mask(first, secrets)
-
-
-def _quiet_pool_logs() -> None:
-    """Keep psycopg_pool's own log lines off stderr unless the application wants them.
-
-    Without any handler on the way to the root, Python prints warnings through
-    its last-resort handler, so a library user saw the pool's connection retries
-    on stderr beside the typed error we raise. A ``NullHandler`` on the pool's
-    logger ends that, while records still propagate to whatever handlers the
-    application configured.
-    """
-    pool_logger = logging.getLogger("psycopg.pool")
-    if not any(isinstance(h, logging.NullHandler) for h in pool_logger.handlers):
-        pool_logger.addHandler(logging.NullHandler())
-
-
-_quiet_pool_logs()
 
 
 @contextmanager
