@@ -13,7 +13,11 @@ from typing import Any
 
 from rulvar_store import _intake
 from rulvar_store._records import Lease
-from rulvar_store.errors import InvalidArgumentError, LeaseHeldError
+from rulvar_store.errors import (
+    InvalidArgumentError,
+    LeaseHeldError,
+    LeaseRunMismatchError,
+)
 
 __all__ = [
     "check_entry",
@@ -100,10 +104,11 @@ def check_run_match(lease: Lease | None, run_id: str, operation: str) -> None:
     """F2: a lease guards only the run it names; checked before any storage work.
 
     Raises:
-        LeaseHeldError: the lease names another run.
+        LeaseRunMismatchError: (a ``LeaseHeldError``, not retryable) the lease
+            names another run.
     """
     if lease is not None and lease.run_id != run_id:
-        raise LeaseHeldError(
+        raise LeaseRunMismatchError(
             f"{operation} of run {run_id!r} presented a lease for run {lease.run_id!r}",
             run_id,
             lease.owner,

@@ -9,6 +9,7 @@ RulvarError                    never raised bare; has code, retryable, data
 │   │   └── UnsafeNameError    not a safe file name (also a JournalOrderViolation, T8/T9)
 │   └── StoreClosedError       the store (or its blob twin) was closed
 ├── LeaseHeldError             ownership conflict: re-acquire later or give up (retryable)
+│   └── LeaseRunMismatchError  F2: the lease names another run (a bug: not retryable)
 ├── SupersededError            run settlement bounced off the fence
 ├── SettlementError            run settlement failed for another reason (retryable)
 ├── StoreBusyError             transient contention outlasted its bound: retry
@@ -31,6 +32,7 @@ __all__ = [
     "InvalidArgumentError",
     "JournalOrderViolation",
     "LeaseHeldError",
+    "LeaseRunMismatchError",
     "NotJsonError",
     "RulvarError",
     "SettlementError",
@@ -184,6 +186,16 @@ class LeaseHeldError(RulvarError):
     @property
     def data(self) -> dict[str, Any]:
         return {"runId": self.run_id, "owner": self.owner, "epoch": self.epoch}
+
+
+class LeaseRunMismatchError(LeaseHeldError):
+    """F2: the presented lease guards another run than the one being changed.
+
+    A ``LeaseHeldError`` as F2 requires, but not retryable: the same call with
+    the same lease is refused every time; the caller passed the wrong lease.
+    """
+
+    retryable = False
 
 
 class SupersededError(RulvarError):

@@ -22,6 +22,7 @@ from rulvar_store import (
     ConfigError,
     ContractError,
     JournalOrderViolation,
+    LeaseHeldError,
     RulvarError,
     StoreBusyError,
     StoreUnavailableError,
@@ -233,3 +234,14 @@ def test_permanent_outcomes_are_never_retryable(fresh_rig: Rig) -> None:
         fresh_rig.journal.load(GOOD_RUN)
     outcomes.append(closed.value)
     assert [error.retryable for error in outcomes] == [False, False, False]
+
+
+@pytest.mark.clause("F2")
+def test_a_lease_of_another_run_is_refused_and_not_retryable(fresh_rig: Rig) -> None:
+    """F2 demands LeaseHeldError; retrying with the same wrong lease never helps."""
+    if fresh_rig.lease is None:
+        pytest.skip(f"{fresh_rig.backend} stores ignore leases (T8)")
+    with pytest.raises(LeaseHeldError) as caught:
+        fresh_rig.journal.append("another-run", {"seq": 1}, fresh_rig.lease)
+    assert caught.value.retryable is False
+    assert fresh_rig.journal.load("another-run") == []
