@@ -37,8 +37,11 @@ def _open_at(root: Path, repair: bool) -> OpenedStore:
 
     journal = JsonlFileStore(root, repair=repair)
     transcripts = FileTranscriptStore(root)
+    # Both are closed: a blob store left open would keep serving after close().
     return OpenedStore(
-        journal=journal, transcripts=transcripts, closers=(journal.close,)
+        journal=journal,
+        transcripts=transcripts,
+        closers=(transcripts.close, journal.close),
     )
 
 
@@ -51,15 +54,38 @@ def _open(url: StoreUrl) -> OpenedStore:
     return _open_at(_root(url), option_bool(url.options, "repair", True))
 
 
+def _nearest_directory(root: Path) -> Path:
+    """The root if it exists, else its nearest existing ancestor (validated)."""
+    from rulvar_store._file_io import resolve_root
+
+    checked = resolve_root(root)  # ConfigError when a file is in the way
+    while not checked.exists():
+        checked = checked.parent
+    return checked
+
+
 @contextmanager
 def _certify(url: StoreUrl) -> Iterator[LocationFactory]:
     """Yield fresh locations, each a new directory in one scratch directory.
 
-    The scratch directory sits inside the URL's directory and is removed on exit.
+    The URL is validated as ``open_store`` would, and nothing of the user's is
+    created: the scratch directory sits inside the URL's directory, or inside
+    its nearest existing ancestor when the directory does not exist yet, and is
+    removed on exit.
+
+    Raises:
+        ConfigError: a bad URL or option, a file where the directory should be,
+            or a place where no directory can be made.
     """
-    parent = _root(url)
-    parent.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix="rulvar-check-", dir=parent))
+    _open(url).close()  # the same validation as open_store, without side effects
+    parent = _nearest_directory(_root(url))
+    try:
+        scratch = Path(tempfile.mkdtemp(prefix="rulvar-check-", dir=parent))
+    except OSError as exc:
+        raise ConfigError(
+            f"file:// store at {_root(url)}: cannot create a directory in {parent}: "
+            f"{exc.strerror or exc}"
+        ) from exc
     numbers = count()
 
     def fresh() -> StoreLocation:

@@ -1,8 +1,9 @@
 """Argument checks every store runs before touching its storage (F2, D1, typed errors).
 
-One definition for all backends: wrong types become ``ContractError`` (the caller's
-bug) instead of a driver error, and a lease naming another run is refused before
-any storage work (F2).
+One definition for all backends: wrong types become ``InvalidArgumentError`` (a
+``ContractError``: the caller's bug) instead of a driver error, and a lease naming
+another run is refused before any storage work (F2). The rules themselves live in
+``_intake``; these are the older entry points, kept for callers that use them.
 """
 
 from __future__ import annotations
@@ -10,8 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from rulvar_store import _intake
 from rulvar_store._records import Lease
-from rulvar_store.errors import ContractError, LeaseHeldError
+from rulvar_store.errors import (
+    InvalidArgumentError,
+    LeaseHeldError,
+    LeaseRunMismatchError,
+)
 
 __all__ = [
     "check_entry",
@@ -27,88 +33,82 @@ __all__ = [
 
 
 def check_text(value: object, what: str, operation: str) -> str:
-    """Return ``value`` if it is a str.
+    """Return ``value`` if it is a str any backend can look up (read rule).
 
     Raises:
-        ContractError: it is not.
+        InvalidArgumentError: not a str, or a NUL or lone surrogate in it.
     """
-    if not isinstance(value, str):
-        raise ContractError(
-            f"{operation}: {what} must be a str, got {type(value).__name__}"
-        )
-    return value
+    return _intake.text_for_read(value, operation, what)
 
 
 def check_run_id(run_id: object, operation: str) -> str:
-    """Return ``run_id`` if it is a str (``ContractError`` otherwise)."""
-    return check_text(run_id, "run_id", operation)
+    """Return ``run_id`` under the read rule (``_intake.run_id_for_read``)."""
+    return _intake.run_id_for_read(run_id, operation)
 
 
 def check_ref(ref: object, operation: str) -> str:
-    """Return ``ref`` if it is a str (``ContractError`` otherwise)."""
-    return check_text(ref, "ref", operation)
+    """Return ``ref`` under the read rule (``_intake.ref_for_read``)."""
+    return _intake.ref_for_read(ref, operation)[0]
 
 
 def check_lease(lease: object, operation: str) -> Lease | None:
-    """Return ``lease`` if it is a ``Lease`` or ``None``.
+    """Return ``lease`` if it is ``None`` or a well-typed ``Lease``.
 
     Raises:
-        ContractError: anything else was passed as the lease.
+        InvalidArgumentError: anything else was passed as the lease.
     """
-    if lease is not None and not isinstance(lease, Lease):
-        raise ContractError(
-            f"{operation}: lease must be a Lease or None, got {type(lease).__name__}"
-        )
-    return lease
+    return _intake.lease_or_none(lease, operation)
 
 
 def require_lease(lease: object, operation: str) -> Lease:
-    """Return ``lease`` if it is a ``Lease``.
+    """Return ``lease`` if it is a well-typed ``Lease``.
 
     Raises:
-        ContractError: anything else (``None`` included) was passed.
+        InvalidArgumentError: anything else (``None`` included) was passed.
     """
-    if not isinstance(lease, Lease):
-        raise ContractError(
-            f"{operation}: lease must be a Lease, got {type(lease).__name__}"
-        )
-    return lease
+    return _intake.require_lease(lease, operation)
 
 
 def check_entry(entry: object, run_id: str) -> Mapping[str, Any]:
     """Return ``entry`` if it is a dict (D1).
 
     Raises:
-        ContractError: it is not a JSON object.
+        InvalidArgumentError: it is not a JSON object.
     """
     if not isinstance(entry, dict):
-        raise ContractError(
-            f"append to run {run_id!r}: an entry must be a dict, "
-            f"got {type(entry).__name__}"
+        raise InvalidArgumentError(
+            f"append to run {run_id!r}: entry must be a dict, "
+            f"got {type(entry).__name__}",
+            "append",
+            "entry",
         )
     return entry
 
 
 def meta_run_id(meta: object) -> str:
-    """Return ``meta["runId"]``.
+    """Return ``meta["runId"]`` under the run id write rule.
 
     Raises:
-        ContractError: meta is not a dict or has no string ``runId``.
+        InvalidArgumentError: meta is not a dict or its ``runId`` is not a valid id.
     """
-    run_id = meta.get("runId") if isinstance(meta, dict) else None
-    if not isinstance(run_id, str):
-        raise ContractError("put_meta: meta must be a dict with a string 'runId'")
-    return run_id
+    if not isinstance(meta, dict):
+        raise InvalidArgumentError(
+            f"put_meta: meta must be a dict, got {type(meta).__name__}",
+            "put_meta",
+            "meta",
+        )
+    return _intake.run_id_for_write(meta.get("runId"), "put_meta", "meta['runId']")
 
 
 def check_run_match(lease: Lease | None, run_id: str, operation: str) -> None:
     """F2: a lease guards only the run it names; checked before any storage work.
 
     Raises:
-        LeaseHeldError: the lease names another run.
+        LeaseRunMismatchError: (a ``LeaseHeldError``, not retryable) the lease
+            names another run.
     """
     if lease is not None and lease.run_id != run_id:
-        raise LeaseHeldError(
+        raise LeaseRunMismatchError(
             f"{operation} of run {run_id!r} presented a lease for run {lease.run_id!r}",
             run_id,
             lease.owner,

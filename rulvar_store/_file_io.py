@@ -15,6 +15,7 @@ so they can never be mistaken for a blob or collide with one.
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 from collections.abc import Iterator
@@ -45,6 +46,11 @@ __all__ = [
     "write_atomic",
 ]
 
+# OS errors no retry can fix: the layout or the filesystem must change first.
+_SETUP_ERRNOS: Final = frozenset(
+    {errno.EROFS, errno.ENOTDIR, errno.EISDIR, errno.ENAMETOOLONG, errno.ELOOP}
+)
+
 JOURNAL_FILE: Final = "journal.jsonl"
 META_FILE: Final = "meta.json"
 RUN_BLOB_FILE: Final = "run.blob"
@@ -54,8 +60,20 @@ TEMP_MARK: Final = "~"
 
 
 def resolve_root(root: str | os.PathLike[str]) -> Path:
-    """Return the store root as an absolute, normalized path; nothing is created."""
-    return Path(os.path.abspath(os.fspath(root)))
+    """Return the store root as an absolute, normalized path; nothing is created.
+
+    Raises:
+        ConfigError: the root, or the nearest part of it that exists, is not a
+            directory (every later call would fail the same way).
+    """
+    path = Path(os.path.abspath(os.fspath(root)))
+    existing = path
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if not existing.is_dir():
+        what = "names a file" if existing == path else f"lies under the file {existing}"
+        raise ConfigError(f"file store root {path} {what}, not a directory")
+    return path
 
 
 def under_root(root: Path, *segments: str) -> Path:
@@ -87,9 +105,11 @@ def run_dir(root: Path, run_id: str) -> Path:
 def os_errors(operation: str, target: Path) -> Iterator[None]:
     """Translate OS errors into the error tree, chaining the original.
 
-    Permission problems are a setup mistake (``ConfigError``); anything else (disk
-    full, I/O error, a vanished mount) is ``StoreUnavailableError``: retry later,
-    and the outcome of the write in flight is unknown.
+    Permission problems, a read-only filesystem, a file where a directory
+    belongs (or the reverse) and over-long paths are setup mistakes
+    (``ConfigError``, never retryable); anything else (disk full, I/O error, a
+    vanished mount) is ``StoreUnavailableError``: retry later, and the outcome of
+    the write in flight is unknown.
     """
     try:
         yield
@@ -98,6 +118,11 @@ def os_errors(operation: str, target: Path) -> Iterator[None]:
             f"{operation}: no permission for {target}: {exc.strerror}"
         ) from exc
     except OSError as exc:
+        if exc.errno in _SETUP_ERRNOS:
+            raise ConfigError(
+                f"{operation}: {target}: {exc.strerror or exc} (fix the store's "
+                "directory; retrying cannot help)"
+            ) from exc
         raise StoreUnavailableError(
             f"{operation}: {target}: {exc.strerror or exc}", operation
         ) from exc

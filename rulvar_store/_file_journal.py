@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, final
 
+from rulvar_store import _intake
 from rulvar_store._file_io import (
     BLOBS_DIR,
     JOURNAL_FILE,
@@ -42,7 +43,7 @@ from rulvar_store._file_io import (
     write_all,
     write_atomic,
 )
-from rulvar_store._json import dump_record, load_record
+from rulvar_store._json import load_record
 from rulvar_store._records import (
     JournalEntry,
     Lease,
@@ -51,8 +52,13 @@ from rulvar_store._records import (
     finite_seq,
     meta_matches_filter,
 )
-from rulvar_store._refs import is_safe_token
-from rulvar_store.errors import ConfigError, ContractError, JournalOrderViolation
+from rulvar_store._refs import check_safe_token, is_safe_token
+from rulvar_store.errors import (
+    ConfigError,
+    ContractError,
+    JournalOrderViolation,
+    StoreClosedError,
+)
 
 __all__ = ["CorruptFileError", "JsonlFileStore", "TornTail"]
 
@@ -204,11 +210,16 @@ def _parse_journal(data: bytes, run_id: str, path: Path) -> _Parsed:
     return _Parsed(entries, max_seq, None)
 
 
-def _meta_run_id(meta: RunMeta) -> str:
-    run_id = meta.get("runId") if isinstance(meta, dict) else None
-    if not isinstance(run_id, str):
-        raise ContractError("meta must be a dict with a string 'runId'")
-    return run_id
+def _safe_run_id(run_id: object, operation: str, argument: str = "run_id") -> str:
+    """The intake rule, then the file store's stricter safe-token rule (T9).
+
+    A safe token always satisfies the shared rule, so only the type is checked
+    first; every other refusal is an ``UnsafeNameError`` (also the
+    ``JournalOrderViolation`` the contract names for unsafe names).
+    """
+    return check_safe_token(
+        _intake.require_str(run_id, operation, argument), "run id", operation, argument
+    )
 
 
 @final
@@ -264,9 +275,11 @@ class JsonlFileStore:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _check_open(self) -> None:
+    def _check_open(self, operation: str = "call") -> None:
         if self._closed:
-            raise ContractError(f"{self!r} is closed")
+            raise StoreClosedError(
+                f"{operation} on {self!r}: the store is closed", operation
+            )
 
     # -- torn tails ------------------------------------------------------------
 
@@ -335,14 +348,16 @@ class JsonlFileStore:
             ContractError: ``entry`` is not a dict; ``CorruptFileError`` when the
                 journal is corrupt, or torn while ``repair`` is off.
         """
+        _safe_run_id(run_id, "append")
+        _intake.lease_or_none(lease, "append")
         directory = run_dir(self.root, run_id)
-        if not isinstance(entry, dict):
-            raise ContractError(f"an entry must be a dict, got {type(entry).__name__}")
-        line = (dump_record(entry) + "\n").encode("utf-8")  # D2: before any write
+        line = (_intake.entry_text(entry) + "\n").encode(
+            "utf-8"
+        )  # D2: before any write
         seq = finite_seq(entry)
         path = directory / JOURNAL_FILE
         with self._lock, os_errors(f"append to run {run_id!r}", path):
-            self._check_open()
+            self._check_open("append")
             ensure_dir(directory)
             flags = os.O_RDWR | os.O_APPEND | _CLOEXEC
             try:
@@ -391,9 +406,9 @@ class JsonlFileStore:
             JournalOrderViolation: unsafe run id.
             CorruptFileError: a bad line before the last one.
         """
-        path = run_dir(self.root, run_id) / JOURNAL_FILE
+        path = run_dir(self.root, _safe_run_id(run_id, "load")) / JOURNAL_FILE
         with self._lock, os_errors(f"load of run {run_id!r}", path):
-            self._check_open()
+            self._check_open("load")
             try:
                 fd = os.open(path, os.O_RDONLY | _CLOEXEC)
             except FileNotFoundError:
@@ -437,12 +452,16 @@ class JsonlFileStore:
             ContractError: ``meta`` is not a dict with a string ``runId``.
             JournalOrderViolation: the run id is unsafe; nothing was written.
         """
-        run_id = _meta_run_id(meta)
+        if isinstance(meta, dict) and isinstance(meta.get("runId"), str):
+            # The stricter file rule first.
+            _safe_run_id(meta["runId"], "put_meta", "meta['runId']")
+        run_id, text = _intake.meta_text(meta)
+        _intake.lease_or_none(lease, "put_meta")
         directory = run_dir(self.root, run_id)
-        data = (dump_record(meta) + "\n").encode("utf-8")  # D2: before any write
+        data = (text + "\n").encode("utf-8")  # D2: before any write
         path = directory / META_FILE
         with self._lock, os_errors(f"put_meta of run {run_id!r}", path):
-            self._check_open()
+            self._check_open("put_meta")
             ensure_dir(directory)
             write_atomic(path, data)
 
@@ -475,15 +494,16 @@ class JsonlFileStore:
             JournalOrderViolation: unsafe run id.
             CorruptFileError: the meta file is not a JSON object.
         """
-        path = run_dir(self.root, run_id) / META_FILE
+        path = run_dir(self.root, _safe_run_id(run_id, "get_meta")) / META_FILE
         with self._lock, os_errors(f"get_meta of run {run_id!r}", path):
-            self._check_open()
+            self._check_open("get_meta")
             return self._read_meta(run_id, path)
 
     def list_runs(self, run_filter: RunFilter | None = None) -> list[RunMeta]:
         """Return matching metas ordered by run id, reading meta files only (M1, M4)."""
+        run_filter = _intake.run_filter(run_filter)
         with self._lock, os_errors("list_runs", self.root):
-            self._check_open()
+            self._check_open("list_runs")
             try:
                 with os.scandir(self.root) as scan:
                     names = sorted(
@@ -512,9 +532,10 @@ class JsonlFileStore:
         Raises:
             JournalOrderViolation: unsafe run id; nothing was touched.
         """
-        directory = run_dir(self.root, run_id)
+        _intake.lease_or_none(lease, "delete")
+        directory = run_dir(self.root, _safe_run_id(run_id, "delete"))
         with self._lock, os_errors(f"delete of run {run_id!r}", directory):
-            self._check_open()
+            self._check_open("delete")
             self._tails.pop(run_id, None)
             self._torn.pop(run_id, None)
             removed = False

@@ -15,6 +15,7 @@ import threading
 from pathlib import Path
 from typing import Final, final
 
+from rulvar_store import _intake
 from rulvar_store._file_io import (
     BLOBS_DIR,
     RUN_BLOB_FILE,
@@ -27,8 +28,8 @@ from rulvar_store._file_io import (
     write_atomic,
 )
 from rulvar_store._records import BlobInput, Lease
-from rulvar_store._refs import check_safe_token, copy_blob, is_safe_token
-from rulvar_store.errors import ConfigError, ContractError
+from rulvar_store._refs import check_safe_token, is_safe_token
+from rulvar_store.errors import ConfigError, ContractError, StoreClosedError
 
 __all__ = ["FileTranscriptStore"]
 
@@ -72,23 +73,30 @@ class FileTranscriptStore:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _check_open(self) -> None:
+    def _check_open(self, operation: str) -> None:
         if self._closed:
-            raise ContractError(f"{self!r} is closed")
+            raise StoreClosedError(
+                f"{operation} on {self!r}: the store is closed", operation
+            )
 
-    def _path(self, ref: str) -> Path:
+    def _path(self, ref: object, operation: str) -> Path:
         """Return the file of ``ref``.
 
+        Only the type is checked first: a ref of safe tokens always satisfies
+        the shared intake rule (``_intake``), and the stricter file rule refuses
+        the rest.
+
         Raises:
-            ContractError: ``ref`` is not a string.
-            JournalOrderViolation: a segment is not a safe token (T8).
+            InvalidArgumentError: ``ref`` is not a string.
+            UnsafeNameError: a segment is not a safe token (T8).
         """
-        if not isinstance(ref, str):
-            raise ContractError(f"a blob ref must be a str, got {type(ref).__name__}")
+        ref = _intake.require_str(ref, operation, "ref")
         segments = ref.split("/")
         shown = ref if len(ref) <= 80 else ref[:80] + "..."
         for segment in segments:
-            check_safe_token(segment, f"segment of blob ref {shown!r}:")
+            check_safe_token(
+                segment, f"segment of blob ref {shown!r}:", operation, "ref"
+            )
         if len(segments) == 1:
             return under_root(self.root, ref, RUN_BLOB_FILE)
         return under_root(self.root, segments[0], BLOBS_DIR, *segments[1:])
@@ -101,10 +109,11 @@ class FileTranscriptStore:
             ContractError: ``blob`` is not bytes-like, or ``ref`` collides with
                 a stored ref that it prefixes or that prefixes it.
         """
-        path = self._path(ref)
-        data = copy_blob(blob)
+        path = self._path(ref, "blob put")
+        _intake.lease_or_none(lease, "blob put")
+        data = _intake.blob_bytes(blob, "blob put")
         with self._lock, os_errors(f"blob put of {ref!r}", path):
-            self._check_open()
+            self._check_open("blob put")
             if path.is_dir():
                 raise ContractError(
                     f"blob ref {ref!r} is a prefix of other stored refs; a ref "
@@ -121,9 +130,9 @@ class FileTranscriptStore:
 
     def get(self, ref: str) -> bytes | None:
         """Return the blob's bytes, or ``None`` for a missing ref (T2)."""
-        path = self._path(ref)
+        path = self._path(ref, "blob get")
         with self._lock, os_errors(f"blob get of {ref!r}", path):
-            self._check_open()
+            self._check_open("blob get")
             try:
                 with open(path, "rb") as file:
                     return file.read()
@@ -136,10 +145,12 @@ class FileTranscriptStore:
         Raises:
             JournalOrderViolation: ``run_id`` is not a safe token (``.``, ``..``).
         """
+        _intake.require_str(run_id, "blob list_refs", "run_id")
+        check_safe_token(run_id, "run id", "blob list_refs")
         blobs = run_dir(self.root, run_id) / BLOBS_DIR
         refs: list[str] = []
         with self._lock, os_errors(f"blob list of run {run_id!r}", blobs):
-            self._check_open()
+            self._check_open("blob list_refs")
             if not blobs.is_dir():
                 return []
             for folder, subfolders, files in os.walk(blobs, onerror=_raise):
@@ -159,9 +170,10 @@ class FileTranscriptStore:
         Folders the removal leaves empty are removed too, so the ref's prefixes
         can become blobs again.
         """
-        path = self._path(ref)
+        path = self._path(ref, "blob delete")
+        _intake.lease_or_none(lease, "blob delete")
         with self._lock, os_errors(f"blob delete of {ref!r}", path):
-            self._check_open()
+            self._check_open("blob delete")
             if path.is_dir():
                 return  # a folder of other blobs, not a blob
             try:

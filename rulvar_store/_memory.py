@@ -12,8 +12,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import Literal, final
 
-from rulvar_store._checks import check_run_match, meta_run_id
-from rulvar_store._json import dump_record, load_record
+from rulvar_store import _intake
+from rulvar_store._checks import check_run_match
+from rulvar_store._json import load_record
 from rulvar_store._records import (
     DEFAULT_LEASE_TTL_MS,
     BlobInput,
@@ -27,8 +28,7 @@ from rulvar_store._records import (
     system_clock_ms,
     validate_ttl_ms,
 )
-from rulvar_store._refs import copy_blob, ref_run_id
-from rulvar_store.errors import JournalOrderViolation, LeaseHeldError
+from rulvar_store.errors import JournalOrderViolation, LeaseHeldError, StoreClosedError
 
 __all__ = ["MemoryFencedTranscriptStore", "MemoryStore", "MemoryTranscriptStore"]
 
@@ -75,6 +75,7 @@ class MemoryStore:
         self._now: Clock = now if now is not None else system_clock_ms
         self._domain = _domain if _domain is not None else _MemoryDomain()
         self._twin: MemoryFencedTranscriptStore | None = None
+        self._closed = False
 
     @classmethod
     def sharing(
@@ -90,12 +91,23 @@ class MemoryStore:
     def transcripts(self) -> MemoryFencedTranscriptStore:
         """Return the memoized fenced blob twin sharing this store's domain (T6, T7)."""
         with self._domain.lock:
+            self._ensure_open("transcripts")
             if self._twin is None:
                 self._twin = MemoryFencedTranscriptStore(self)
             return self._twin
 
     def close(self) -> None:
-        """Nothing to release; present so every store closes the same way."""
+        """End this handle (and its twin); later calls raise ``StoreClosedError``.
+
+        The domain's data stays for other handles sharing it. Idempotent.
+        """
+        self._closed = True
+
+    def _ensure_open(self, operation: str) -> None:
+        if self._closed:
+            raise StoreClosedError(
+                f"memory {operation}: the store is closed", operation
+            )
 
     def __enter__(self) -> MemoryStore:
         return self
@@ -132,10 +144,12 @@ class MemoryStore:
         self, run_id: str, entry: JournalEntry, lease: Lease | None = None
     ) -> None:
         """Append one entry; J7 order: run match, fence, then the J6 seq guard."""
-        check_run_match(lease, run_id, "append")
-        text = dump_record(entry)
+        _intake.run_id_for_write(run_id, "append")
+        text = _intake.entry_text(entry)
+        check_run_match(_intake.lease_or_none(lease, "append"), run_id, "append")
         seq = finite_seq(entry)
         with self._domain.lock:
+            self._ensure_open("append")
             if lease is not None:
                 self._assert_fencing(lease)
             journal = self._domain.entries.setdefault(run_id, [])
@@ -150,34 +164,42 @@ class MemoryStore:
             journal.append((text, seq))
 
     def load(self, run_id: str) -> list[JournalEntry]:
+        _intake.run_id_for_read(run_id, "load")
         with self._domain.lock:
+            self._ensure_open("load")
             texts = [text for text, _ in self._domain.entries.get(run_id, [])]
         return [load_record(text) for text in texts]
 
     def put_meta(self, meta: RunMeta, lease: Lease | None = None) -> None:
-        run_id = meta_run_id(meta)
-        check_run_match(lease, run_id, "put_meta")
-        text = dump_record(meta)
+        run_id, text = _intake.meta_text(meta)
+        check_run_match(_intake.lease_or_none(lease, "put_meta"), run_id, "put_meta")
         with self._domain.lock:
+            self._ensure_open("put_meta")
             if lease is not None:
                 self._assert_fencing(lease)
             self._domain.metas[run_id] = text
 
     def get_meta(self, run_id: str) -> RunMeta | None:
+        _intake.run_id_for_read(run_id, "get_meta")
         with self._domain.lock:
+            self._ensure_open("get_meta")
             text = self._domain.metas.get(run_id)
         return None if text is None else load_record(text)
 
     def list_runs(self, run_filter: RunFilter | None = None) -> list[RunMeta]:
+        run_filter = _intake.run_filter(run_filter)
         with self._domain.lock:
+            self._ensure_open("list_runs")
             texts = [self._domain.metas[key] for key in sorted(self._domain.metas)]
         metas = [load_record(text) for text in texts]
         return [meta for meta in metas if meta_matches_filter(meta, run_filter)]
 
     def delete(self, run_id: str, lease: Lease | None = None) -> None:
         """Remove entries, meta and lease row together; the epoch counter stays (L5)."""
-        check_run_match(lease, run_id, "delete")
+        _intake.run_id_for_read(run_id, "delete")
+        check_run_match(_intake.lease_or_none(lease, "delete"), run_id, "delete")
         with self._domain.lock:
+            self._ensure_open("delete")
             if lease is not None:
                 self._assert_fencing(lease)
             self._domain.entries.pop(run_id, None)
@@ -187,7 +209,10 @@ class MemoryStore:
     # -- leases ----------------------------------------------------------------
 
     def acquire(self, run_id: str, owner: str) -> Lease:
+        _intake.run_id_for_write(run_id, "acquire")
+        _intake.owner_for_write(owner, "acquire")
         with self._domain.lock:
+            self._ensure_open("acquire")
             now = self._now()
             row = self._domain.leases.get(run_id)
             if row is not None and row.expires_at > now:
@@ -205,14 +230,18 @@ class MemoryStore:
             return Lease(run_id, owner, epoch)
 
     def renew(self, lease: Lease) -> None:
+        _intake.require_lease(lease, "renew")
         with self._domain.lock:
+            self._ensure_open("renew")
             self._assert_fencing(lease)
             self._domain.leases[lease.run_id].expires_at = (
                 self._now() + self.lease_ttl_ms
             )
 
     def release(self, lease: Lease) -> None:
+        _intake.require_lease(lease, "release")
         with self._domain.lock:
+            self._ensure_open("release")
             self._assert_fencing(lease)
             del self._domain.leases[lease.run_id]
 
@@ -228,25 +257,35 @@ class MemoryFencedTranscriptStore:
         self._domain = journal._domain
 
     def put(self, ref: str, blob: BlobInput, lease: Lease | None = None) -> None:
-        check_run_match(lease, ref_run_id(ref), "blob put")
-        data = copy_blob(blob)  # copied now: a later mutation must not leak in (D3)
+        ref, run_id = _intake.ref_for_write(ref, "blob put")
+        check_run_match(_intake.lease_or_none(lease, "blob put"), run_id, "blob put")
+        # Copied now: a later mutation must not leak in (D3).
+        data = _intake.blob_bytes(blob, "blob put")
         with self._domain.lock:
+            self._journal._ensure_open("blob put")
             if lease is not None:
                 self._journal._assert_fencing(lease)
             self._domain.blobs[ref] = data
 
     def get(self, ref: str) -> bytes | None:
+        _intake.ref_for_read(ref, "blob get")
         with self._domain.lock:
+            self._journal._ensure_open("blob get")
             return self._domain.blobs.get(ref)
 
     def list_refs(self, run_id: str) -> list[str]:
-        prefix = run_id + "/"
+        prefix = _intake.run_id_for_read(run_id, "blob list_refs") + "/"
         with self._domain.lock:
+            self._journal._ensure_open("blob list_refs")
             return sorted(ref for ref in self._domain.blobs if ref.startswith(prefix))
 
     def delete(self, ref: str, lease: Lease | None = None) -> None:
-        check_run_match(lease, ref_run_id(ref), "blob delete")
+        ref, run_id = _intake.ref_for_read(ref, "blob delete")
+        check_run_match(
+            _intake.lease_or_none(lease, "blob delete"), run_id, "blob delete"
+        )
         with self._domain.lock:
+            self._journal._ensure_open("blob delete")
             if lease is not None:
                 self._journal._assert_fencing(lease)
             self._domain.blobs.pop(ref, None)
@@ -262,24 +301,41 @@ class MemoryTranscriptStore:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._blobs: dict[str, bytes] = {}
+        self._closed = False
+
+    def _ensure_open(self, operation: str) -> None:
+        if self._closed:
+            raise StoreClosedError(
+                f"memory {operation}: the store is closed", operation
+            )
 
     def put(self, ref: str, blob: BlobInput, lease: Lease | None = None) -> None:
-        data = copy_blob(blob)
+        ref, _ = _intake.ref_for_write(ref, "blob put")
+        _intake.lease_or_none(lease, "blob put")
+        data = _intake.blob_bytes(blob, "blob put")
         with self._lock:
+            self._ensure_open("blob put")
             self._blobs[ref] = data
 
     def get(self, ref: str) -> bytes | None:
+        _intake.ref_for_read(ref, "blob get")
         with self._lock:
+            self._ensure_open("blob get")
             return self._blobs.get(ref)
 
     def list_refs(self, run_id: str) -> list[str]:
-        prefix = run_id + "/"
+        prefix = _intake.run_id_for_read(run_id, "blob list_refs") + "/"
         with self._lock:
+            self._ensure_open("blob list_refs")
             return sorted(ref for ref in self._blobs if ref.startswith(prefix))
 
     def delete(self, ref: str, lease: Lease | None = None) -> None:
+        _intake.ref_for_read(ref, "blob delete")
+        _intake.lease_or_none(lease, "blob delete")
         with self._lock:
+            self._ensure_open("blob delete")
             self._blobs.pop(ref, None)
 
     def close(self) -> None:
-        """Nothing to release."""
+        """Later calls raise ``StoreClosedError``; idempotent."""
+        self._closed = True

@@ -88,6 +88,10 @@ class Backend:
         certify: yields a ``LocationFactory`` of fresh isolated locations next
             to the URL's (new files, directories or schemas), for ``rulvar
             check``, the kill points and the soak; removes them all on exit.
+            Before yielding it validates the URL exactly as ``open`` would
+            (options, path, reachability) without creating anything of the
+            user's, and raises ``ConfigError`` (or ``StoreUnavailableError``
+            for an unreachable server) so ``rulvar check`` fails in one line.
         certify_expiry_ttl_ms: the short ttl of the kit's wall-clock expiry check;
             a backend with network round trips or a server clock picks more.
         description: one line for listings.
@@ -131,6 +135,13 @@ def make_plugin_manager(*, load_entry_points: bool = True) -> pluggy.PluginManag
 
 def _missing_modules(backend: Backend) -> list[str]:
     return [name for name in backend.requires if importlib.util.find_spec(name) is None]
+
+
+def _listed(names: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    if len(names) <= 1:
+        return "".join(names)
+    return f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def _iter_backends(manager: pluggy.PluginManager) -> Iterator[BackendInfo]:
@@ -178,7 +189,8 @@ def resolve_backend(
                 )
                 raise ConfigError(
                     f"backend {info.backend.name!r} for {url.scheme}:// needs "
-                    f"{', '.join(missing)}, which is not installed: {hint}"
+                    f"{_listed(missing)}, which "
+                    f"{'is' if len(missing) == 1 else 'are'} not installed: {hint}"
                 )
             return info.backend
     known = sorted(scheme for info in infos for scheme in info.backend.schemes)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from rulvar_store.errors import ContractError, JournalOrderViolation
+from rulvar_store.errors import ContractError, UnsafeNameError
 
 __all__ = [
     "MAX_SAFE_TOKEN_LENGTH",
@@ -34,18 +34,24 @@ def is_safe_token(name: str) -> bool:
     )
 
 
-def check_safe_token(name: str, what: str) -> str:
+def check_safe_token(
+    name: str, what: str, operation: str = "file store", argument: str = "run_id"
+) -> str:
     """Return ``name`` if it is a safe token.
 
     Raises:
-        JournalOrderViolation: the name is empty, ``.``/``..``, too long, or has
-            characters outside ``[A-Za-z0-9._-]``; nothing was touched on disk.
+        UnsafeNameError: (a ``JournalOrderViolation`` and an
+            ``InvalidArgumentError``) the name is empty, ``.``/``..``, too long,
+            or has characters outside ``[A-Za-z0-9._-]``; nothing was touched on
+            disk.
     """
     if not is_safe_token(name):
         shown = name[:60] + "..." if isinstance(name, str) and len(name) > 60 else name
-        raise JournalOrderViolation(
-            f"unsafe {what} {shown!r}: use 1-{MAX_SAFE_TOKEN_LENGTH} characters "
-            "from [A-Za-z0-9._-], not '.' or '..'"
+        raise UnsafeNameError(
+            f"{operation}: {argument}: unsafe {what} {shown!r}: file stores take "
+            f"1-{MAX_SAFE_TOKEN_LENGTH} characters from [A-Za-z0-9._-], not '.' or '..'",
+            operation,
+            argument,
         )
     return name
 

@@ -28,18 +28,34 @@ class StoreUrl:
 
 
 def redact_url(url: str) -> str:
-    """Return ``url`` with its password (if any) replaced by ``***``."""
+    """Return ``url`` with its password (if any) replaced by ``***``.
+
+    Works on the raw text of the authority, never on parsed ports or hosts, so
+    it cannot fail on a URL that is malformed in other ways (a non-numeric or
+    out-of-range port): redaction runs while reporting such mistakes.
+    """
     try:
         parts = urlsplit(url)
     except ValueError:
         return "<unparseable URL>"
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    netloc = f"{parts.username or ''}:***@{host}"
-    return urlunsplit(parts._replace(netloc=netloc))
+    changed = False
+    userinfo, at, hostport = parts.netloc.rpartition("@")
+    if at and ":" in userinfo:
+        user = userinfo.split(":", 1)[0]
+        parts = parts._replace(netloc=f"{user}:***@{hostport}")
+        changed = True
+    pieces = parts.query.split("&")
+    if any(piece.partition("=")[0] == "password" for piece in pieces):
+        # libpq also takes the password as a query parameter.
+        pieces = [
+            "password=***" if piece.partition("=")[0] == "password" else piece
+            for piece in pieces
+        ]
+        parts = parts._replace(query="&".join(pieces))
+        changed = True
+    # Untouched URLs are returned verbatim: urlunsplit would normalize them
+    # ('memory://' -> 'memory:').
+    return urlunsplit(parts) if changed else url
 
 
 def parse_store_url(url: object, options: Mapping[str, Any] | None = None) -> StoreUrl:

@@ -3,8 +3,13 @@
 ```
 RulvarError                    never raised bare; has code, retryable, data
 ├── ContractError              the caller broke the SPI: a bug, don't retry
-│   └── JournalOrderViolation  J6 seq guard, unsafe file-store names
+│   ├── JournalOrderViolation  J6 seq guard, unsafe file-store names
+│   ├── InvalidArgumentError   an argument breaks the intake rules (names the argument)
+│   │   ├── NotJsonError       a value is not JSON (also a TypeError and a ValueError, D2)
+│   │   └── UnsafeNameError    not a safe file name (also a JournalOrderViolation, T8/T9)
+│   └── StoreClosedError       the store (or its blob twin) was closed
 ├── LeaseHeldError             ownership conflict: re-acquire later or give up (retryable)
+│   └── LeaseRunMismatchError  F2: the lease names another run (a bug: not retryable)
 ├── SupersededError            run settlement bounced off the fence
 ├── SettlementError            run settlement failed for another reason (retryable)
 ├── StoreBusyError             transient contention outlasted its bound: retry
@@ -24,13 +29,18 @@ from typing import Any, Final, Literal
 __all__ = [
     "ConfigError",
     "ContractError",
+    "InvalidArgumentError",
     "JournalOrderViolation",
     "LeaseHeldError",
+    "LeaseRunMismatchError",
+    "NotJsonError",
     "RulvarError",
     "SettlementError",
     "StoreBusyError",
+    "StoreClosedError",
     "StoreUnavailableError",
     "SupersededError",
+    "UnsafeNameError",
 ]
 
 SettlementStage = Literal["run-settle", "meta"]
@@ -87,6 +97,74 @@ class JournalOrderViolation(ContractError):
         return {"runId": self.run_id, "seq": self.seq}
 
 
+class InvalidArgumentError(ContractError):
+    """An argument breaks the intake rules every store applies before any I/O.
+
+    ``operation`` is the store method, ``argument`` the parameter at fault
+    (``run_id``, ``owner``, ``ref``, ``entry``, ``meta``, ``lease``, ...).
+    Nothing was persisted; the same call can never succeed, so never retry it.
+    """
+
+    code = "invalid_argument"
+
+    def __init__(self, message: str, operation: str, argument: str) -> None:
+        super().__init__(message, operation, argument)
+        self.operation = operation
+        self.argument = argument
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return {"operation": self.operation, "argument": self.argument}
+
+
+class NotJsonError(InvalidArgumentError, TypeError, ValueError):
+    """An entry or meta record is not a JSON value the stores can keep (D2).
+
+    A set, a datetime, NaN or Infinity, a non-string key, a lone surrogate, a
+    NUL character or a record past the size bound. It is also a ``TypeError``
+    and a ``ValueError``, the exceptions D2 names, so code written against
+    either keeps working.
+    """
+
+    code = "not_json"
+
+
+class UnsafeNameError(InvalidArgumentError, JournalOrderViolation):
+    """A run id or ref segment is not a safe file name (T8, T9; file stores only).
+
+    File-backed stores accept only ``[A-Za-z0-9._-]``, 1-200 characters, not
+    ``.``/``..``, on top of the rules every store applies. It is also a
+    ``JournalOrderViolation``, the class the contract names for unsafe names.
+    """
+
+    code = "unsafe_name"
+
+    def __init__(self, message: str, operation: str, argument: str) -> None:
+        super().__init__(message, operation, argument)
+        # JournalOrderViolation's fields mean nothing here (its __init__ ran with
+        # our arguments through the MRO): reset them.
+        self.run_id = None
+        self.seq = None
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return {"operation": self.operation, "argument": self.argument}
+
+
+class StoreClosedError(ContractError):
+    """The store, or the blob twin that lives and dies with it, was closed."""
+
+    code = "store_closed"
+
+    def __init__(self, message: str, operation: str | None = None) -> None:
+        super().__init__(message, operation)
+        self.operation = operation
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return {"operation": self.operation}
+
+
 class LeaseHeldError(RulvarError):
     """The run is leased by someone else, or the presented lease is not live (L1, L6)."""
 
@@ -108,6 +186,16 @@ class LeaseHeldError(RulvarError):
     @property
     def data(self) -> dict[str, Any]:
         return {"runId": self.run_id, "owner": self.owner, "epoch": self.epoch}
+
+
+class LeaseRunMismatchError(LeaseHeldError):
+    """F2: the presented lease guards another run than the one being changed.
+
+    A ``LeaseHeldError`` as F2 requires, but not retryable: the same call with
+    the same lease is refused every time; the caller passed the wrong lease.
+    """
+
+    retryable = False
 
 
 class SupersededError(RulvarError):

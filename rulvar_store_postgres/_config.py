@@ -96,7 +96,9 @@ def _split_url(url: str) -> tuple[str, dict[str, str], str, tuple[str, ...]]:
         host = parts.hostname or ""
         port = parts.port
     except ValueError as exc:
-        raise ConfigError(f"malformed PostgreSQL URL {redact_url(url)!r}") from exc
+        raise ConfigError(
+            f"malformed PostgreSQL URL {redact_url(url)!r}: {exc}"
+        ) from exc
     ours: dict[str, str] = {}
     rest: list[str] = []
     secrets: list[str] = []

@@ -21,6 +21,7 @@ from rulvar_store.errors import (
     ContractError,
     RulvarError,
     StoreBusyError,
+    StoreClosedError,
     StoreUnavailableError,
 )
 
@@ -37,9 +38,29 @@ RETRYABLE_SQLSTATES: Final = frozenset({"40001", "40P01"})
 _BUSY_SQLSTATES: Final = frozenset({"55P03", "57014", "55006"})
 # The booted objects vanished (schema dropped under a live store): boot again.
 SCHEMA_GONE_SQLSTATES: Final = frozenset({"42P01", "42883", "3F000"})
-# Server going away, connection-level failures, resources exhausted.
-_UNAVAILABLE_PREFIXES: Final = ("08", "53", "57P", "58", "25P03", "XX")
-_CONFIG_PREFIXES: Final = ("28", "3D", "42501")
+# Transient by nature: connection exceptions (08), resources exhausted (53),
+# operator intervention such as a shutdown (57), system I/O errors (58), snapshot
+# too old (72), an idle-in-transaction cutoff, commit outcome unknown, and the
+# server's internal errors (XX), which a healthy retry may not meet again.
+_TRANSIENT_PREFIXES: Final = ("08", "53", "57", "58", "72", "XX")
+_TRANSIENT_STATES: Final = frozenset({"25P03", "40003"})
+# The caller's data: data exceptions (22), integrity (23), program limits (54).
+_DATA_PREFIXES: Final = ("22", "23", "54")
+# Connection refusals that no retry fixes: wrong credentials, missing role or
+# database, no pg_hba entry. libpq reports them as text without a SQLSTATE.
+_REFUSED_LOGIN: Final = (
+    "does not exist",
+    "password authentication failed",
+    "authentication failed",
+    "no pg_hba.conf entry",
+    "password supplied",
+    "no password",
+    "permission denied",
+)
+# Operations that only read: a connection lost under them leaves no write behind.
+_READS: Final = frozenset(
+    {"load", "get_meta", "list_runs", "blob_get", "blob_list", "connect"}
+)
 
 
 def sqlstate_of(exc: BaseException | None) -> str | None:
@@ -72,24 +93,29 @@ def translated(
 ) -> Iterator[None]:
     """Run the body, turning driver and pool failures into typed store errors.
 
-    ``RulvarError`` and non-driver exceptions (``TypeError``/``ValueError`` from
-    serialization, D2) pass through unchanged.
+    ``RulvarError`` and non-driver exceptions pass through unchanged. Only
+    transient conditions come out retryable.
 
     Raises:
         StoreBusyError: lock_timeout, serialization failure or deadlock, statement
             cancelled, or no pooled connection free in time; nothing was written.
-        StoreUnavailableError: the server could not be reached or the connection
-            dropped; an in-flight commit's outcome is unknown.
-        ContractError: the store was closed, or the server refused the data
-            (SQLSTATE class 22, e.g. a seq the Appendix P index cannot cast).
-        ConfigError: authentication, unknown database or missing privileges.
+        StoreUnavailableError: the server could not be reached (nothing was sent),
+            or the connection dropped mid-call (a write's outcome is unknown).
+        StoreClosedError: the store was closed.
+        ContractError: the server or driver refused the data (SQLSTATE classes
+            22, 23, 54).
+        ConfigError: a login the server refuses (credentials, role, database),
+            missing privileges, or a statement the server cannot run here
+            (other SQLSTATEs: a schema or server that does not match).
     """
     try:
         yield
     except RulvarError:
         raise
     except PoolClosed as exc:
-        raise ContractError(f"{operation} on {where}: the store is closed") from exc
+        raise StoreClosedError(
+            f"{operation} on {where}: the store is closed", operation
+        ) from exc
     except (PoolTimeout, TooManyRequests) as exc:
         raise StoreBusyError(
             f"{operation} on {where}: no pooled connection became free in time "
@@ -100,32 +126,83 @@ def translated(
         raise _classify(exc, operation, where, secrets) from exc
 
 
+def _connection_lost(operation: str, where: str, detail: str) -> StoreUnavailableError:
+    if operation in _READS:
+        tail = "nothing was written; retry"
+    else:
+        tail = "the outcome of this write is unknown: check before repeating it"
+    return StoreUnavailableError(
+        f"{operation} on {where}: the connection dropped mid-call ({detail}); {tail}",
+        operation,
+    )
+
+
+def _unclassified(
+    exc: psycopg.Error, operation: str, where: str, detail: str
+) -> RulvarError:
+    """A driver error without a SQLSTATE: raised by psycopg or libpq on the client."""
+    text = str(exc)
+    if text.startswith("connection failed") or isinstance(
+        exc, psycopg.errors.ConnectionTimeout
+    ):
+        if any(marker in text for marker in _REFUSED_LOGIN):
+            return ConfigError(
+                f"{operation} on {where}: the server refused the login ({detail}); "
+                "check the user, password and database name"
+            )
+        return StoreUnavailableError(
+            f"{operation} on {where}: could not connect to the server ({detail}); "
+            "nothing was sent, retry when it is reachable",
+            operation,
+        )
+    if isinstance(
+        exc,
+        psycopg.DataError
+        | psycopg.ProgrammingError
+        | psycopg.IntegrityError
+        | psycopg.NotSupportedError,
+    ):
+        return ContractError(
+            f"{operation} on {where}: the driver refused the data ({detail})"
+        )
+    return _connection_lost(operation, where, detail)
+
+
 def _classify(
     exc: psycopg.Error, operation: str, where: str, secrets: Sequence[str]
 ) -> RulvarError:
     state = exc.sqlstate or ""
     detail = _detail(exc, secrets)
+    if not state:
+        return _unclassified(exc, operation, where, detail)
     if state in RETRYABLE_SQLSTATES or state in _BUSY_SQLSTATES:
         return StoreBusyError(
             f"{operation} on {where}: contention outlasted its bound ({detail}); "
             "nothing was written, retry",
             operation,
         )
-    if state.startswith("22"):
-        return ContractError(
-            f"{operation} on {where}: the server refused the data ({detail}); "
-            "Appendix P casts payloads to jsonb and seq to numeric, so a seq that "
-            "is not a number (e.g. true or 'x') or a \\u0000 in a string cannot be "
-            "stored"
-        )
-    if state.startswith(_CONFIG_PREFIXES):
-        return ConfigError(f"{operation} on {where}: {detail}")
-    if state.startswith(_UNAVAILABLE_PREFIXES) or not state:
+    if state in SCHEMA_GONE_SQLSTATES:
+        # Transient by design: the next call boots the schema again.
         return StoreUnavailableError(
-            f"{operation} on {where}: the database is unreachable or the connection "
-            f"dropped ({detail}); the outcome of an in-flight commit is unknown",
+            f"{operation} on {where}: the store's tables or functions are gone "
+            f"({detail}); the next call creates them again",
             operation,
         )
-    return StoreUnavailableError(
-        f"{operation} on {where}: unexpected database error ({detail})", operation
+    if state.startswith(_DATA_PREFIXES):
+        return ContractError(
+            f"{operation} on {where}: the server refused the data ({detail})"
+        )
+    if state.startswith(("28", "3D")) or state == "42501":
+        return ConfigError(f"{operation} on {where}: {detail}")
+    if state.startswith(("08001", "08004")):
+        return StoreUnavailableError(
+            f"{operation} on {where}: the server did not accept the connection "
+            f"({detail}); nothing was sent, retry",
+            operation,
+        )
+    if state.startswith(_TRANSIENT_PREFIXES) or state in _TRANSIENT_STATES:
+        return _connection_lost(operation, where, detail)
+    return ConfigError(
+        f"{operation} on {where}: the server cannot run the store's statement "
+        f"({detail}); the schema or server does not match what this store expects"
     )

@@ -20,7 +20,12 @@ from rulvar_store._locations import LocationFactory, StoreLocation, UrlOpener
 from rulvar_store._plugins import Backend, OpenedStore, hookimpl
 from rulvar_store._urls import StoreUrl
 from rulvar_store.errors import ConfigError
-from rulvar_store_postgres._config import OPTION_NAMES, SCHEMES, resolve_settings
+from rulvar_store_postgres._config import (
+    OPTION_NAMES,
+    SCHEMES,
+    Settings,
+    resolve_settings,
+)
 
 if TYPE_CHECKING:
     from rulvar_store_postgres._store import PostgresStore
@@ -66,17 +71,17 @@ def _open(url: StoreUrl) -> OpenedStore:
 
 
 def _drop_schemas(
-    conninfo: str,
+    settings: Settings,
     schemas: Sequence[str],
-    connect_timeout_s: int,
     operation: str = "drop check schemas",
 ) -> None:
     import psycopg
 
     from rulvar_store_postgres._errors import translated
 
+    conninfo, connect_timeout_s = settings.conninfo, settings.connect_timeout_s
     with (
-        translated(operation, "the certify database"),
+        translated(operation, settings.where, settings.secrets),
         psycopg.connect(
             conninfo, autocommit=True, connect_timeout=connect_timeout_s
         ) as conn,
@@ -99,8 +104,9 @@ def _certify(url: StoreUrl) -> Iterator[LocationFactory]:
     options = _store_options(url)
     options.pop("now", None)
     settings = resolve_settings(url.raw, options)  # P1 before anything connects
-    # Connect once up front: an unreachable server is one typed error, not 27 failed checks.
-    _drop_schemas(settings.conninfo, (), settings.connect_timeout_s, "connect")
+    # Connect once up front: an unreachable server, a refused login or a missing
+    # database is one typed error naming the target, not 27 failed checks.
+    _drop_schemas(settings, (), "connect")
     prefix = f"rulvar_check_{secrets.token_hex(4)}"
     numbers = count()
     schemas: list[str] = []
@@ -116,16 +122,14 @@ def _certify(url: StoreUrl) -> Iterator[LocationFactory]:
                 {"lock_timeout_ms": _FAIL_FAST_LOCK_TIMEOUT_MS},
             ),
             contention=True,
-            cleanup=lambda: _drop_schemas(
-                settings.conninfo, (schema,), settings.connect_timeout_s
-            ),
+            cleanup=lambda: _drop_schemas(settings, (schema,)),
         )
 
     try:
         yield fresh
     finally:
         if schemas:
-            _drop_schemas(settings.conninfo, schemas, settings.connect_timeout_s)
+            _drop_schemas(settings, schemas)
 
 
 @hookimpl

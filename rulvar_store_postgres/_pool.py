@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import logging
 import select
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,6 +28,23 @@ from psycopg_pool import ConnectionPool
 __all__ = ["Conn", "StorePool", "make_pool"]
 
 Conn: TypeAlias = psycopg.Connection[TupleRow]
+
+
+def _quiet_pool_logs() -> None:
+    """Keep psycopg_pool's own log lines off stderr unless the application wants them.
+
+    Without any handler on the way to the root, Python prints warnings through
+    its last-resort handler, so a library user saw the pool's connection retries
+    on stderr beside the typed error we raise. A ``NullHandler`` on the pool's
+    logger ends that, while records still propagate to whatever handlers the
+    application configured.
+    """
+    pool_logger = logging.getLogger("psycopg.pool")
+    if not any(isinstance(h, logging.NullHandler) for h in pool_logger.handlers):
+        pool_logger.addHandler(logging.NullHandler())
+
+
+_quiet_pool_logs()
 
 
 class StorePool(ConnectionPool[Conn]):

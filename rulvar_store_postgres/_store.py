@@ -15,15 +15,10 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any, Final, Literal, final
 
-from rulvar_store import _failpoints
-from rulvar_store._checks import (
-    check_lease,
-    check_run_match,
-    check_text,
-    not_live_lease,
-)
+from rulvar_store import _failpoints, _intake
+from rulvar_store._checks import check_run_match, not_live_lease
 from rulvar_store._failpoints import hit
-from rulvar_store._json import dump_record, load_record
+from rulvar_store._json import load_record
 from rulvar_store._observe import LeaseState
 from rulvar_store._records import (
     Clock,
@@ -35,10 +30,10 @@ from rulvar_store._records import (
     meta_matches_filter,
 )
 from rulvar_store.errors import (
-    ContractError,
     JournalOrderViolation,
     LeaseHeldError,
     StoreBusyError,
+    StoreClosedError,
     StoreUnavailableError,
 )
 from rulvar_store_postgres._config import resolve_settings
@@ -200,8 +195,9 @@ class PostgresStore:
             return
         with self._state_lock:
             if self._closed:
-                raise ContractError(
-                    f"{operation} on {self._settings.where}: the store is closed"
+                raise StoreClosedError(
+                    f"{operation} on {self._settings.where}: the store is closed",
+                    operation,
                 )
             if self._booted is False:  # another thread may have booted meanwhile
                 boot = (
@@ -348,11 +344,19 @@ class PostgresStore:
     def append(
         self, run_id: str, entry: JournalEntry, lease: Lease | None = None
     ) -> None:
-        """Append one entry; J7 order: run match, fence, then the J6 seq guard."""
-        check_text(run_id, "run_id", "append")
-        lease = check_lease(lease, "append")
+        """Append one entry; J7 order: run match, fence, then the J6 seq guard.
+
+        Raises:
+            InvalidArgumentError: a bad run id, entry or lease (``_intake`` rules),
+                or a present, non-null seq that is not a JSON number (D5: the
+                format casts seq to numeric); nothing is stored.
+            NotJsonError: the entry is not JSON (D2).
+        """
+        _intake.run_id_for_write(run_id, "append")
+        text = _intake.entry_text(entry)
+        _intake.numeric_seq(entry)
+        lease = _intake.lease_or_none(lease, "append")
         check_run_match(lease, run_id, "append")
-        text = dump_record(entry)
         seq = finite_seq(entry)
         status = self._fenced(
             "append", self._sql.append, (run_id, text, _numeric(seq)), run_id, lease
@@ -366,23 +370,20 @@ class PostgresStore:
 
     def load(self, run_id: str) -> list[JournalEntry]:
         """Return the run's entries in append order (J2); ``[]`` when unknown (J5)."""
-        check_text(run_id, "run_id", "load")
+        _intake.run_id_for_read(run_id, "load")
         rows = self._query("load", self._sql.load, (run_id,))
         return [load_record(row[0]) for row in rows]
 
     def put_meta(self, meta: RunMeta, lease: Lease | None = None) -> None:
         """Replace the run's whole meta record (M2); fenced when leased (F1)."""
-        run_id = meta.get("runId") if isinstance(meta, dict) else None
-        if not isinstance(run_id, str):
-            raise ContractError("put_meta: meta must be a dict with a string 'runId'")
-        lease = check_lease(lease, "put_meta")
+        run_id, text = _intake.meta_text(meta)
+        lease = _intake.lease_or_none(lease, "put_meta")
         check_run_match(lease, run_id, "put_meta")
-        text = dump_record(meta)
         self._fenced("put_meta", self._sql.put_meta, (run_id, text), run_id, lease)
 
     def get_meta(self, run_id: str) -> RunMeta | None:
         """Return the run's meta, or ``None`` (M5)."""
-        check_text(run_id, "run_id", "get_meta")
+        _intake.run_id_for_read(run_id, "get_meta")
         rows = self._query("get_meta", self._sql.get_meta, (run_id,))
         if not rows:
             return None
@@ -391,6 +392,7 @@ class PostgresStore:
 
     def list_runs(self, run_filter: RunFilter | None = None) -> list[RunMeta]:
         """Return matching metas ordered by run id; status and name narrow in SQL (M4)."""
+        run_filter = _intake.run_filter(run_filter)
         clauses: list[str] = []
         args: list[Any] = []
         if run_filter is not None:
@@ -415,8 +417,8 @@ class PostgresStore:
 
     def delete(self, run_id: str, lease: Lease | None = None) -> None:
         """Remove entries, meta and lease row together; the epoch stays (M6, L5)."""
-        check_text(run_id, "run_id", "delete")
-        lease = check_lease(lease, "delete")
+        _intake.run_id_for_read(run_id, "delete")
+        lease = _intake.lease_or_none(lease, "delete")
         check_run_match(lease, run_id, "delete")
         self._fenced("delete", self._sql.delete, (run_id,), run_id, lease)
 
@@ -434,7 +436,7 @@ class PostgresStore:
                 "meta_page", f"SELECT run_id, payload FROM {table} {order}", (limit,)
             )
         else:
-            check_text(after, "after", "meta_page")
+            _intake.text_for_read(after, "meta_page", "after")
             rows = self._query(
                 "meta_page",
                 f'SELECT run_id, payload FROM {table} WHERE run_id COLLATE "C" > %s '
@@ -445,7 +447,7 @@ class PostgresStore:
 
     def peek_lease(self, run_id: str) -> LeaseState | None:
         """Return the run's lease row and the lease clock's reading; takes nothing."""
-        check_text(run_id, "run_id", "peek_lease")
+        _intake.run_id_for_read(run_id, "peek_lease")
         clock = "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
         rows = self._query(
             "peek_lease",
@@ -462,8 +464,8 @@ class PostgresStore:
 
     def acquire(self, run_id: str, owner: str) -> Lease:
         """Take the run's lease with the next epoch (L1-L3), on the lease clock."""
-        check_text(run_id, "run_id", "acquire")
-        check_text(owner, "owner", "acquire")
+        _intake.run_id_for_write(run_id, "acquire")
+        _intake.owner_for_write(owner, "acquire")
         now = self._clock()
         epoch = self._mutate(
             "acquire",
@@ -487,9 +489,7 @@ class PostgresStore:
 
     def renew(self, lease: Lease) -> None:
         """Extend a live lease to now + ttl (L8); a dead one raises (L6)."""
-        checked = check_lease(lease, "renew")
-        if checked is None:
-            raise ContractError("renew: lease must be a Lease")
+        _intake.require_lease(lease, "renew")
         now = self._clock()
         status = self._mutate(
             "renew",
@@ -505,9 +505,7 @@ class PostgresStore:
 
     def release(self, lease: Lease) -> None:
         """Give a live lease up; a dead one raises (L6). The epoch stays (L4)."""
-        checked = check_lease(lease, "release")
-        if checked is None:
-            raise ContractError("release: lease must be a Lease")
+        _intake.require_lease(lease, "release")
         now = self._clock()
         status = self._mutate(
             "release",

@@ -40,7 +40,7 @@ def boot_with_retry(
         StoreBusyError: still busy after ``timeout_ms``; the last driver error is
             chained as ``__cause__``.
         ConfigError: a non-busy open failure (bad path, not a database), at once.
-        StoreUnavailableError: any other driver error, at once (never retried).
+        StoreUnavailableError: a transient driver error (I/O, full disk), at once.
     """
     deadline = monotonic() + timeout_ms / 1000
     busy_attempt = 0

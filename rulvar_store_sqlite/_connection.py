@@ -76,7 +76,8 @@ def open_connection(
     """
     if options.readonly:
         return _open_readonly(options, busy)
-    with translate_errors("open", opening=True):
+    # The path is in the operation so an unopenable file is named in the error.
+    with translate_errors(f"open of {options.path}", opening=True):
         connection = apsw.Connection(options.path)
     try:
         boot_with_retry(lambda: attempt(connection, options.in_memory))

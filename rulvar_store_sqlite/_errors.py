@@ -5,12 +5,17 @@ Mapping (``raise ... from exc`` keeps the driver error as ``__cause__``):
 - the SQLITE_BUSY family (``apsw.BusyError``, any extended code whose low byte is 5,
   e.g. 261 BUSY_RECOVERY, 517 BUSY_SNAPSHOT) and ``apsw.LockedError`` ->
   ``StoreBusyError`` (retryable; the transaction was rolled back, nothing written);
-- ``apsw.ConnectionClosedError`` / ``apsw.CursorClosedError`` -> ``ContractError``
+- ``apsw.ConnectionClosedError`` / ``apsw.CursorClosedError`` -> ``StoreClosedError``
   (the caller used a closed store);
-- ``apsw.TooBigError`` -> ``ContractError`` (the record exceeds SQLite's limits);
+- ``apsw.TooBigError``, ``ConstraintError``, ``MismatchError``, ``RangeError``,
+  ``BindingsError`` -> ``ContractError`` (the data; never retryable);
 - ``apsw.CantOpenError``, ``NotADBError``, ``PermissionsError``, ``ReadOnlyError``
-  -> ``StoreUnavailableError`` at run time, ``ConfigError`` while opening;
-- every other ``apsw.Error`` -> ``StoreUnavailableError``.
+  -> ``ConfigError`` while opening;
+- ``apsw.SQLError`` (tables of another shape), ``CorruptError``, ``NotADBError``,
+  ``PermissionsError``, ``ReadOnlyError`` (except recovery in progress),
+  ``AuthError``, ``FormatError`` -> ``ConfigError`` at run time (the setup);
+- every other ``apsw.Error`` (full disk, I/O error, interrupted) ->
+  ``StoreUnavailableError``, the only retryable outcome besides busy.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from rulvar_store.errors import (
     ContractError,
     RulvarError,
     StoreBusyError,
+    StoreClosedError,
     StoreUnavailableError,
 )
 
@@ -38,6 +44,26 @@ _OPEN_FAILURES: Final = (
     apsw.PermissionsError,
     apsw.ReadOnlyError,
 )
+# The call's data or shape: the same call can never succeed.
+_REFUSED_DATA: Final = (
+    apsw.ConstraintError,
+    apsw.MismatchError,
+    apsw.RangeError,
+    apsw.BindingsError,
+)
+# The file, its permissions or its tables: an operator must fix the setup.
+_SETUP_FAILURES: Final = (
+    apsw.SQLError,
+    apsw.CorruptError,
+    apsw.NotADBError,
+    apsw.PermissionsError,
+    apsw.ReadOnlyError,
+    apsw.AuthError,
+    apsw.FormatError,
+)
+# SQLITE_READONLY_RECOVERY (264) and _CANTLOCK (520) pass once WAL recovery or
+# another connection's lock is done.
+_READONLY_TRANSIENT: Final = frozenset({264, 520})
 
 
 def is_busy(exc: BaseException) -> bool:
@@ -49,7 +75,11 @@ def is_busy(exc: BaseException) -> bool:
 
 
 def translate(exc: apsw.Error, operation: str, *, opening: bool = False) -> RulvarError:
-    """Return the SPI error for a driver error raised by ``operation``."""
+    """Return the SPI error for a driver error raised by ``operation``.
+
+    Only transient conditions come out retryable: contention, a full disk, I/O
+    errors, an interrupted or aborted statement, recovery in progress.
+    """
     detail = f"sqlite {operation}: {type(exc).__name__}: {exc}"
     if is_busy(exc):
         return StoreBusyError(
@@ -58,12 +88,26 @@ def translate(exc: apsw.Error, operation: str, *, opening: bool = False) -> Rulv
             operation,
         )
     if isinstance(exc, apsw.ConnectionClosedError | apsw.CursorClosedError):
-        return ContractError(f"{detail} (the store is closed)")
+        return StoreClosedError(f"{detail} (the store is closed)", operation)
     if isinstance(exc, apsw.TooBigError):
         return ContractError(f"{detail} (the record exceeds SQLite's size limits)")
+    if isinstance(exc, _REFUSED_DATA):
+        return ContractError(f"{detail} (SQLite refused the data)")
     if opening and isinstance(exc, _OPEN_FAILURES):
         return ConfigError(f"{detail} (check the database path and permissions)")
+    if isinstance(exc, apsw.ReadOnlyError) and _extended(exc) in _READONLY_TRANSIENT:
+        return StoreUnavailableError(detail, operation)
+    if isinstance(exc, _SETUP_FAILURES):
+        return ConfigError(
+            f"{detail} (the file, its permissions or its tables are not what this "
+            "store needs; retrying cannot help)"
+        )
     return StoreUnavailableError(detail, operation)
+
+
+def _extended(exc: apsw.Error) -> int | None:
+    extended = getattr(exc, "extendedresult", None)
+    return extended if isinstance(extended, int) else None
 
 
 @final

@@ -79,6 +79,49 @@ def _target(url: StoreUrl) -> _Target:
     return _Target(location, options)
 
 
+_SQLITE_HEADER: Final = b"SQLite format 3\x00"
+
+
+def _check_location(path: str, options: dict[str, Any]) -> None:
+    """Validate options and the database path the way opening would, touching nothing.
+
+    Opening through apsw reports a missing folder, a directory or a foreign file
+    as a bare "unable to open database file"; this names the path and the reason
+    first, and ``rulvar check`` runs it before any check, with no side effects.
+
+    Raises:
+        ConfigError: a bad option, a missing folder, a directory, or an existing
+            file that is not a SQLite database or cannot be read and written.
+    """
+    from rulvar_store_sqlite._options import validate_options
+
+    validate_options(path, **{"now": None, **options})
+    if path == _MEMORY:
+        return
+    database = os.path.abspath(path)
+    folder = os.path.dirname(database)
+    if not os.path.isdir(folder):
+        raise ConfigError(
+            f"sqlite database {database}: the folder {folder} does not exist "
+            "(create it first)"
+        )
+    if os.path.isdir(database):
+        raise ConfigError(f"sqlite database {database} is a directory, not a file")
+    if not os.path.exists(database):
+        return
+    try:
+        with open(database, "rb") as file:
+            header = file.read(len(_SQLITE_HEADER))
+    except OSError as exc:
+        raise ConfigError(
+            f"sqlite database {database} cannot be read: {exc.strerror or exc}"
+        ) from exc
+    if header and header != _SQLITE_HEADER:
+        raise ConfigError(f"sqlite database {database} is not a SQLite database file")
+    if not os.access(database, os.R_OK | os.W_OK):
+        raise ConfigError(f"sqlite database {database} is not readable and writable")
+
+
 def _opened(store: SqliteStore) -> OpenedStore:
     return OpenedStore(
         journal=store, transcripts=store.transcripts(), closers=(store.close,)
@@ -93,6 +136,7 @@ def _open_at(path: str, options: dict[str, Any]) -> OpenedStore:
 
 def _open(url: StoreUrl) -> OpenedStore:
     target = _target(url)
+    _check_location(target.path, target.options)
     return _open_at(target.path, target.options)
 
 
@@ -109,14 +153,27 @@ def _certify(url: StoreUrl) -> Iterator[LocationFactory]:
     The directory sits next to the URL's database (so the checks exercise the same
     filesystem), or in the system temp dir for ``:memory:``; it is removed, with
     everything in it, on exit.
+
+    Raises:
+        ConfigError: the URL, an option or the database path is one that
+            ``open_store`` would refuse (checked first, touching nothing).
     """
     target = _target(url)
-    if target.path == _MEMORY:
-        parent = None
-    else:
-        parent = os.path.dirname(os.path.abspath(target.path))
-        os.makedirs(parent, exist_ok=True)
-    scratch = tempfile.mkdtemp(prefix="rulvar-check-", dir=parent)
+    # The same validation as open_store, with no side effects: no folder is
+    # created and the user's database is never opened.
+    _check_location(target.path, target.options)
+    parent = (
+        None
+        if target.path == _MEMORY
+        else os.path.dirname(os.path.abspath(target.path))
+    )
+    try:
+        scratch = tempfile.mkdtemp(prefix="rulvar-check-", dir=parent)
+    except OSError as exc:
+        raise ConfigError(
+            f"sqlite database {target.path}: cannot create a scratch folder in "
+            f"{parent or 'the temp dir'}: {exc.strerror or exc}"
+        ) from exc
     numbers = count()
     options = {key: value for key, value in target.options.items() if key != "now"}
 

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 
 import apsw
 
+from rulvar_store import _intake
 from rulvar_store._failpoints import hit
-from rulvar_store._json import dump_record
 from rulvar_store._observe import LeaseState
 from rulvar_store._records import (
     DEFAULT_LEASE_TTL_MS,
@@ -23,21 +23,12 @@ from rulvar_store._records import (
     meta_matches_filter,
 )
 from rulvar_store.errors import (
-    ContractError,
     JournalOrderViolation,
     LeaseHeldError,
+    StoreClosedError,
 )
 from rulvar_store_sqlite import _sql as sql
-from rulvar_store_sqlite._checks import (
-    check_entry,
-    check_filter,
-    check_lease,
-    check_run_id,
-    check_run_match,
-    meta_run_id,
-    require_lease,
-    seq_param,
-)
+from rulvar_store_sqlite._checks import check_run_match, seq_param
 from rulvar_store_sqlite._connection import BootAttempt, BusyDeadline, open_connection
 from rulvar_store_sqlite._errors import translate_errors
 from rulvar_store_sqlite._options import (
@@ -158,7 +149,9 @@ class SqliteStore:
 
     def _ensure_open(self, operation: str) -> None:
         if self._closed:
-            raise ContractError(f"sqlite {operation}: the store is closed")
+            raise StoreClosedError(
+                f"sqlite {operation} on {self.path}: the store is closed", operation
+            )
 
     # -- the one transaction path ----------------------------------------------
 
@@ -256,13 +249,12 @@ class SqliteStore:
         Raises:
             LeaseHeldError: the lease names another run or is not live.
             JournalOrderViolation: a finite seq not above every stored seq.
-            TypeError, ValueError: the entry is not JSON (nothing persisted, D2).
+            InvalidArgumentError: a bad run id, entry or lease (``_intake`` rules).
+            NotJsonError: the entry is not JSON (nothing persisted, D2).
         """
-        check_run_id(run_id, "append")
-        check_lease(lease, "append")
-        check_entry(entry, run_id)
-        check_run_match(lease, run_id, "append")
-        text = dump_record(entry)
+        _intake.run_id_for_write(run_id, "append")
+        text = _intake.entry_text(entry)
+        check_run_match(_intake.lease_or_none(lease, "append"), run_id, "append")
         seq = finite_seq(entry)
 
         def mutate(cursor: apsw.Cursor) -> None:
@@ -281,7 +273,7 @@ class SqliteStore:
 
     def load(self, run_id: str) -> list[JournalEntry]:
         """Return the run's entries in append order, freshly parsed; [] if unknown."""
-        check_run_id(run_id, "load")
+        _intake.run_id_for_read(run_id, "load")
         rows = self._read("load", sql.LOAD_ENTRIES, (run_id,))
         loads = json.loads
         return [loads(row[0]) for row in rows]  # type: ignore[arg-type]  # payload is TEXT
@@ -290,14 +282,12 @@ class SqliteStore:
         """Replace the run's whole meta record (M2), fenced when leased (F1).
 
         Raises:
-            ContractError: meta is not a dict with a string ``runId``.
+            InvalidArgumentError: meta is not a dict with a valid ``runId``.
             LeaseHeldError: the lease names another run or is not live.
-            TypeError, ValueError: the meta is not JSON (nothing persisted, D2).
+            NotJsonError: the meta is not JSON (nothing persisted, D2).
         """
-        run_id = meta_run_id(meta)
-        check_lease(lease, "put_meta")
-        check_run_match(lease, run_id, "put_meta")
-        text = dump_record(meta)
+        run_id, text = _intake.meta_text(meta)
+        check_run_match(_intake.lease_or_none(lease, "put_meta"), run_id, "put_meta")
         self._write(
             "put_meta",
             self._fence(lease),
@@ -306,7 +296,7 @@ class SqliteStore:
 
     def get_meta(self, run_id: str) -> RunMeta | None:
         """Return the run's meta by primary key, or ``None`` (M5)."""
-        check_run_id(run_id, "get_meta")
+        _intake.run_id_for_read(run_id, "get_meta")
         rows = self._read("get_meta", sql.GET_META, (run_id,))
         return json.loads(rows[0][0]) if rows else None  # type: ignore[arg-type]  # TEXT
 
@@ -316,7 +306,7 @@ class SqliteStore:
         ``status``/``statuses``/``name`` narrow in SQL (``statuses=[]`` alone
         matches nothing); tags are checked in Python, and D7 is re-applied.
         """
-        checked = check_filter(run_filter)
+        checked = _intake.run_filter(run_filter)
         query = sql.list_meta_query(checked)
         if query is None:
             return []
@@ -330,9 +320,8 @@ class SqliteStore:
         Raises:
             LeaseHeldError: the lease names another run or is not live.
         """
-        check_run_id(run_id, "delete")
-        check_lease(lease, "delete")
-        check_run_match(lease, run_id, "delete")
+        _intake.run_id_for_read(run_id, "delete")
+        check_run_match(_intake.lease_or_none(lease, "delete"), run_id, "delete")
 
         def mutate(cursor: apsw.Cursor) -> None:
             cursor.execute(sql.DELETE_ENTRIES, (run_id,))
@@ -354,13 +343,13 @@ class SqliteStore:
         if after is None:
             rows = self._read("meta_page", sql.META_PAGE_FIRST, (limit,))
         else:
-            check_run_id(after, "meta_page")
+            _intake.text_for_read(after, "meta_page", "after")
             rows = self._read("meta_page", sql.META_PAGE_AFTER, (after, limit))
         return [(str(row[0]), str(row[1])) for row in rows]
 
     def peek_lease(self, run_id: str) -> LeaseState | None:
         """Return the run's lease row as it stands; takes nothing, moves no epoch."""
-        check_run_id(run_id, "peek_lease")
+        _intake.run_id_for_read(run_id, "peek_lease")
         rows = self._read("peek_lease", sql.LEASE_ROW, (run_id,))
         if not rows:
             return None
@@ -375,11 +364,8 @@ class SqliteStore:
         Raises:
             LeaseHeldError: another lease of the run is live (retry after it ends).
         """
-        check_run_id(run_id, "acquire")
-        if not isinstance(owner, str):
-            raise ContractError(
-                f"acquire: owner must be a str, got {type(owner).__name__}"
-            )
+        _intake.run_id_for_write(run_id, "acquire")
+        _intake.owner_for_write(owner, "acquire")
         now = 0
 
         def check_free() -> None:
@@ -415,7 +401,7 @@ class SqliteStore:
         Raises:
             LeaseHeldError: the lease is not live (released, expired, superseded).
         """
-        require_lease(lease, "renew")
+        _intake.require_lease(lease, "renew")
 
         def extend(cursor: apsw.Cursor) -> None:
             cursor.execute(
@@ -436,7 +422,7 @@ class SqliteStore:
         Raises:
             LeaseHeldError: the lease is not live.
         """
-        require_lease(lease, "release")
+        _intake.require_lease(lease, "release")
         self._write(
             "release",
             self._fence(lease),

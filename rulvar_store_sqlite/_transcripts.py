@@ -6,15 +6,10 @@ from typing import TYPE_CHECKING, Literal, final
 
 import apsw
 
+from rulvar_store import _intake
 from rulvar_store._records import Lease
-from rulvar_store._refs import copy_blob, ref_run_id
 from rulvar_store_sqlite import _sql as sql
-from rulvar_store_sqlite._checks import (
-    check_lease,
-    check_ref,
-    check_run_id,
-    check_run_match,
-)
+from rulvar_store_sqlite._checks import check_run_match
 
 if TYPE_CHECKING:
     from rulvar_store_sqlite._store import SqliteStore
@@ -44,14 +39,13 @@ class SqliteFencedTranscriptStore:
         """Store ``blob`` under ``ref``, overwriting in place (T1).
 
         Raises:
-            ContractError: ``blob`` is not bytes-like or ``ref`` not a str.
+            InvalidArgumentError: a bad ref, blob or lease (``_intake`` rules).
             LeaseHeldError: the lease names another run (F2) or is not live.
         """
-        check_ref(ref, "blob put")
-        check_lease(lease, "blob put")
-        run_id = ref_run_id(ref)
-        check_run_match(lease, run_id, "blob put")
-        data = copy_blob(blob)  # copied now: a later mutation must not leak in (D3)
+        ref, run_id = _intake.ref_for_write(ref, "blob put")
+        check_run_match(_intake.lease_or_none(lease, "blob put"), run_id, "blob put")
+        # Copied now: a later mutation must not leak in (D3).
+        data = _intake.blob_bytes(blob, "blob put")
         self._store._write(
             "blob_put",
             self._store._fence(lease),
@@ -60,7 +54,7 @@ class SqliteFencedTranscriptStore:
 
     def get(self, ref: str) -> bytes | None:
         """Return the blob, or ``None`` for a missing ref (T2)."""
-        check_ref(ref, "blob get")
+        _intake.ref_for_read(ref, "blob get")
         rows = self._store._read("blob_get", sql.GET_BLOB, (ref,))
         if not rows:
             return None
@@ -70,7 +64,7 @@ class SqliteFencedTranscriptStore:
 
     def list_refs(self, run_id: str) -> list[str]:
         """Return the sorted refs that start with ``run_id + "/"`` (T4)."""
-        check_run_id(run_id, "blob list_refs")
+        _intake.run_id_for_read(run_id, "blob list_refs")
         statement = (
             sql.LIST_BLOB_REFS_BY_PREFIX if "/" in run_id else sql.LIST_BLOB_REFS
         )
@@ -84,9 +78,10 @@ class SqliteFencedTranscriptStore:
         Raises:
             LeaseHeldError: the lease names another run (F2) or is not live.
         """
-        check_ref(ref, "blob delete")
-        check_lease(lease, "blob delete")
-        check_run_match(lease, ref_run_id(ref), "blob delete")
+        ref, run_id = _intake.ref_for_read(ref, "blob delete")
+        check_run_match(
+            _intake.lease_or_none(lease, "blob delete"), run_id, "blob delete"
+        )
 
         def remove(cursor: apsw.Cursor) -> None:
             cursor.execute(sql.DELETE_BLOB, (ref,))

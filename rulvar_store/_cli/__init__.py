@@ -3,8 +3,9 @@
 One module per command group; each imports its heavy parts (the kit, drivers)
 only when it runs, so ``rulvar --help`` and ``rulvar stores`` stay fast.
 
-Exit codes: 0 success, 1 a check failed, 2 a usage or configuration mistake
-(printed as one line, never a traceback).
+Exit codes: 0 success, 1 a check failed, 2 a usage or configuration mistake or a
+store that cannot be opened or reached (printed as one line, never a traceback);
+every command's ``--help`` says so.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 
 import click
 
-from rulvar_store._cli._common import EXIT_FAILED, EXIT_USAGE
+from rulvar_store._cli._common import EXIT_CODES_HELP, EXIT_FAILED, EXIT_USAGE
 from rulvar_store._cli.check import check_command
 from rulvar_store._cli.runs import runs_command
 from rulvar_store._cli.stores import stores_command
@@ -23,7 +24,7 @@ from rulvar_store.errors import RulvarError
 __all__ = ["cli", "main"]
 
 
-@click.group()
+@click.group(epilog=EXIT_CODES_HELP)
 @click.version_option(package_name="rulvar-stores")
 def cli() -> None:
     """Fenced run stores: list backends and certify stores with the conformance kit."""
@@ -34,10 +35,18 @@ cli.add_command(check_command)
 cli.add_command(runs_command)
 
 
+def _document_exit_codes(group: click.Group) -> None:
+    """Every command's --help ends with the exit codes, whoever registered it."""
+    for command in group.commands.values():
+        if not command.epilog:
+            command.epilog = EXIT_CODES_HELP
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the command; user mistakes become one line on stderr, never a traceback."""
     # Drivers log connection retries as warnings; the command reports failures itself.
     logging.basicConfig(level=logging.ERROR, format="rulvar: %(name)s: %(message)s")
+    _document_exit_codes(cli)
     try:
         cli.main(args=argv, prog_name="rulvar", standalone_mode=False)
     except click.exceptions.Abort:
@@ -48,4 +57,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(EXIT_USAGE)
     except RulvarError as exc:
         click.echo(f"rulvar: {exc.code}: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+    except OSError as exc:
+        # A path the command could not use; backends translate their own, this
+        # is the net under any that slip through.
+        click.echo(f"rulvar: error: {exc}", err=True)
         sys.exit(EXIT_USAGE)

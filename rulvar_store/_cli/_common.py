@@ -4,8 +4,14 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE"]
+__all__ = ["EXIT_CODES_HELP", "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE"]
 
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
 EXIT_USAGE: Final = 2
+
+EXIT_CODES_HELP: Final = (
+    "Exit status: 0 success; 1 a check failed; 2 a usage or configuration "
+    "mistake, or a store that cannot be opened or reached (one line on stderr, "
+    "never a traceback)."
+)

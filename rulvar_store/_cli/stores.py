@@ -33,11 +33,19 @@ def stores_command(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps({"backends": rows}, indent=2))
         return
-    click.echo(f"{'SCHEME':<14} {'CAPABILITIES':<52} DISTRIBUTION")
+    table = [("SCHEME", "CAPABILITIES", "DISTRIBUTION")]
     for row in rows:
-        schemes = ", ".join(f"{scheme}://" for scheme in row["schemes"])
-        capabilities = ", ".join(row["capabilities"]) or "-"
         origin = row["distribution"] or "-"
         if not row["installed"]:
             origin += f"  (not usable: pip install 'rulvar-stores[{row['extra']}]')"
-        click.echo(f"{schemes:<14} {capabilities:<52} {origin}")
+        table.append(
+            (
+                ", ".join(f"{scheme}://" for scheme in row["schemes"]),
+                ", ".join(row["capabilities"]) or "-",
+                origin,
+            )
+        )
+    # Columns as wide as their longest cell, so long rows stay aligned.
+    widths = [max(len(line[column]) for line in table) for column in range(2)]
+    for schemes, capabilities, origin in table:
+        click.echo(f"{schemes:<{widths[0]}}  {capabilities:<{widths[1]}}  {origin}")

@@ -193,17 +193,36 @@ def test_runs_audit_repair_skips_a_run_leased_by_a_live_owner(
 def test_runs_audit_sanitizes_control_characters(
     tmp_path: Path, rulvar: Rulvar
 ) -> None:
-    """A6: terminal control characters in run ids and reasons are printed as escapes."""
+    """A6: terminal control characters in run ids and reasons are printed as escapes.
+
+    Our stores refuse such ids on write, so the row is renamed in place, as a
+    store written by another implementation could hold it.
+    """
+    import apsw
+
     from rulvar_store import open_store
 
-    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    path = tmp_path / "runs.db"
+    url = f"sqlite:///{path}"
     with open_store(url) as opened:
         write_run(
             opened.journal,
-            "evil\x1b[2J\u202erun",
+            "evil",
             [entry(0, "step", "ok"), settle(1, "ok")],
             "running",
         )
+    evil = "evil\x1b[2J\u202erun"
+    conn = apsw.Connection(str(path))
+    try:
+        for table in ("entries", "meta"):
+            conn.execute(
+                f"UPDATE {table} SET run_id = ? WHERE run_id = 'evil'", (evil,)
+            )
+        conn.execute(
+            "UPDATE meta SET payload = json_set(payload, '$.runId', ?)", (evil,)
+        )
+    finally:
+        conn.close()
     for args in (("runs", "audit", url), ("runs", "list", url)):
         result = rulvar(*args)
         assert "\x1b" not in result.stdout
@@ -282,7 +301,10 @@ def test_runs_prune_deletes_unreferenced_checkpoints(
             ("runs", "audit", "sqlite:///{tmp}/missing.db"),
             "unable to open database file",
         ),
-        (("runs", "show", "sqlite:///{tmp}/not-a-db.db", "run-a"), "sqlite open"),
+        (
+            ("runs", "show", "sqlite:///{tmp}/not-a-db.db", "run-a"),
+            "is not a SQLite database file",
+        ),
         (("runs", "list", "sqlite:///{tmp}/empty.db"), "no rulvar store tables"),
         (
             ("runs", "list", "sqlite:///{tmp}/x.db", "--timeout", "0"),

@@ -22,7 +22,11 @@ from typing import Any
 
 import pytest
 
-from rulvar_store import StoreUnavailableError, iter_run_audits, set_failpoint_hook
+from rulvar_store import (
+    ConfigError,
+    iter_run_audits,
+    set_failpoint_hook,
+)
 from rulvar_store._cli._operator import Watchdog, open_for_operator
 from rulvar_store._cli._repair import repair_audit
 from tests.operator._journals import entry, running, settle, suspension, write_run
@@ -116,14 +120,13 @@ def test_the_observer_sqlite_connection_cannot_write(tmp_path: Path) -> None:
         with open_for_operator(
             f"sqlite:///{path}", write=False, timeout_s=5, watchdog=watchdog
         ) as opened:
-            with pytest.raises(
-                StoreUnavailableError, match="readonly database"
-            ) as caught:
+            with pytest.raises(ConfigError, match="readonly database") as caught:
                 opened.journal.put_meta(
                     {"runId": "run-a", "status": "ok", "updatedAt": "x"}
                 )
             assert type(caught.value.__cause__).__name__ == "ReadOnlyError"
-            with pytest.raises(StoreUnavailableError, match="readonly database"):
+            assert not caught.value.retryable
+            with pytest.raises(ConfigError, match="readonly database"):
                 opened.journal.acquire("run-a", "observer")  # type: ignore[attr-defined]
             assert [
                 a.run_id

@@ -47,11 +47,11 @@ def test_postgres_readonly_sessions_refuse_writes_and_skip_the_boot() -> None:
             )
         with open_store(with_query(admin, schema=schema, readonly="true")) as reader:
             assert [m["runId"] for m in reader.journal.list_runs()] == ["run-a"]
-            with pytest.raises(StoreUnavailableError, match="read-only transaction"):
+            with pytest.raises(ConfigError, match="read-only transaction"):
                 reader.journal.put_meta(
                     {"runId": "run-b", "status": "ok", "updatedAt": "t"}
                 )
-            with pytest.raises(StoreUnavailableError, match="read-only transaction"):
+            with pytest.raises(ConfigError, match="read-only transaction"):
                 reader.journal.acquire("run-a", "observer")  # type: ignore[attr-defined]
         absent = f"rulvar_op_{secrets.token_hex(5)}"
         with (

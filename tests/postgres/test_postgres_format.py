@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from rulvar_store import StoreUnavailableError, set_failpoint_hook
+from rulvar_store import ConfigError, set_failpoint_hook
 from rulvar_store._failpoints import Failpoint
 from rulvar_store_postgres import PostgresStore
 
@@ -311,12 +311,17 @@ def test_failed_boot_clears_the_memo(
     schema: str,
     admin: psycopg.Connection[Any],
 ) -> None:
-    """A boot that fails raises a typed error; the next call boots again and works."""
+    """A boot that fails raises a typed error; the next call boots again and works.
+
+    A foreign table shape is a setup mismatch, not an outage: ``ConfigError``,
+    never retryable.
+    """
     admin.execute(f'CREATE SCHEMA "{schema}"')
     admin.execute(f'CREATE TABLE "{schema}".rulvar_entries (bogus int)')
     store = make_store()
-    with pytest.raises(StoreUnavailableError):
+    with pytest.raises(ConfigError) as caught:
         store.get_meta("boot-probe")
+    assert not caught.value.retryable
     admin.execute(f'DROP TABLE "{schema}".rulvar_entries')
     assert store.get_meta("boot-probe") is None
     store.append("r", {"seq": 0})

@@ -11,7 +11,7 @@ from pathlib import Path
 import apsw
 import pytest
 
-from rulvar_store import ConfigError, StoreBusyError, StoreUnavailableError
+from rulvar_store import ConfigError, StoreBusyError
 from rulvar_store_sqlite import BOOT_BUSY_TIMEOUT_MS, SqliteStore
 from rulvar_store_sqlite._boot import boot_with_retry
 from rulvar_store_sqlite._schema import bootstrap
@@ -80,7 +80,10 @@ def test_busy_past_the_bound_raises_typed_busy_chained_to_the_driver_error() -> 
 @pytest.mark.parametrize(
     ("error", "typed"),
     [
-        (apsw.CorruptError("database disk image is malformed"), StoreUnavailableError),
+        (
+            apsw.CorruptError("database disk image is malformed"),
+            ConfigError,
+        ),  # permanent: never retryable
         (apsw.NotADBError("file is not a database"), ConfigError),
     ],
     ids=["corrupt", "not-a-db"],
@@ -128,8 +131,9 @@ def test_store_boot_non_busy_failure_is_typed_and_not_retried(db_path: str) -> N
         calls.append(1)
         raise apsw.CorruptError("database disk image is malformed")
 
-    with pytest.raises(StoreUnavailableError):
+    with pytest.raises(ConfigError) as raised:  # a corrupt file: permanent
         SqliteStore(db_path, _boot_attempt=broken)
+    assert not raised.value.retryable
     assert calls == [1]
 
 

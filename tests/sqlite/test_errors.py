@@ -12,6 +12,7 @@ from rulvar_store import (
     ContractError,
     RulvarError,
     StoreBusyError,
+    StoreClosedError,
     StoreUnavailableError,
 )
 from rulvar_store_sqlite._errors import is_busy, translate, translate_errors
@@ -29,13 +30,22 @@ def with_extended(exc: apsw.Error, code: int) -> apsw.Error:
         (apsw.LockedError("database table is locked"), False, StoreBusyError),
         (with_extended(apsw.IOError("busy recovery"), 261), False, StoreBusyError),
         (with_extended(apsw.IOError("busy snapshot"), 517), False, StoreBusyError),
-        (apsw.ConnectionClosedError("closed"), False, ContractError),
+        (apsw.ConnectionClosedError("closed"), False, StoreClosedError),
         (apsw.TooBigError("string or blob too big"), False, ContractError),
         (apsw.CantOpenError("unable to open"), True, ConfigError),
         (apsw.NotADBError("file is not a database"), True, ConfigError),
         (apsw.CantOpenError("unable to open"), False, StoreUnavailableError),
         (apsw.IOError("disk I/O error"), False, StoreUnavailableError),
         (apsw.FullError("database or disk is full"), False, StoreUnavailableError),
+        (apsw.SQLError("no such column: payload"), False, ConfigError),
+        (apsw.CorruptError("database disk image is malformed"), False, ConfigError),
+        (apsw.ConstraintError("NOT NULL constraint failed"), False, ContractError),
+        (
+            with_extended(apsw.ReadOnlyError("recovery"), 264),
+            False,
+            StoreUnavailableError,
+        ),
+        (with_extended(apsw.ReadOnlyError("moved"), 1032), False, ConfigError),
     ],
     ids=[
         "busy",
@@ -49,17 +59,27 @@ def with_extended(exc: apsw.Error, code: int) -> apsw.Error:
         "cant-open-later",
         "ioerr",
         "disk-full",
+        "foreign-table-shape",
+        "corrupt",
+        "constraint",
+        "readonly-recovery-264",
+        "readonly-dbmoved-1032",
     ],
 )
 def test_driver_errors_map_to_the_spi_tree(
     driver_error: apsw.Error, opening: bool, typed: type[RulvarError]
 ) -> None:
-    """Each apsw error class lands on the documented SPI class."""
+    """Each apsw error class lands on the documented SPI class.
+
+    Only transient conditions (busy, I/O, a full disk, recovery in progress) are
+    retryable; the data, the setup and a closed store never are.
+    """
     with pytest.raises(typed) as raised, translate_errors("append", opening=opening):
         raise driver_error
     assert raised.value.__cause__ is driver_error
     assert "append" in str(raised.value)
     assert type(pickle.loads(pickle.dumps(raised.value))) is typed
+    assert raised.value.retryable is (typed in (StoreBusyError, StoreUnavailableError))
 
 
 def test_busy_family_is_recognized_by_the_low_byte() -> None:

@@ -42,6 +42,7 @@ from rulvar_store import (
     LeasableStore,
     Lease,
     LeaseHeldError,
+    LeaseRunMismatchError,
     MetaLookupStore,
     RunFilter,
     TranscriptStore,
@@ -125,7 +126,9 @@ class Model:
         if lease is None:
             return
         if lease.run_id != run_id:  # F2
-            raise LeaseHeldError("run mismatch")
+            raise LeaseRunMismatchError(
+                "run mismatch"
+            )  # a LeaseHeldError, not retryable
         row = self.leases.get(lease.run_id)
         if (
             row is None
