@@ -180,9 +180,12 @@ class _Segment:
 
     def terminal_of(self, running_seq: int) -> JournalEntry | None:
         for entry in self.entries:
-            if entry.get("kind") == "agent" and entry.get("ref") == running_seq:
-                if entry.get("status") != "running":
-                    return entry
+            if (
+                entry.get("kind") == "agent"
+                and entry.get("ref") == running_seq
+                and entry.get("status") != "running"
+            ):
+                return entry
         return None
 
     def agent(

@@ -19,7 +19,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from rulvar_conformance._kit import require, same_json
 from rulvar_conformance.kill_points.driver import ScriptedProvider, run_segment
@@ -78,7 +78,7 @@ class ChildRun:
     """A finished child: exit code, report events, the tail of stderr."""
 
     returncode: int | None
-    events: list[dict[str, object]]
+    events: list[dict[str, Any]]
     stderr: str
     timed_out: bool
 
@@ -155,7 +155,7 @@ def _resume(
     ttl_ms: int,
     deadline_ms: int,
     provider: ScriptedProvider,
-) -> tuple[object, list[dict[str, object]], str | None]:
+) -> tuple[object, list[dict[str, Any]], str | None]:
     """Resume over a fresh handle with the store's default ttl (K7).
 
     With an injectable clock the handle's clock runs one worker ttl ahead, so the
@@ -183,13 +183,13 @@ def _resume(
 
 
 def _journal_violations(
-    scenario: KillPointScenario, entries: list[dict[str, object]]
+    scenario: KillPointScenario, entries: list[dict[str, Any]]
 ) -> list[str]:
     problems: list[str] = []
     seqs = [e.get("seq") for e in entries]
-    if not seqs or any(
-        not isinstance(s, int) or s != seqs[0] + i  # type: ignore[operator]
-        for i, s in enumerate(seqs)
+    first = seqs[0] if seqs else None
+    if not isinstance(first, int) or any(
+        not isinstance(s, int) or s != first + i for i, s in enumerate(seqs)
     ):
         problems.append(f"seqs are not contiguous: {seqs}")
     settles = [
@@ -197,9 +197,9 @@ def _journal_violations(
         for e in entries
         if e.get("kind") == "decision"
         and isinstance(e.get("value"), dict)
-        and e["value"].get("decisionType") == "run_settle"  # type: ignore[union-attr]
+        and e["value"].get("decisionType") == "run_settle"
     ]
-    statuses = [s["value"].get("runStatus") for s in settles]  # type: ignore[union-attr]
+    statuses = [s["value"].get("runStatus") for s in settles]
     if statuses != ["ok"]:
         problems.append(f"expected exactly one run_settle recording ok, got {statuses}")
     limits = sum(

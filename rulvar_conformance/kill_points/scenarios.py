@@ -81,9 +81,7 @@ def _row(
 KILL_POINT_SCENARIOS: Final[tuple[KillPointScenario, ...]] = (
     _row("running", "before", 2, (1, 0), (1, 0), "the lost dispatch runs live"),
     _row("running", "after", 2, (1, 0), (1, 0), "the dangling dispatch redispatches"),
-    _row(
-        "ok-terminal", "before", 2, (2, 0), (1, 0), "the one at-least-once re-pay"
-    ),
+    _row("ok-terminal", "before", 2, (2, 0), (1, 0), "the one at-least-once re-pay"),
     _row("ok-terminal", "after", 2, (2, 0), (0, 0), "the terminal replays"),
     _row("settle", "before", 1, (2, 0), (0, 0), "settle re-appended"),
     _row("settle", "after", 1, (2, 0), (0, 0), "settle not duplicated"),

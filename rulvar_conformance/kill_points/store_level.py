@@ -86,7 +86,9 @@ OPERATIONS: Final = (
 LEASE_OPERATIONS: Final = frozenset({"acquire", "renew", "release"})
 NOTHING_POINTS: Final = frozenset({"after-begin", "after-fence-check", "before-commit"})
 ALL_POINTS: Final = frozenset({"after-commit", "after-rename"})
-EITHER_POINTS: Final = frozenset({"after-send", "mid-write", "after-write", "after-fsync"})
+EITHER_POINTS: Final = frozenset(
+    {"after-send", "mid-write", "after-write", "after-fsync"}
+)
 TRANSACTION_POINTS: Final = (
     "after-begin",
     "after-fence-check",
@@ -255,7 +257,9 @@ def _visible(opened: OpenedStore) -> str:
         {
             "journal": opened.journal.load(RUN),
             "meta": read_run_meta(opened.journal, RUN),
-            "blobs": {ref: (blobs.get(ref) or b"").hex() for ref in blobs.list_refs(RUN)},
+            "blobs": {
+                ref: (blobs.get(ref) or b"").hex() for ref in blobs.list_refs(RUN)
+            },
         }
     )
 
@@ -316,7 +320,9 @@ def _probe_lease(
     return _LeaseProbe("free", lease, ())
 
 
-def _child_problems(case: StoreCase, events: list[dict[str, Any]], code: int | None) -> str:
+def _child_problems(
+    case: StoreCase, events: list[dict[str, Any]], code: int | None
+) -> str:
     kills = [e for e in events if e.get("t") == "kill"]
     if code == -9 and len(kills) == 1:
         return ""
@@ -334,6 +340,11 @@ def run_store_case(location: StoreLocation, case: StoreCase, workdir: Path) -> N
     setup_handle = location.open()
     try:
         leasable = _leasable(setup_handle) is not None
+        if leasable and not location.clock:
+            not_run(
+                "the referee moves an injected clock past the dead child's lease; "
+                f"location {location.name!r} takes no clock (now=)"
+            )
         epochs = _prepare(setup_handle)
         old, new = _expected(case.operation)
         require(_visible(setup_handle) == old, "the prepared state does not read back")
@@ -417,7 +428,10 @@ def _check_usable(
     seq = max((s for s in tail if isinstance(s, int)), default=-1) + 1
     attempts: list[tuple[str, Callable[[], object]]] = [
         ("append", lambda: opened.journal.append(RUN, _entry(seq, "after"), lease)),
-        ("put_meta", lambda: opened.journal.put_meta({**OLD_META, "mark": "after"}, lease)),
+        (
+            "put_meta",
+            lambda: opened.journal.put_meta({**OLD_META, "mark": "after"}, lease),
+        ),
         ("blob put", lambda: opened.transcripts.put(f"{RUN}/after", b"after", lease)),
     ]
     for name, call in attempts:

@@ -24,7 +24,7 @@ import signal
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, cast
 
 from rulvar_conformance.kill_points.driver import ScriptedProvider, run_segment
 from rulvar_conformance.kill_points.scenarios import (
@@ -106,7 +106,7 @@ def encode_opener(opener: LocationOpener) -> str:
     try:
         data = b"P" + pickle.dumps(opener)
     except (pickle.PicklingError, AttributeError, TypeError):
-        import dill  # type: ignore[import-untyped]  # dill ships no type hints
+        import dill
 
         data = b"D" + dill.dumps(opener, recurse=True)
     return base64.b64encode(data).decode("ascii")
@@ -232,10 +232,13 @@ def run_kill_point_worker(
         KeyError: unknown scenario, before any store call.
     """
     scenario = scenario_by_id(config.scenario_id)
+    inner = opened.journal
+    if not isinstance(inner, LeasableStore):
+        raise TypeError(f"kill-point scenarios need a leasable store, got {inner!r}")
     report = ReportWriter(config.report_path)
     try:
         journal = _KillingJournal(
-            opened.journal,  # type: ignore[arg-type]  # leases were checked by the referee
+            inner,
             scenario.point,
             scenario.phase,
             scenario.occurrence,
@@ -243,7 +246,7 @@ def run_kill_point_worker(
             kill,
         )
         outcome = run_segment(
-            journal,  # type: ignore[arg-type]  # a proxy with the store's interface
+            cast(LeasableStore, journal),  # a proxy with the store's interface
             opened.transcripts,
             config.run_id,
             scenario.workflow,
