@@ -160,7 +160,7 @@ def test_a_closure_opener_travels_through_dill() -> None:
     def opener(ttl_ms: int | None, now: Any, fail_fast: bool) -> Any:
         return (marker, ttl_ms)
 
-    decoded = decode_opener(encode_opener(opener))
+    decoded: Any = decode_opener(encode_opener(opener))
     assert decoded(5, None, False) == ("closure", 5)
 
 
