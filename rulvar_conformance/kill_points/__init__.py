@@ -23,7 +23,7 @@ from rulvar_conformance.kill_points.scenarios import (
     KILL_POINT_SCENARIOS,
     KillPointScenario,
 )
-from rulvar_conformance.kill_points.store_level import STORE_CASES, StoreCase
+from rulvar_conformance.kill_points.store_ops import STORE_CASES, StoreCase
 from rulvar_conformance.kill_points.suite import kill_point_conformance
 from rulvar_conformance.kill_points.worker import (
     KillPointWorkerConfig,

@@ -28,269 +28,42 @@ not run, with the reason.
 
 from __future__ import annotations
 
-import os
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 from rulvar_conformance._kit import not_run, require
 from rulvar_conformance.kill_points.referee import SkewedClock, spawn_worker
+from rulvar_conformance.kill_points.store_ops import (
+    ALL_POINTS,
+    CHILD_TTL_MS,
+    NOTHING_POINTS,
+    OLD_META,
+    RENEW_GAP_MS,
+    RUN,
+    StoreCase,
+    entry,
+    expected_states,
+    leasable_of,
+    lease_before_after,
+    prepare_run,
+    visible_state,
+)
 from rulvar_conformance.kill_points.worker import (
     KillPointWorkerConfig,
-    ReportWriter,
     encode_opener,
-    sigkill_self,
 )
 from rulvar_store import (
     LeasableStore,
     Lease,
     LeaseHeldError,
     OpenedStore,
-    read_run_meta,
-    stable_stringify,
     system_clock_ms,
 )
-from rulvar_store._failpoints import set_failpoint_hook
-from rulvar_store._locations import LocationOpener, StoreLocation
+from rulvar_store._locations import StoreLocation
 
-__all__ = [
-    "ALL_POINTS",
-    "EITHER_POINTS",
-    "NOTHING_POINTS",
-    "OPERATIONS",
-    "STORE_CASES",
-    "StoreCase",
-    "probe_points",
-    "run_store_case",
-    "run_store_child",
-]
-
-RUN: Final = "kp-store"
-REF: Final = f"{RUN}/ckpt/1"
-CHILD_TTL_MS: Final = 30_000
-# A renew waits this long after its acquire, so the two expiries lie far apart.
-RENEW_GAP_MS: Final = 400
-
-OPERATIONS: Final = (
-    "append",
-    "put_meta",
-    "delete",
-    "acquire",
-    "renew",
-    "release",
-    "blob_put",
-    "blob_delete",
-)
-LEASE_OPERATIONS: Final = frozenset({"acquire", "renew", "release"})
-NOTHING_POINTS: Final = frozenset({"after-begin", "after-fence-check", "before-commit"})
-ALL_POINTS: Final = frozenset({"after-commit", "after-rename"})
-EITHER_POINTS: Final = frozenset(
-    {"after-send", "mid-write", "after-write", "after-fsync"}
-)
-TRANSACTION_POINTS: Final = (
-    "after-begin",
-    "after-fence-check",
-    "before-commit",
-    "after-send",
-    "after-commit",
-)
-FILE_POINTS: Final = {
-    "append": ("mid-write", "after-write"),
-    "put_meta": ("after-write", "after-fsync", "after-rename"),
-    "delete": ("mid-write",),
-    "blob_put": ("after-write", "after-fsync", "after-rename"),
-}
-
-_CLAUSES: Final[Mapping[str, tuple[str, ...]]] = {
-    "append": ("J1", "J6", "L7", "F3"),
-    "put_meta": ("M2", "L7", "F3"),
-    "delete": ("M6", "L5", "L7", "F3"),
-    "acquire": ("L2", "L3"),
-    "renew": ("L8", "L7"),
-    "release": ("L6", "L4"),
-    "blob_put": ("T1", "T6", "F3"),
-    "blob_delete": ("T6", "F3"),
-}
-
-
-@dataclass(frozen=True)
-class StoreCase:
-    """One row of the store-level table."""
-
-    operation: str
-    point: str
-
-    @property
-    def id(self) -> str:
-        return f"kp-store-{self.operation.replace('_', '-')}-{self.point}"
-
-    @property
-    def clauses(self) -> tuple[str, ...]:
-        return ("K5", *_CLAUSES[self.operation])
-
-
-STORE_CASES: Final[tuple[StoreCase, ...]] = tuple(
-    StoreCase(operation, point)
-    for operation in OPERATIONS
-    for point in (*TRANSACTION_POINTS, *FILE_POINTS.get(operation, ()))
-)
-"""Every operation at every failpoint any reference store has (49 cases)."""
-
-OLD_META: Final = {"runId": RUN, "status": "running", "updatedAt": "t0", "mark": "old"}
-NEW_META: Final = {"runId": RUN, "status": "ok", "updatedAt": "t1", "mark": "new"}
-
-
-def _entry(seq: int, mark: str) -> dict[str, Any]:
-    return {"hashVersion": 2, "seq": seq, "kind": "step", "status": "ok", "mark": mark}
-
-
-# -- the operation, as both the probe and the child perform it -----------------
-
-
-def _leasable(opened: OpenedStore) -> LeasableStore | None:
-    journal = opened.journal
-    return journal if isinstance(journal, LeasableStore) else None
-
-
-def _perform(opened: OpenedStore, operation: str, lease: Lease | None) -> None:
-    journal, blobs = opened.journal, opened.transcripts
-    leases = _leasable(opened)
-    if operation == "append":
-        journal.append(RUN, _entry(2, "new"), lease)
-    elif operation == "put_meta":
-        journal.put_meta(dict(NEW_META), lease)
-    elif operation == "delete":
-        journal.delete(RUN, lease)
-    elif operation == "blob_put":
-        blobs.put(REF, b"new", lease)
-    elif operation == "blob_delete":
-        blobs.delete(REF, lease)
-    elif leases is not None and operation == "acquire":
-        leases.acquire(RUN, f"kp-child-{os.getpid()}")
-    elif leases is not None and lease is not None and operation == "renew":
-        leases.renew(lease)
-    elif leases is not None and lease is not None and operation == "release":
-        leases.release(lease)
-    else:
-        raise ValueError(f"no operation {operation!r} on this store")
-
-
-def _take_child_lease(opened: OpenedStore, operation: str) -> Lease | None:
-    leases = _leasable(opened)
-    if leases is None or operation == "acquire":
-        return None
-    return leases.acquire(RUN, f"kp-child-{os.getpid()}")
-
-
-def run_store_child(opener: LocationOpener, config: KillPointWorkerConfig) -> None:
-    """The child of one store-level case: take the lease, arm, perform, die."""
-    operation, point = config.scenario_id.split("@", 1)
-    report = ReportWriter(config.report_path)
-    # ttl 0: the store takes no ttl (it has no leases); open it with its defaults.
-    with opener(config.ttl_ms or None, None, False) as opened:
-        lease = _take_child_lease(opened, operation)
-        if lease is not None:
-            report.event(t="lease", epoch=lease.epoch, at_ms=system_clock_ms())
-        if operation == "renew":
-            time.sleep(RENEW_GAP_MS / 1000)
-
-        def die_at(reached: str, where: str) -> None:
-            if reached == operation and where == point:
-                report.event(t="kill", point=point, site=operation)
-                sigkill_self()
-
-        report.event(t="armed", at_ms=system_clock_ms())
-        set_failpoint_hook(die_at)
-        _perform(opened, operation, lease)
-        set_failpoint_hook(None)
-        report.event(t="ran-to-completion", status="ok")
-
-
-# -- setup, probe and the visible state -----------------------------------------
-
-
-def _prepare(opened: OpenedStore) -> list[int]:
-    """Write the old state (two entries, meta, blob); return the epochs used."""
-    leases = _leasable(opened)
-    lease = None if leases is None else leases.acquire(RUN, "kp-setup")
-    opened.journal.append(RUN, _entry(0, "old"), lease)
-    opened.journal.append(RUN, _entry(1, "old"), lease)
-    opened.journal.put_meta(dict(OLD_META), lease)
-    opened.transcripts.put(REF, b"old", lease)
-    if leases is not None and lease is not None:
-        leases.release(lease)
-        return [lease.epoch]
-    return []
-
-
-def probe_points(location: StoreLocation, operation: str) -> frozenset[str] | None:
-    """The failpoints ``operation`` passes on this store (``None``: no such operation).
-
-    Runs the operation once in this process, at ``location``, with a hook that
-    only records; removes the location afterwards.
-    """
-    reached: list[str] = []
-    try:
-        with location.open() as opened:
-            if operation in LEASE_OPERATIONS and _leasable(opened) is None:
-                return None
-            _prepare(opened)
-            lease = _take_child_lease(opened, operation)
-            previous = set_failpoint_hook(
-                lambda op, point: reached.append(point) if op == operation else None
-            )
-            try:
-                _perform(opened, operation, lease)
-            finally:
-                set_failpoint_hook(previous)
-    finally:
-        location.remove()
-    return frozenset(reached)
-
-
-def _visible(opened: OpenedStore) -> str:
-    """Everything another handle can read of the run, as one canonical text."""
-    blobs = opened.transcripts
-    return stable_stringify(
-        {
-            "journal": opened.journal.load(RUN),
-            "meta": read_run_meta(opened.journal, RUN),
-            "blobs": {
-                ref: (blobs.get(ref) or b"").hex() for ref in blobs.list_refs(RUN)
-            },
-        }
-    )
-
-
-def _expected(operation: str) -> tuple[str, str]:
-    """The visible state before and after the operation (old, new)."""
-    journal = [_entry(0, "old"), _entry(1, "old")]
-    meta: dict[str, Any] | None = dict(OLD_META)
-    blobs = {REF: b"old".hex()}
-    old = stable_stringify({"journal": journal, "meta": meta, "blobs": blobs})
-    if operation == "append":
-        journal = [*journal, _entry(2, "new")]
-    elif operation == "put_meta":
-        meta = dict(NEW_META)
-    elif operation == "delete":
-        journal, meta = [], None
-    elif operation == "blob_put":
-        blobs = {REF: b"new".hex()}
-    elif operation == "blob_delete":
-        blobs = {}
-    return old, stable_stringify({"journal": journal, "meta": meta, "blobs": blobs})
-
-
-def _lease_before_after(operation: str) -> tuple[str, str]:
-    """Whether the run's lease is held at the probe time, before and after."""
-    return {
-        "acquire": ("free", "held"),
-        "renew": ("free", "held"),  # probed after the old expiry, before the new
-        "release": ("held", "free"),
-        "delete": ("held", "free"),  # a leased delete removes the lease row (M6)
-    }.get(operation, ("held", "held"))
+__all__ = ["ensure_point", "run_store_case"]
 
 
 # -- the referee ----------------------------------------------------------------
@@ -339,15 +112,17 @@ def run_store_case(location: StoreLocation, case: StoreCase, workdir: Path) -> N
     """Kill a child inside ``case.operation`` at ``case.point`` and referee the result."""
     setup_handle = location.open()
     try:
-        leasable = _leasable(setup_handle) is not None
+        leasable = leasable_of(setup_handle) is not None
         if leasable and not location.clock:
             not_run(
                 "the referee moves an injected clock past the dead child's lease; "
                 f"location {location.name!r} takes no clock (now=)"
             )
-        epochs = _prepare(setup_handle)
-        old, new = _expected(case.operation)
-        require(_visible(setup_handle) == old, "the prepared state does not read back")
+        epochs = prepare_run(setup_handle)
+        old, new = expected_states(case.operation)
+        require(
+            visible_state(setup_handle) == old, "the prepared state does not read back"
+        )
     finally:
         setup_handle.close()
     report = workdir / f"kill-report-{case.id}.jsonl"
@@ -377,13 +152,13 @@ def _referee(
     epochs: list[int],
     states: tuple[str, str],
 ) -> None:
-    store = _leasable(opened)
+    store = leasable_of(opened)
     probe = _LeaseProbe()
     if store is not None:
         probe = _probe_lease(store, clock, events, case.operation)
-    seen = (_visible(opened), probe.state)
+    seen = (visible_state(opened), probe.state)
     lease_old, lease_new = (
-        _lease_before_after(case.operation) if store is not None else ("none", "none")
+        lease_before_after(case.operation) if store is not None else ("none", "none")
     )
     before, after = (states[0], lease_old), (states[1], lease_new)
     if case.point in NOTHING_POINTS:
@@ -427,7 +202,7 @@ def _check_usable(
     tail = [e.get("seq") for e in opened.journal.load(RUN)]
     seq = max((s for s in tail if isinstance(s, int)), default=-1) + 1
     attempts: list[tuple[str, Callable[[], object]]] = [
-        ("append", lambda: opened.journal.append(RUN, _entry(seq, "after"), lease)),
+        ("append", lambda: opened.journal.append(RUN, entry(seq, "after"), lease)),
         (
             "put_meta",
             lambda: opened.journal.put_meta({**OLD_META, "mark": "after"}, lease),
@@ -443,7 +218,7 @@ def _check_usable(
                 f"{type(exc).__name__}: {exc}"
             ) from exc
     require(
-        opened.journal.load(RUN)[-1] == _entry(seq, "after"),
+        opened.journal.load(RUN)[-1] == entry(seq, "after"),
         "the append after the death is not the journal's last entry",
     )
     if store is not None and lease is not None:

@@ -33,12 +33,11 @@ from rulvar_conformance.kill_points.scenarios import (
     KILL_POINT_SCENARIOS,
     KillPointScenario,
 )
-from rulvar_conformance.kill_points.store_level import (
+from rulvar_conformance.kill_points.store_level import ensure_point, run_store_case
+from rulvar_conformance.kill_points.store_ops import (
     STORE_CASES,
     StoreCase,
-    ensure_point,
     probe_points,
-    run_store_case,
 )
 from rulvar_store._locations import LocationFactory
 

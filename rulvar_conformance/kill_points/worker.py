@@ -263,7 +263,7 @@ def main() -> int:
     try:
         opener = decode_opener(config.opener)
         if config.mode == "store":
-            from rulvar_conformance.kill_points.store_level import run_store_child
+            from rulvar_conformance.kill_points.store_ops import run_store_child
 
             run_store_child(opener, config)
             return 0

@@ -15,7 +15,7 @@ from _pytest.mark.structures import ParameterSet
 
 from rulvar_conformance import CheckNotRun, ConformanceFailure, ConformanceSuite
 from rulvar_conformance.kill_points import kill_point_conformance
-from rulvar_conformance.kill_points.store_level import STORE_CASES
+from rulvar_conformance.kill_points.store_ops import STORE_CASES
 from rulvar_store import StoreLocation
 
 TRANSACTION: Final = (
