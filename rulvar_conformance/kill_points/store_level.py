@@ -42,7 +42,9 @@ from rulvar_conformance.kill_points.store_ops import (
     OLD_META,
     RENEW_GAP_MS,
     RUN,
+    State,
     StoreCase,
+    describe,
     entry,
     expected_states,
     leasable_of,
@@ -150,29 +152,28 @@ def _referee(
     clock: SkewedClock,
     events: list[dict[str, Any]],
     epochs: list[int],
-    states: tuple[str, str],
+    states: tuple[State, State],
 ) -> None:
     store = leasable_of(opened)
     probe = _LeaseProbe()
     if store is not None:
         probe = _probe_lease(store, clock, events, case.operation)
-    seen = (visible_state(opened), probe.state)
     lease_old, lease_new = (
         lease_before_after(case.operation) if store is not None else ("none", "none")
     )
-    before, after = (states[0], lease_old), (states[1], lease_new)
+    seen = {**visible_state(opened), "lease": probe.state}
+    before = {**states[0], "lease": lease_old}
+    after = {**states[1], "lease": lease_new}
     if case.point in NOTHING_POINTS:
-        allowed = [before]
+        allowed, wanted = [before], "nothing of the operation visible"
     elif case.point in ALL_POINTS:
-        allowed = [after]
+        allowed, wanted = [after], "all of the operation visible"
     else:
-        allowed = [before, after]
+        allowed, wanted = [before, after], "the old state or the new one, never a mix"
     require(
         seen in allowed,
-        f"death at {case.operation}/{case.point} left a state that is "
-        f"{'neither the old nor the new one' if len(allowed) == 2 else 'not the expected one'}: "
-        f"lease {seen[1]} (old {lease_old}, new {lease_new}); visible {seen[0]} "
-        f"(old {states[0]}; new {states[1]})",
+        f"death at {case.operation}/{case.point} must leave {wanted}, but left: "
+        + describe(seen, before, after),
     )
     _check_usable(opened, store, clock, probe, epochs + list(probe.epochs))
 

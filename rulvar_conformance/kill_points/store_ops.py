@@ -40,7 +40,9 @@ __all__ = [
     "RENEW_GAP_MS",
     "RUN",
     "STORE_CASES",
+    "State",
     "StoreCase",
+    "describe",
     "entry",
     "expected_states",
     "leasable_of",
@@ -234,26 +236,31 @@ def probe_points(location: StoreLocation, operation: str) -> frozenset[str] | No
     return frozenset(reached)
 
 
-def visible_state(opened: OpenedStore) -> str:
-    """Everything another handle can read of the run, as one canonical text."""
+State = dict[str, str]
+"""A run as another handle sees it: part (journal, meta, blobs, lease) -> canonical JSON."""
+
+
+def _state(journal: Any, meta: Any, blobs: Any) -> State:
+    parts = {"journal": journal, "meta": meta, "blobs": blobs}
+    return {name: stable_stringify(value) for name, value in parts.items()}
+
+
+def visible_state(opened: OpenedStore) -> State:
+    """Everything another handle can read of the run, part by part."""
     blobs = opened.transcripts
-    return stable_stringify(
-        {
-            "journal": opened.journal.load(RUN),
-            "meta": read_run_meta(opened.journal, RUN),
-            "blobs": {
-                ref: (blobs.get(ref) or b"").hex() for ref in blobs.list_refs(RUN)
-            },
-        }
+    return _state(
+        opened.journal.load(RUN),
+        read_run_meta(opened.journal, RUN),
+        {ref: (blobs.get(ref) or b"").hex() for ref in blobs.list_refs(RUN)},
     )
 
 
-def expected_states(operation: str) -> tuple[str, str]:
+def expected_states(operation: str) -> tuple[State, State]:
     """The visible state before and after the operation (old, new)."""
     journal = [entry(0, "old"), entry(1, "old")]
     meta: dict[str, Any] | None = dict(OLD_META)
     blobs = {REF: b"old".hex()}
-    old = stable_stringify({"journal": journal, "meta": meta, "blobs": blobs})
+    old = _state(journal, meta, blobs)
     if operation == "append":
         journal = [*journal, entry(2, "new")]
     elif operation == "put_meta":
@@ -264,7 +271,22 @@ def expected_states(operation: str) -> tuple[str, str]:
         blobs = {REF: b"new".hex()}
     elif operation == "blob_delete":
         blobs = {}
-    return old, stable_stringify({"journal": journal, "meta": meta, "blobs": blobs})
+    return old, _state(journal, meta, blobs)
+
+
+def describe(seen: State, old: State, new: State) -> str:
+    """Say, part by part, whether ``seen`` holds the old value, the new one or neither."""
+    words = []
+    for part, value in seen.items():
+        if old.get(part) == new.get(part) == value:
+            words.append(f"{part} unchanged")
+        elif value == old.get(part):
+            words.append(f"{part} old")
+        elif value == new.get(part):
+            words.append(f"{part} new")
+        else:
+            words.append(f"{part} neither old nor new: {value}")
+    return "; ".join(words)
 
 
 def lease_before_after(operation: str) -> tuple[str, str]:
