@@ -1,14 +1,16 @@
 """Wall time of the kill-point suite per backend: printed, never asserted.
 
-Run: ``python bench/bench_kill_points.py [--backends sqlite,file,postgres]``
+Run: ``python bench/bench_kill_points.py [--backends sqlite,file,postgres] [--reps 2]``
 (PostgreSQL needs ``RULVAR_TEST_POSTGRES_URL``; it is left out without it).
 
 For each backend: the ten scenarios (target <= 30 s on SQLite on a 2-core
 machine) and the store-level table (only its rows the backend has a failpoint
 for; the others are reported not run and cost nothing), plus the time of one
 bare child start (an interpreter importing the worker module), the floor each
-row pays once. The
-figures move with machine load; compare them within one run.
+row pays once. SQLite
+runs a second time with every child started cold (no child kept started ahead),
+for a same-run comparison. The figures move with machine load; compare them
+within one run.
 """
 
 from __future__ import annotations
@@ -37,13 +39,14 @@ def child_start_s() -> float:
     return time.perf_counter() - started
 
 
-def bench(url: str) -> None:
+def bench(url: str, *, warm: bool = True) -> None:
     parsed = parse_store_url(url)
     backend = resolve_backend(parsed)
     assert backend.certify is not None
     with backend.certify(parsed) as locations:
-        suite = kill_point_conformance(locations, backend.capabilities)
+        suite = kill_point_conformance(locations, backend.capabilities, warm=warm)
         results = run_suites([suite])
+    name = backend.name + ("" if warm else " cold")
     scenarios = [r for r in results if not r.check_id.startswith("kp-store-")]
     table = [r for r in results if r.check_id.startswith("kp-store-")]
     for label, rows in (("ten scenarios", scenarios), ("store-level table", table)):
@@ -52,7 +55,7 @@ def bench(url: str) -> None:
         seconds = sum(r.duration_ms for r in rows) / 1000
         per_row = seconds / len(ran) if ran else 0.0
         print(
-            f"{backend.name:<10} {label:<18} {seconds:7.2f} s  {len(ran):>3} rows run "
+            f"{name:<11} {label:<18} {seconds:7.2f} s  {len(ran):>3} rows run "
             f"({per_row:.2f} s/row), {len(rows) - len(ran)} not run, "
             f"failed: {', '.join(failed) or 'none'}"
         )
@@ -61,6 +64,9 @@ def bench(url: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backends", default="sqlite,file,postgres")
+    parser.add_argument(
+        "--reps", type=int, default=2, help="cold/warm SQLite pairs to interleave"
+    )
     args = parser.parse_args()
     wanted = args.backends.split(",")
     start = child_start_s()
@@ -76,6 +82,12 @@ def main() -> None:
                 print(f"{name:<9} skipped (set RULVAR_TEST_POSTGRES_URL)")
                 continue
             bench(urls[name])
+        # Same run, interleaved: every child started cold, then warm again, so
+        # the pool's saving is read from neighbouring figures.
+        if "sqlite" in wanted:
+            for _ in range(args.reps):
+                bench(urls["sqlite"], warm=False)
+                bench(urls["sqlite"], warm=True)
 
 
 if __name__ == "__main__":

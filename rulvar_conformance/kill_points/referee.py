@@ -11,10 +11,7 @@ terminals, the final meta. Running to completion is a violation, never a pass.
 from __future__ import annotations
 
 import math
-import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,12 +21,13 @@ from typing import Any, Final
 from rulvar_conformance._kit import require, same_json
 from rulvar_conformance.kill_points.driver import ScriptedProvider, run_segment
 from rulvar_conformance.kill_points.scenarios import KillPointScenario
-from rulvar_conformance.kill_points.worker import (
-    CONFIG_ENV,
-    KillPointWorkerConfig,
-    encode_opener,
-    read_report,
+from rulvar_conformance.kill_points.spawn import (
+    CHILD_TIMEOUT_S,
+    ChildRun,
+    WarmWorkers,
+    spawn_worker,
 )
+from rulvar_conformance.kill_points.worker import KillPointWorkerConfig, encode_opener
 from rulvar_store import LeasableStore, LeaseHeldError, system_clock_ms
 from rulvar_store._locations import StoreLocation
 
@@ -40,14 +38,10 @@ __all__ = [
     "KillPointObservation",
     "SkewedClock",
     "run_kill_point_scenario",
-    "spawn_worker",
 ]
 
 WORKER_TTL_MS: Final = 2_000
-CHILD_TIMEOUT_S: Final = 30.0
 RESUME_DEADLINE_MS: Final = 15_000
-STDERR_CHARS: Final = 2_000
-WORKER_MODULE: Final = "rulvar_conformance.kill_points.worker"
 
 
 class SkewedClock:
@@ -71,42 +65,6 @@ class KillPointObservation:
     resume_tool_executions: int
     journal: tuple[str, ...]
     meta_status: str | None
-
-
-@dataclass(frozen=True)
-class ChildRun:
-    """A finished child: exit code, report events, the tail of stderr."""
-
-    returncode: int | None
-    events: list[dict[str, Any]]
-    stderr: str
-    timed_out: bool
-
-
-def spawn_worker(
-    config: KillPointWorkerConfig,
-    *,
-    exec_args: Sequence[str] = (),
-    timeout_s: float = CHILD_TIMEOUT_S,
-) -> ChildRun:
-    """Run the worker module with ``config`` in a child; kill it after ``timeout_s``."""
-    env = {**os.environ, CONFIG_ENV: config.to_env()}
-    with subprocess.Popen(
-        [sys.executable, *exec_args, "-m", WORKER_MODULE],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    ) as child:
-        timed_out = False
-        try:
-            _, stderr = child.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            child.kill()
-            _, stderr = child.communicate()
-    text = stderr.decode("utf-8", "replace")[-STDERR_CHARS:]
-    return ChildRun(child.returncode, read_report(config.report_path), text, timed_out)
 
 
 def _child_violations(scenario: KillPointScenario, run: ChildRun) -> list[str]:
@@ -223,10 +181,13 @@ def run_kill_point_scenario(
     ttl_ms: int = WORKER_TTL_MS,
     resume_deadline_ms: int = RESUME_DEADLINE_MS,
     exec_args: Sequence[str] = (),
+    workers: WarmWorkers | None = None,
 ) -> KillPointObservation:
     """Kill a worker at the scenario's write, resume, check the table row (K6, K7).
 
-    Every violation found is reported at once through the running check.
+    ``workers`` hands the case to a child started ahead (same command, config on
+    stdin); without it a child is started now. Every violation found is
+    reported at once through the running check.
     """
     run_id = f"kp-{scenario.id}"
     report = workdir / f"kill-report-{scenario.id}.jsonl"
@@ -238,7 +199,11 @@ def run_kill_point_scenario(
         scenario_id=scenario.id,
         opener=encode_opener(location.opener),
     )
-    child = spawn_worker(config, exec_args=exec_args)
+    child = (
+        workers.run(config)
+        if workers is not None
+        else spawn_worker(config, exec_args=exec_args)
+    )
     problems = _child_violations(scenario, child)
     require(not problems, f"{scenario.id}: " + "; ".join(problems))
     provider = ScriptedProvider()

@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from rulvar_conformance._kit import not_run, require
-from rulvar_conformance.kill_points.referee import SkewedClock, spawn_worker
+from rulvar_conformance.kill_points.referee import SkewedClock
+from rulvar_conformance.kill_points.spawn import WarmWorkers, spawn_worker
 from rulvar_conformance.kill_points.store_ops import (
     ALL_POINTS,
     CHILD_TTL_MS,
@@ -110,7 +111,12 @@ def _child_problems(
     )
 
 
-def run_store_case(location: StoreLocation, case: StoreCase, workdir: Path) -> None:
+def run_store_case(
+    location: StoreLocation,
+    case: StoreCase,
+    workdir: Path,
+    workers: WarmWorkers | None = None,
+) -> None:
     """Kill a child inside ``case.operation`` at ``case.point`` and referee the result."""
     setup_handle = location.open()
     try:
@@ -137,7 +143,7 @@ def run_store_case(location: StoreLocation, case: StoreCase, workdir: Path) -> N
         opener=encode_opener(location.opener),
         mode="store",
     )
-    child = spawn_worker(config)
+    child = workers.run(config) if workers is not None else spawn_worker(config)
     problem = _child_problems(case, child.events, child.returncode)
     require(not problem, f"{problem}; stderr: {child.stderr.strip() or '(empty)'}")
     epochs += [int(e["epoch"]) for e in child.events if e.get("t") == "lease"]

@@ -33,6 +33,7 @@ from rulvar_conformance.kill_points.scenarios import (
     KILL_POINT_SCENARIOS,
     KillPointScenario,
 )
+from rulvar_conformance.kill_points.spawn import WarmWorkers
 from rulvar_conformance.kill_points.store_level import ensure_point, run_store_case
 from rulvar_conformance.kill_points.store_ops import (
     STORE_CASES,
@@ -67,6 +68,7 @@ def _scenario_check(
     scenario: KillPointScenario,
     ttl_ms: int,
     resume_deadline_ms: int,
+    workers: WarmWorkers | None,
 ) -> ConformanceCheck:
     def body() -> None:
         if "leases" not in capabilities:
@@ -81,6 +83,7 @@ def _scenario_check(
                 Path(workdir),
                 ttl_ms=ttl_ms,
                 resume_deadline_ms=resume_deadline_ms,
+                workers=workers,
             )
 
     title = (
@@ -91,7 +94,10 @@ def _scenario_check(
 
 
 def _store_check(
-    locations: LocationFactory, probe: _PointProbe, case: StoreCase
+    locations: LocationFactory,
+    probe: _PointProbe,
+    case: StoreCase,
+    workers: WarmWorkers | None,
 ) -> ConformanceCheck:
     def body() -> None:
         with (
@@ -99,7 +105,7 @@ def _store_check(
             tempfile.TemporaryDirectory(prefix="rulvar-kp-") as workdir,
         ):
             ensure_point(probe.points(case.operation), case)
-            run_store_case(site.location, case, Path(workdir))
+            run_store_case(site.location, case, Path(workdir), workers)
 
     title = (
         f"SIGKILL inside {case.operation} at {case.point}: all or nothing, "
@@ -114,15 +120,20 @@ def kill_point_conformance(
     *,
     ttl_ms: int = WORKER_TTL_MS,
     resume_deadline_ms: int = RESUME_DEADLINE_MS,
+    warm: bool = True,
 ) -> ConformanceSuite:
     """The kill-point suite: ``kp-<scenario>`` rows, then ``kp-store-<op>-<point>`` rows.
 
-    Building opens nothing; each check makes its own fresh location.
+    Building opens nothing; each check makes its own fresh location. ``warm``
+    keeps the next row's child process started ahead (``False``: each row
+    starts its child when it runs).
     """
     probe = _PointProbe(locations)
+    # One child is kept started ahead for the next row; it ends with the suite.
+    workers = WarmWorkers() if warm else None
     scenarios = [
-        _scenario_check(locations, capabilities, s, ttl_ms, resume_deadline_ms)
+        _scenario_check(locations, capabilities, s, ttl_ms, resume_deadline_ms, workers)
         for s in KILL_POINT_SCENARIOS
     ]
-    stores = [_store_check(locations, probe, case) for case in STORE_CASES]
+    stores = [_store_check(locations, probe, case, workers) for case in STORE_CASES]
     return ConformanceSuite("kill-points", (*scenarios, *stores))

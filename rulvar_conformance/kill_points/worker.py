@@ -22,7 +22,7 @@ import os
 import pickle
 import signal
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Final, Literal, cast
 
@@ -37,6 +37,7 @@ from rulvar_store._locations import LocationOpener
 
 __all__ = [
     "CONFIG_ENV",
+    "CONFIG_ON_STDIN",
     "KillHook",
     "KillPointWorkerConfig",
     "ReportWriter",
@@ -50,6 +51,8 @@ __all__ = [
 ]
 
 CONFIG_ENV: Final = "RULVAR_KILL_POINT_CONFIG"
+CONFIG_ON_STDIN: Final = "--config-on-stdin"
+"""Worker argument: read the config (the same JSON) from stdin; EOF alone exits."""
 Mode = Literal["scenario", "store"]
 KillHook = Callable[[], None]
 
@@ -257,9 +260,19 @@ def run_kill_point_worker(
         report.close()
 
 
-def main() -> int:
-    """Entry point of ``python -m rulvar_conformance.kill_points.worker``."""
-    config = kill_point_worker_config_from_env()
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m rulvar_conformance.kill_points.worker``.
+
+    With ``--config-on-stdin`` the worker was started ahead of its case: it waits
+    for the config on stdin and exits quietly on EOF without one.
+    """
+    if CONFIG_ON_STDIN in (sys.argv[1:] if argv is None else argv):
+        text = sys.stdin.read()
+        if not text.strip():
+            return 0
+        config = kill_point_worker_config_from_env({CONFIG_ENV: text})
+    else:
+        config = kill_point_worker_config_from_env()
     try:
         opener = decode_opener(config.opener)
         if config.mode == "store":
