@@ -18,6 +18,7 @@ import pytest
 
 from rulvar_conformance import ConformanceSuite
 from rulvar_conformance.kill_points import kill_point_conformance
+from rulvar_store._locations import LocationFactory
 from rulvar_store._plugins import resolve_backend
 from rulvar_store._urls import parse_store_url
 
@@ -79,6 +80,16 @@ def file_suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Conformance
 def postgres_suite() -> Iterator[ConformanceSuite]:
     """The kill-point suite over fresh PostgreSQL schemas (skip/fail without a server)."""
     yield from _suite_for(_postgres_url())
+
+
+@pytest.fixture
+def postgres_locations() -> Iterator[LocationFactory]:
+    """Fresh PostgreSQL schemas, dropped afterwards (skip/fail without a server)."""
+    parsed = parse_store_url(_postgres_url())
+    backend = resolve_backend(parsed)
+    assert backend.certify is not None
+    with backend.certify(parsed) as locations:
+        yield locations
 
 
 @pytest.fixture(scope="module")
