@@ -211,6 +211,9 @@ def run_kill_point_scenario(
         location, scenario, run_id, ttl_ms, resume_deadline_ms, provider
     )
     problems = _journal_violations(scenario, entries)
+    status = getattr(outcome, "status", None)
+    if status != "ok":
+        problems.append(f"the resume settled {status!r}, expected 'ok'")
     value = getattr(outcome, "value", None)
     if not same_json(value, dict(scenario.value)):
         problems.append(f"the resumed value is {value!r}, expected {scenario.value!r}")
