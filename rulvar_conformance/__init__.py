@@ -45,6 +45,7 @@ from rulvar_conformance.golden import (
     golden_fold_journal,
 )
 from rulvar_conformance.journal import journal_store_conformance
+from rulvar_conformance.kill_points import kill_point_conformance
 from rulvar_conformance.leasable import ExpiryPairing, leasable_store_conformance
 
 __all__ = [
@@ -75,6 +76,7 @@ __all__ = [
     "fold_state_sha256",
     "golden_fold_journal",
     "journal_store_conformance",
+    "kill_point_conformance",
     "leasable_store_conformance",
     "probe_capabilities",
     "pytest_params",

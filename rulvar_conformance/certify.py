@@ -150,6 +150,13 @@ def _fenced_transcripts_suite(certification: Certification) -> ConformanceSuite:
     return fenced_transcripts_conformance(pair)
 
 
+def _kill_points_suite(certification: Certification) -> ConformanceSuite:
+    # Imported here: the kill points pull in the worker and driver modules.
+    from rulvar_conformance.kill_points.suite import kill_point_conformance
+
+    return kill_point_conformance(certification.locations, certification.capabilities)
+
+
 def suite_specs() -> tuple[SuiteSpec, ...]:
     """Every registered suite, in the order certification runs them."""
     return (
@@ -168,6 +175,13 @@ def suite_specs() -> tuple[SuiteSpec, ...]:
             "fenced_transcripts",
             True,
             "the fenced blob twin (8.6)",
+        ),
+        SuiteSpec(
+            "kill-points",
+            _kill_points_suite,
+            None,
+            False,
+            "SIGKILL around run writes and inside store transactions (9)",
         ),
     )
 

@@ -2,9 +2,16 @@
 
 Backends call ``hit(operation, point)`` at fixed points of their one transaction
 path: ``after-begin``, ``after-fence-check``, ``before-commit``, ``after-commit``.
-With no hook installed a hit costs one global read. A test or the kill-point
-driver installs a hook (for example one that SIGKILLs the process when a given
-operation reaches a given point).
+PostgreSQL adds ``after-send``: the COMMIT has been sent and its reply not yet
+read, so the server alone decides the outcome. The file stores, which have no
+transactions, mark the steps of their durable writes instead: ``mid-write``
+(part of the write is on disk: half a journal line, or the meta file removed
+but not yet the journal), ``after-write`` (data written, not yet fsynced),
+``after-fsync`` (a temp file is durable, not yet renamed into place),
+``after-rename`` (the new file is in place) and ``after-commit`` (the
+operation is complete). With no hook installed a hit costs one global read. A
+test or the kill-point driver installs a hook (for example one that SIGKILLs
+the process when a given operation reaches a given point).
 """
 
 from __future__ import annotations
@@ -12,14 +19,36 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final, Literal
 
-__all__ = ["FAILPOINTS", "Failpoint", "FailpointHook", "hit", "set_failpoint_hook"]
+__all__ = [
+    "FAILPOINTS",
+    "Failpoint",
+    "FailpointHook",
+    "armed",
+    "hit",
+    "set_failpoint_hook",
+]
 
-Failpoint = Literal["after-begin", "after-fence-check", "before-commit", "after-commit"]
+Failpoint = Literal[
+    "after-begin",
+    "after-fence-check",
+    "before-commit",
+    "after-send",
+    "after-commit",
+    "mid-write",
+    "after-write",
+    "after-fsync",
+    "after-rename",
+]
 FAILPOINTS: Final[tuple[Failpoint, ...]] = (
     "after-begin",
     "after-fence-check",
     "before-commit",
+    "after-send",
     "after-commit",
+    "mid-write",
+    "after-write",
+    "after-fsync",
+    "after-rename",
 )
 
 FailpointHook = Callable[[str, Failpoint], None]
@@ -32,6 +61,11 @@ def set_failpoint_hook(hook: FailpointHook | None) -> FailpointHook | None:
     global _hook
     previous, _hook = _hook, hook
     return previous
+
+
+def armed() -> bool:
+    """Whether a hook is installed (stores split a write only then, to expose a point)."""
+    return _hook is not None
 
 
 def hit(operation: str, point: Failpoint) -> None:

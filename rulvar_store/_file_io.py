@@ -23,6 +23,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Final
 
+from rulvar_store._failpoints import hit
 from rulvar_store._refs import check_safe_token
 from rulvar_store.errors import (
     ConfigError,
@@ -172,23 +173,27 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes, operation: str = "write") -> None:
     """Replace ``path`` with ``data`` so a reader or a crash sees old or new, never half.
 
     Writes a temp file in the same directory, fsyncs it, renames it over ``path``
-    and fsyncs the directory so the rename itself is durable.
+    and fsyncs the directory so the rename itself is durable. ``operation``
+    names the failpoints between the steps (kill-point tests).
     """
     temp = path.with_name(f"{path.name}{TEMP_MARK}{secrets.token_hex(8)}.tmp")
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
         try:
             write_all(fd, data)
+            hit(operation, "after-write")
             os.fsync(fd)
         finally:
             os.close(fd)
+        hit(operation, "after-fsync")
         os.replace(temp, path)
     except BaseException:
         with suppress(OSError):
             os.unlink(temp)
         raise
+    hit(operation, "after-rename")
     fsync_dir(path.parent)

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Final, final
 
 from rulvar_store import _intake
+from rulvar_store._failpoints import armed, hit
 from rulvar_store._file_io import (
     BLOBS_DIR,
     JOURNAL_FILE,
@@ -386,11 +387,21 @@ class JsonlFileStore:
                 self._tails[run_id] = _Tail(_stamp(fd), max_seq if seq is None else seq)
             finally:
                 os.close(fd)
+            hit("append", "after-commit")
 
     def _write_line(self, run_id: str, fd: int, line: bytes) -> None:
         size = os.fstat(fd).st_size
         try:
-            write_all(fd, line)
+            if armed():
+                # Only under a failpoint hook: write the line in two parts, so a
+                # death between them leaves the torn tail a crash can leave.
+                half = len(line) // 2
+                write_all(fd, line[:half])
+                hit("append", "mid-write")
+                write_all(fd, line[half:])
+                hit("append", "after-write")
+            else:
+                write_all(fd, line)
             os.fsync(fd)
         except OSError:
             # Take a partial line back now rather than leave a torn tail behind.
@@ -463,7 +474,8 @@ class JsonlFileStore:
         with self._lock, os_errors(f"put_meta of run {run_id!r}", path):
             self._check_open("put_meta")
             ensure_dir(directory)
-            write_atomic(path, data)
+            write_atomic(path, data, "put_meta")
+            hit("put_meta", "after-commit")
 
     def _read_meta(self, run_id: str, path: Path) -> RunMeta | None:
         try:
@@ -543,7 +555,10 @@ class JsonlFileStore:
                 with suppress(FileNotFoundError, NotADirectoryError):
                     os.unlink(directory / name)
                     removed = True
+                if name == META_FILE:
+                    hit("delete", "mid-write")
             if not removed:
+                hit("delete", "after-commit")
                 return
             with os.scandir(directory) as scan:
                 leftovers = [
@@ -560,5 +575,7 @@ class JsonlFileStore:
             try:
                 os.rmdir(directory)
             except OSError:
+                hit("delete", "after-commit")
                 return
             fsync_dir(self.root)
+            hit("delete", "after-commit")

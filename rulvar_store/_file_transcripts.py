@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Final, final
 
 from rulvar_store import _intake
+from rulvar_store._failpoints import hit
 from rulvar_store._file_io import (
     BLOBS_DIR,
     RUN_BLOB_FILE,
@@ -126,7 +127,8 @@ class FileTranscriptStore:
                     f"blob ref {ref!r} extends a ref that is a stored blob; a ref "
                     "cannot be both a blob and a folder of blobs"
                 ) from exc
-            write_atomic(path, data)
+            write_atomic(path, data, "blob_put")
+            hit("blob_put", "after-commit")
 
     def get(self, ref: str) -> bytes | None:
         """Return the blob's bytes, or ``None`` for a missing ref (T2)."""
@@ -190,3 +192,4 @@ class FileTranscriptStore:
                     break
                 fsync_dir(folder.parent)
                 folder = folder.parent
+            hit("blob_delete", "after-commit")

@@ -12,8 +12,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
+from contextlib import suppress
 from decimal import Decimal
 from typing import Any, Final, Literal, final
+
+import psycopg
+from psycopg import generators, pq
 
 from rulvar_store import _failpoints, _intake
 from rulvar_store._checks import check_run_match, not_live_lease
@@ -60,6 +64,33 @@ def _numeric(seq: float | None) -> Decimal | None:
     if seq is None:
         return None
     return Decimal(repr(seq)) if isinstance(seq, float) else Decimal(seq)
+
+
+def _commit_with_failpoint(conn: Conn, operation: str) -> None:
+    """COMMIT in two halves with ``after-send`` between: sent, reply not yet read.
+
+    A client that dies at ``after-send`` leaves the outcome to the server alone
+    (the kill points read it back from the store). psycopg has no public
+    "send only" call, so the COMMIT goes through its libpq connection and its
+    wait loop; the reply is checked like any statement's.
+    """
+    pgconn = conn.pgconn
+    with conn.lock:
+        pgconn.send_query(b"COMMIT")
+        conn.wait(generators.send(pgconn))
+    try:
+        hit(operation, "after-send")
+    except BaseException:
+        # A hook that raises (a test's fault) still leaves a clean connection:
+        # the COMMIT's reply is read before the error goes up.
+        with suppress(psycopg.Error), conn.lock:
+            conn.wait(generators.fetch_many(pgconn))
+        raise
+    with conn.lock:
+        results = conn.wait(generators.fetch_many(pgconn))
+    for result in results:
+        if result.status != pq.ExecStatus.COMMAND_OK:
+            raise psycopg.errors.error_from_result(result, encoding=conn.info.encoding)
 
 
 @final
@@ -282,12 +313,19 @@ class PostgresStore:
         args: Sequence[Any],
         fence_args: tuple[str, str | None, int | None, int | None],
     ) -> tuple[Any, ...] | None:
-        with conn.transaction():
+        conn.execute("BEGIN")
+        try:
             hit(operation, "after-begin")
             self._assert_fencing(conn, fence_args)
             hit(operation, "after-fence-check")
             row = conn.execute(call, args).fetchone()
             hit(operation, "before-commit")
+        except BaseException:
+            # A lost connection must not hide the error that ended the transaction.
+            with suppress(psycopg.Error):
+                conn.rollback()
+            raise
+        _commit_with_failpoint(conn, operation)
         return row
 
     def _assert_fencing(

@@ -527,7 +527,13 @@ def test_every_mutation_hits_the_four_failpoints_in_order(
     store.renew(lease)
     store.delete("r", lease)
     store.release(store.acquire("r", "o"))
-    points = ["after-begin", "after-fence-check", "before-commit", "after-commit"]
+    points = [
+        "after-begin",
+        "after-fence-check",
+        "before-commit",
+        "after-send",
+        "after-commit",
+    ]
     ops = [
         "acquire",
         "append",

@@ -1,0 +1,98 @@
+"""Fixtures for the kill-point tests: one kill-point suite per backend.
+
+Each fixture certifies its backend (fresh files, directories or schemas per
+check, all removed afterwards) and builds the suite once per module, so the
+per-operation failpoint probe runs once. PostgreSQL comes from
+``RULVAR_TEST_POSTGRES_URL`` (or ``RULVAR_POSTGRES_URL``): without it, or with
+the server unreachable, its tests SKIP locally and FAIL under ``CI=true``,
+exactly as in ``tests/postgres``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rulvar_conformance import ConformanceSuite
+from rulvar_conformance.kill_points import kill_point_conformance
+from rulvar_store._locations import LocationFactory
+from rulvar_store._plugins import resolve_backend
+from rulvar_store._urls import parse_store_url
+
+URL_ENV_VARS = ("RULVAR_TEST_POSTGRES_URL", "RULVAR_POSTGRES_URL")
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+
+
+def _unavailable(reason: str) -> None:
+    if _in_ci():
+        pytest.fail(f"CI=true and {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def _postgres_url() -> str:
+    import psycopg
+
+    url = next((os.environ[name] for name in URL_ENV_VARS if os.environ.get(name)), "")
+    if not url:
+        _unavailable(
+            "no PostgreSQL server: set RULVAR_TEST_POSTGRES_URL, e.g. "
+            "postgresql://postgres@127.0.0.1:5432/test"
+        )
+    try:
+        with psycopg.connect(url, connect_timeout=3, autocommit=True) as conn:
+            conn.execute("SELECT 1")
+    except psycopg.Error as exc:
+        _unavailable(f"PostgreSQL at RULVAR_TEST_POSTGRES_URL is unreachable: {exc}")
+    return url
+
+
+def _suite_for(url: str) -> Iterator[ConformanceSuite]:
+    parsed = parse_store_url(url)
+    backend = resolve_backend(parsed)
+    assert backend.certify is not None
+    with backend.certify(parsed) as locations:
+        yield kill_point_conformance(locations, backend.capabilities)
+
+
+@pytest.fixture(scope="module")
+def sqlite_suite(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[ConformanceSuite]:
+    """The kill-point suite over fresh SQLite files."""
+    root: Path = tmp_path_factory.mktemp("kp-sqlite")
+    yield from _suite_for(f"sqlite:///{root / 'kp.db'}")
+
+
+@pytest.fixture(scope="module")
+def file_suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConformanceSuite]:
+    """The kill-point suite over fresh file-store directories."""
+    root: Path = tmp_path_factory.mktemp("kp-file")
+    yield from _suite_for(root.as_uri())
+
+
+@pytest.fixture(scope="module")
+def postgres_suite() -> Iterator[ConformanceSuite]:
+    """The kill-point suite over fresh PostgreSQL schemas (skip/fail without a server)."""
+    yield from _suite_for(_postgres_url())
+
+
+@pytest.fixture
+def postgres_locations() -> Iterator[LocationFactory]:
+    """Fresh PostgreSQL schemas, dropped afterwards (skip/fail without a server)."""
+    parsed = parse_store_url(_postgres_url())
+    backend = resolve_backend(parsed)
+    assert backend.certify is not None
+    with backend.certify(parsed) as locations:
+        yield locations
+
+
+@pytest.fixture(scope="module")
+def memory_suite() -> Iterator[ConformanceSuite]:
+    """The kill-point suite over in-process memory domains (no child can open them)."""
+    yield from _suite_for("memory://")
