@@ -76,17 +76,17 @@ EXPIRED_STATES: Final = ("expired", "expired-empty", "expired-taken")
 """Ways a lease is dead once the injected clock has passed its expiry."""
 
 _STATE_WORDS: Final = {
-    "released": "released lease (run holds data)",
-    "released-empty": "released lease (run holds nothing yet)",
-    "never-leased": "lease never issued (run never leased)",
-    "superseded": "superseded lease (successor live, run holds data)",
-    "superseded-empty": "superseded lease (successor live, run holds nothing yet)",
-    "future-epoch": "never-issued future epoch of the live holder",
-    "future-epoch-free": "never-issued future epoch on a free run",
-    "stranger": "lease with the live epoch but another owner",
-    "expired": "expired, not taken over lease (run holds data)",
-    "expired-empty": "expired, not taken over lease (run holds nothing yet)",
-    "expired-taken": "expired lease taken over by a successor",
+    "released": "a released lease (run holds data)",
+    "released-empty": "a released lease (run holds nothing yet)",
+    "never-leased": "a lease never issued (run never leased)",
+    "superseded": "a superseded lease (successor live, run holds data)",
+    "superseded-empty": "a superseded lease (successor live, run holds nothing yet)",
+    "future-epoch": "a never-issued future epoch of the live holder",
+    "future-epoch-free": "a never-issued future epoch on a free run",
+    "stranger": "a lease with the live epoch but another owner",
+    "expired": "an expired lease not taken over (run holds data)",
+    "expired-empty": "an expired lease not taken over (run holds nothing yet)",
+    "expired-taken": "an expired lease taken over by a successor",
 }
 
 
@@ -297,7 +297,7 @@ SURFACES: Final = {
 
 def _attack(stage: Stage, surface: Surface, staged: Staged) -> None:
     """Try ``surface`` with the dead lease; require refusal and no visible change."""
-    what = f"{surface.label} with a {_STATE_WORDS[staged.state]}"
+    what = f"{surface.label} with {_STATE_WORDS[staged.state]}"
     refs = (blob_ref(staged.run),)
     before = snapshot(stage.other, staged.run, refs)
     outcome = attempt(lambda: surface.call(stage.writer, staged.run, staged.stale))
@@ -399,8 +399,8 @@ def _lease_before_seq(locations: LocationFactory) -> None:
             tail = max(entry["seq"] for entry in stage.journal(stage.other).load(run))
             for seq in (0, tail):
                 what = (
-                    f"append of seq {seq} (not above the tail {tail}) with a "
-                    f"{_STATE_WORDS.get(state, 'lease of another live run')}"
+                    f"append of seq {seq} (not above the tail {tail}) with "
+                    f"{_STATE_WORDS.get(state, 'the live lease of another run')}"
                 )
                 before = snapshot(stage.other, run)
                 outcome = attempt(
