@@ -25,6 +25,7 @@ from rulvar_store import (
 __all__ = [
     "RunSnapshot",
     "describe",
+    "difference",
     "expect_lease_held",
     "expect_ok",
     "fenced_blobs",
@@ -45,6 +46,35 @@ def shown(value: Any) -> str:
     if len(text) <= _SHOWN_CHARS:
         return text
     return f"{text[:_SHOWN_CHARS]}... ({len(text)} chars)"
+
+
+def difference(expected: Any, observed: Any) -> str:
+    """Say where ``observed`` first departs from ``expected`` (canonical JSON, C3)."""
+    if isinstance(expected, list) and isinstance(observed, list):
+        for index, (want, got) in enumerate(zip(expected, observed, strict=False)):
+            if stable_stringify(want) != stable_stringify(got):
+                return (
+                    f"item {index}: expected {shown(want)}, observed {shown(got)} "
+                    f"({difference(want, got)})"
+                )
+        return f"expected {len(expected)} items, observed {len(observed)}"
+    if isinstance(expected, dict) and isinstance(observed, dict):
+        missing = sorted(set(expected) - set(observed), key=str)
+        extra = sorted(set(observed) - set(expected), key=str)
+        changed = [
+            key
+            for key in expected
+            if key in observed
+            and stable_stringify(expected[key]) != stable_stringify(observed[key])
+        ]
+        parts = [f"missing keys {missing}"] if missing else []
+        parts += [f"extra keys {extra}"] if extra else []
+        parts += [
+            f"{key!r}: expected {shown(expected[key])}, observed {shown(observed[key])}"
+            for key in changed[:3]
+        ]
+        return "; ".join(parts) or "same keys and values, different key order"
+    return f"expected {shown(expected)}, observed {shown(observed)}"
 
 
 def describe(error: BaseException | None) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from rulvar_conformance._kit import Outcome, attempt, require
-from rulvar_conformance._probe import describe, shown
+from rulvar_conformance._probe import describe, difference
 from rulvar_store import (
     ContractError,
     JournalEntry,
@@ -97,8 +97,8 @@ class Ledger:
         observed = stable_stringify(loaded)
         require(
             observed == expected,
-            f"{when}: expected run {self.run!r} to load {shown(self.expected)}, "
-            f"observed {shown(loaded)}",
+            f"{when}: run {self.run!r} loads wrong: "
+            f"{difference(self.expected, loaded)}",
         )
 
 

@@ -28,7 +28,7 @@ from rulvar_conformance._kit import (
     not_run,
     require,
 )
-from rulvar_conformance._probe import describe, shown, typed_refusal
+from rulvar_conformance._probe import describe, difference, typed_refusal
 from rulvar_conformance._seq_edges import (
     float_and_huge_seqs,
     non_number_seqs,
@@ -79,7 +79,7 @@ def _big_text() -> str:
 def _same(observed: Any, expected: Any, what: str) -> None:
     require(
         stable_stringify(observed) == stable_stringify(expected),
-        f"{what}: expected {shown(expected)}, observed {shown(observed)}",
+        f"{what}: {difference(expected, observed)}",
     )
 
 
