@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from functools import partial
 from typing import Any, Final
 
+from rulvar_conformance._exact_edges import exact_text, run_ids_exact
 from rulvar_conformance._filter_edges import list_refs_exact, run_filters
 from rulvar_conformance._kit import (
     ConformanceCheck,
@@ -49,7 +50,7 @@ __all__ = ["LONG_JOURNAL", "MANY_RUNS", "data_edges_conformance"]
 LONG_JOURNAL: Final = 5_000
 """Entries of the long journal: past any page of 1 000, 2 000 or 4 096 rows."""
 
-MANY_RUNS: Final = 1_500
+MANY_RUNS: Final = 1_100
 """Metas and blob refs of the long listings: past a page of 1 000."""
 
 BIG_TEXT_CHARS: Final = 1 << 20
@@ -313,6 +314,13 @@ def _null_meta_fields(locations: LocationFactory) -> None:
 # -- listings, refs, twin ------------------------------------------------------------
 
 
+def _with_handles(
+    locations: LocationFactory, body: Callable[[OpenedStore, OpenedStore], None]
+) -> None:
+    with _handles(locations) as (writer, reader):
+        body(writer, reader)
+
+
 def _filters(locations: LocationFactory) -> None:
     with _handles(locations) as (writer, _reader):
         run_filters(writer.journal)
@@ -347,7 +355,7 @@ def data_edges_conformance(locations: LocationFactory) -> ConformanceSuite:
          ("D5", "X7", "J6", "J4"), partial(_seq_check, locations, non_number_seqs)),
         ("data-float-and-huge-seq", "float and beyond-64-bit seqs compare exactly",
          ("D5", "J6", "J4"), partial(_seq_check, locations, float_and_huge_seqs)),
-        ("data-long-listings", "5 000 entries, 1 500 metas and refs, all returned in order",
+        ("data-long-listings", "5 000 entries, 1 100 metas and refs, all returned in order",
          ("J2", "J3", "M4", "T4"), partial(_long_listings, locations)),
         ("data-big-payloads", "MiB entries, metas and blobs round-trip byte for byte",
          ("J4", "D1", "D6", "T1"), partial(_big_payloads, locations)),
@@ -355,6 +363,11 @@ def data_edges_conformance(locations: LocationFactory) -> ConformanceSuite:
          ("D2", "X7", "J1"), partial(_non_json, locations)),
         ("data-snapshots", "mutating what was written or read changes nothing stored",
          ("D3", "X7", "D1"), partial(_snapshots, locations)),
+        ("data-exact-text", "keys, their order and number types come back as written",
+         ("D4", "J4", "D6", "D1"), partial(_with_handles, locations, exact_text)),
+        ("data-run-ids-exact",
+         "reads and deletes reach exactly their run id, never prefixes or wildcards",
+         ("M6", "T5", "J5", "M5"), partial(_with_handles, locations, run_ids_exact)),
         ("data-null-meta-fields", "null meta fields round-trip as null",
          ("D6", "M3"), partial(_null_meta_fields, locations)),
         ("data-run-filter-fields", "every RunFilter field and combination follows D7",

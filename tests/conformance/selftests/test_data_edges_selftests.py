@@ -196,6 +196,66 @@ class LikeRefs(Handle):
     twin_class = LikeRefsTwin
 
 
+class SortedKeysJournal(Handle):
+    """Entries are normalized on the way in (sorted keys, as a jsonb column would)."""
+
+    def append(
+        self, run_id: str, entry: JournalEntry, lease: Lease | None = None
+    ) -> None:
+        text = json.dumps(entry, sort_keys=True, separators=(",", ":"), allow_nan=False)
+        _leased_insert(self, run_id, text, finite_seq(entry), lease)
+
+
+class FloatNumbersMeta(Handle):
+    """Meta numbers pass through float (a JS-style number column): big ints drift."""
+
+    def put_meta(self, meta: RunMeta, lease: Lease | None = None) -> None:
+        def floats(value: Any) -> Any:
+            if isinstance(value, dict):
+                return {k: floats(v) for k, v in value.items()}
+            if isinstance(value, list):
+                return [floats(v) for v in value]
+            if isinstance(value, int) and not isinstance(value, bool):
+                return int(float(value))
+            return value
+
+        self.inner.put_meta(floats(meta), lease)
+
+
+class PrefixDelete(Handle):
+    """delete removes every run whose id starts with the given one (LIKE 'id%')."""
+
+    def delete(self, run_id: str, lease: Lease | None = None) -> None:
+        with self.domain.lock:
+            for run in [r for r in self.domain.entries if r.startswith(run_id)]:
+                self.inner.delete(
+                    run, None if lease is None or run != run_id else lease
+                )
+            self.inner.delete(run_id, lease)
+
+
+class CascadingDelete(Handle):
+    """delete also removes the run's blobs (T5: only delete_run cascades)."""
+
+    def delete(self, run_id: str, lease: Lease | None = None) -> None:
+        with self.domain.lock:
+            self.inner.delete(run_id, lease)
+            for ref in [r for r in self.domain.blobs if r.startswith(run_id + "/")]:
+                del self.domain.blobs[ref]
+
+
+class LikeLoad(Handle):
+    """load matches the run id with LIKE, unescaped: 'd_x' also reads 'dyx'."""
+
+    def load(self, run_id: str) -> list[JournalEntry]:
+        pattern = "".join(
+            "." if c == "_" else ".*" if c == "%" else re.escape(c) for c in run_id
+        )
+        with self.domain.lock:
+            runs = sorted(r for r in self.domain.entries if re.fullmatch(pattern, r))
+        return [e for run in runs for e in self.inner.load(run)]
+
+
 class FreshTwinEachCall(Handle):
     """transcripts() builds a new twin on every call (T7)."""
 
@@ -218,6 +278,11 @@ BROKEN: Final[tuple[tuple[type[Handle], str], ...]] = (
     (PrefixRefs, "data-list-refs-exact"),
     (LikeRefs, "data-list-refs-exact"),
     (FreshTwinEachCall, "data-transcripts-twin"),
+    (SortedKeysJournal, "data-exact-text"),
+    (FloatNumbersMeta, "data-exact-text"),
+    (PrefixDelete, "data-run-ids-exact"),
+    (CascadingDelete, "data-run-ids-exact"),
+    (LikeLoad, "data-run-ids-exact"),
 )
 
 SELF_TESTED: Final = frozenset(check_id for _, check_id in BROKEN)
