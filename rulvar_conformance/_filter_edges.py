@@ -75,6 +75,8 @@ FILTERS: Final[tuple[RunFilter | None, ...]] = (
     RunFilter(status="running", name="wf-a", tags=["t1", "t2"]),
     RunFilter(statuses=[], name="wf-a"),
     RunFilter(statuses=[], tags=["t1"]),
+    RunFilter(statuses=("suspended", "exhausted"), tags=("t2",)),
+    RunFilter(status="error", statuses=(), name="wf_a", tags=()),
 )
 
 
