@@ -38,6 +38,7 @@ from rulvar_conformance._seq_edges import (
 from rulvar_conformance._site import at_fresh_location
 from rulvar_store import (
     JournalEntry,
+    JournalOrderViolation,
     OpenedStore,
     RunMeta,
     read_run_meta,
@@ -105,6 +106,14 @@ def _long_listings(locations: LocationFactory) -> None:
         for item in entries:
             journal.append("long", item)
         journal.append("long-sibling", {"seq": 0, "key": "sibling"})
+        for stale_seq in (LONG_JOURNAL - 1, LONG_JOURNAL // 2, 1_500):
+            late = attempt(lambda: journal.append("long", {"seq": stale_seq}))  # noqa: B023
+            require(
+                isinstance(late.error, JournalOrderViolation),
+                f"append of seq {stale_seq} to a {LONG_JOURNAL}-entry journal whose tail "
+                f"is {LONG_JOURNAL - 1}: expected JournalOrderViolation (the guard "
+                f"sees every stored seq, J6), observed {describe(late.error)}",
+            )
         for source in (writer, reader):
             loaded = source.journal.load("long")
             require(

@@ -81,6 +81,24 @@ class PagedLoad(Handle):
         return self.inner.load(run_id)[:1000]
 
 
+class PagedSeqGuard(Handle):
+    """The seq guard reads the stored seqs one page deep (the first 1 000 rows)."""
+
+    def append(
+        self, run_id: str, entry: JournalEntry, lease: Lease | None = None
+    ) -> None:
+        check_run_match(lease, run_id, "append")
+        text, seq = dump_record(entry), finite_seq(entry)
+        with self.domain.lock:
+            if lease is not None:
+                self.fence(lease)
+            journal = self.domain.entries.setdefault(run_id, [])
+            page = journal[:1000]
+            if seq is not None and any(s is not None and s >= seq for _, s in page):
+                self.insert(run_id, text, seq)  # raises JournalOrderViolation
+            journal.append((text, seq))
+
+
 class PagedListRuns(Handle):
     """list_runs returns the first page of 1 000 metas only."""
 
@@ -269,6 +287,7 @@ BROKEN: Final[tuple[tuple[type[Handle], str], ...]] = (
     (IntCoercedSeq, "data-float-and-huge-seq"),
     (PagedLoad, "data-long-listings"),
     (PagedListRuns, "data-long-listings"),
+    (PagedSeqGuard, "data-long-listings"),
     (TruncatingBlobs, "data-big-payloads"),
     (LenientJson, "data-non-json-persists-nothing"),
     (AliasingBlobs, "data-snapshots"),
