@@ -11,6 +11,7 @@ names no status at all) must be exact.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any, Final
 
 from rulvar_conformance._kit import attempt, require
@@ -179,7 +180,7 @@ never listed."""
 def _store_family(transcripts: TranscriptStore, refs: Sequence[str]) -> bool:
     """Put every ref; ``False`` if the store refuses the names (typed, T8)."""
     for index, ref in enumerate(refs):
-        outcome = attempt(lambda: transcripts.put(ref, ref.encode()))  # noqa: B023
+        outcome = attempt(partial(transcripts.put, ref, ref.encode()))
         if isinstance(outcome.error, ContractError) and index == 0:
             return False  # names this store refuses (file stores: T8, T9)
         require(

@@ -107,7 +107,7 @@ def _long_listings(locations: LocationFactory) -> None:
             journal.append("long", item)
         journal.append("long-sibling", {"seq": 0, "key": "sibling"})
         for stale_seq in (LONG_JOURNAL - 1, LONG_JOURNAL // 2, 1_500):
-            late = attempt(lambda: journal.append("long", {"seq": stale_seq}))  # noqa: B023
+            late = attempt(partial(journal.append, "long", {"seq": stale_seq}))
             require(
                 isinstance(late.error, JournalOrderViolation),
                 f"append of seq {stale_seq} to a {LONG_JOURNAL}-entry journal whose tail "
@@ -205,14 +205,14 @@ def _non_json(locations: LocationFactory) -> None:
         journal.put_meta(meta)
         for label, make in NON_JSON:
             bad_entry = {"seq": 1, "value": {"payload": make()}}
-            outcome = attempt(lambda: journal.append("nonjson", bad_entry))  # noqa: B023
+            outcome = attempt(partial(journal.append, "nonjson", bad_entry))
             require(
                 typed_refusal(outcome.error),
                 f"append of an entry holding {label}: expected TypeError, ValueError "
                 f"or ContractError (D2), observed {describe(outcome.error)}",
             )
             bad_meta = {**meta, "status": "ok", "extra": make()}
-            refused = attempt(lambda: journal.put_meta(bad_meta))  # noqa: B023
+            refused = attempt(partial(journal.put_meta, bad_meta))
             require(
                 typed_refusal(refused.error),
                 f"put_meta of a meta holding {label}: expected TypeError, ValueError "

@@ -83,11 +83,11 @@ def _expiry_boundary(locations: LocationFactory) -> None:
                 "(expires_at > now: the lease is live)",
             )  # fmt: skip
             expect_ok(
-                lambda: store.append(run, conf_entry(0), lease),  # noqa: B023
+                partial(store.append, run, conf_entry(0), lease),
                 f"ttl {ttl}: the holder's append at acquired + ttl - 1 ms (still live)",
             )
             clock.set(start + ttl)
-            late = attempt(lambda: store.append(run, conf_entry(1), lease))  # noqa: B023
+            late = attempt(partial(store.append, run, conf_entry(1), lease))
             expect_lease_held(
                 late,
                 f"ttl {ttl}: the holder's append at exactly acquired + ttl "
@@ -114,7 +114,7 @@ def _renew_from_now(locations: LocationFactory) -> None:
             run, start = f"renew-{renew_at}", clock()
             lease = store.acquire(run, "holder")
             clock.set(start + renew_at)
-            expect_ok(lambda: store.renew(lease), f"renew at acquired + {renew_at} ms")  # noqa: B023
+            expect_ok(partial(store.renew, lease), f"renew at acquired + {renew_at} ms")
             expires = start + renew_at + ttl
             clock.set(start + ttl)
             _blocked(
@@ -129,7 +129,7 @@ def _renew_from_now(locations: LocationFactory) -> None:
                 f"ttl {ttl}: the lease lives until +{renew_at + ttl} ms)",
             )  # fmt: skip
             expect_ok(
-                lambda: store.append(run, conf_entry(0), lease),  # noqa: B023
+                partial(store.append, run, conf_entry(0), lease),
                 "the holder's append with its renewed lease (renew keeps the epoch)",
             )
             clock.set(expires)
@@ -249,7 +249,7 @@ def _delete_removes_lease(locations: LocationFactory) -> None:
                 f"observed {taker.epoch} (the counter survives delete, L5)",
             )
             expect_lease_held(
-                attempt(lambda: store.append(run, conf_entry(0), held)),  # noqa: B023
+                attempt(partial(store.append, run, conf_entry(0), held)),
                 f"the deleted incarnation's append after a {variant} delete",
             )
             loaded = store.load(run)

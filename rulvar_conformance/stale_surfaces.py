@@ -228,7 +228,7 @@ def _lease_before_seq(locations: LocationFactory) -> None:
                 )
                 before = snapshot(stage.other, run)
                 outcome = attempt(
-                    lambda: writer.append(run, conf_entry(seq), staged.stale)  # noqa: B023
+                    partial(writer.append, run, conf_entry(seq), staged.stale)
                 )
                 require(
                     not isinstance(outcome.error, JournalOrderViolation),
