@@ -174,6 +174,13 @@ def _big_payloads(locations: LocationFactory) -> None:
             f"a meta with a {len(text)}-character field: expected it byte for byte, "
             f"observed {'None' if got is None else len(str(got.get('note', '')))} chars",
         )
+        listed = [m for m in reader.journal.list_runs() if m.get("runId") == "big"]
+        require(
+            stable_stringify(listed) == stable_stringify([meta]),
+            f"list_runs() of a meta with a {len(text)}-character field: expected it "
+            f"byte for byte, observed {len(listed)} metas "
+            f"({[len(str(m.get('note', ''))) for m in listed]} chars)",
+        )
         back = reader.transcripts.get("big/blob")
         require(
             back == blob,

@@ -93,6 +93,15 @@ def _expiry_boundary(locations: LocationFactory) -> None:
                 f"ttl {ttl}: the holder's append at exactly acquired + ttl "
                 "(expires_at == now is expired)",
             )
+            for what, call in (
+                ("renew", partial(store.renew, lease)),
+                ("release", partial(store.release, lease)),
+            ):
+                expect_lease_held(
+                    attempt(call),
+                    f"ttl {ttl}: the holder's {what} at exactly acquired + ttl "
+                    "(expires_at == now is expired)",
+                )
             taker = _granted(
                 store, run, "challenger",
                 f"ttl {ttl}: a challenger's acquire at exactly acquired + ttl "
@@ -182,6 +191,15 @@ def _dead_holder_one_ttl(locations: LocationFactory) -> None:
         require(
             back.epoch > taker.epoch,
             f"expected the re-acquired epoch above {taker.epoch}, observed {back.epoch}",
+        )
+        clock.set(start + 3 * ttl)
+        again = _granted(
+            store, run, "dead-holder",
+            "the same owner's acquire of its own lease once it expired (L1)",
+        )  # fmt: skip
+        require(
+            again.epoch > back.epoch,
+            f"expected the re-acquired epoch above {back.epoch}, observed {again.epoch}",
         )
 
 

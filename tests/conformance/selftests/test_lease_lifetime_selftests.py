@@ -66,6 +66,32 @@ class InclusiveExpiryFence(Handle):
             self.insert(run_id, text, finite_seq(entry))
 
 
+class RenewAtExpiry(Handle):
+    """renew accepts a lease at exactly its expiry (``expires_at < now`` refused only)."""
+
+    def renew(self, lease: Lease) -> None:
+        with self.domain.lock:
+            row = self.row(lease.run_id)
+            if (
+                row is None
+                or row.expires_at < self.now()
+                or (row.owner, row.epoch) != (lease.owner, lease.epoch)
+            ):
+                raise _refuse(lease.run_id, row or _LeaseRow("", 0, 0))
+            row.expires_at = self.now() + self.lease_ttl_ms
+
+
+class OwnRowBlocksOwner(Handle):
+    """acquire refuses an owner whose own row is still there, even expired."""
+
+    def acquire(self, run_id: str, owner: str) -> Lease:
+        with self.domain.lock:
+            row = self.row(run_id)
+            if row is not None and row.owner == owner:
+                raise _refuse(run_id, row)
+            return self.inner.acquire(run_id, owner)
+
+
 class RenewWithDefaultTtl(Handle):
     """renew extends by the default ttl instead of the store's configured one."""
 
@@ -140,6 +166,8 @@ class DeleteKeepsLease(Handle):
 BROKEN: Final[tuple[tuple[type[Handle], str], ...]] = (
     (InclusiveExpiryAcquire, "lease-expiry-boundary"),
     (InclusiveExpiryFence, "lease-expiry-boundary"),
+    (RenewAtExpiry, "lease-expiry-boundary"),
+    (OwnRowBlocksOwner, "lease-dead-holder-blocks-one-ttl"),
     (RenewFromOldExpiry, "lease-renew-extends-from-now"),
     (RenewWithDefaultTtl, "lease-renew-extends-from-now"),
     (TakeoverKeepsExpiry, "lease-dead-holder-blocks-one-ttl"),
