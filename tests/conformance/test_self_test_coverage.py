@@ -118,7 +118,7 @@ def test_exemptions_are_original_checks_still_without_a_self_test() -> None:
     original = {
         check_id for check_id, suite in checks.items() if suite in ORIGINAL_SUITES
     }
-    assert len(original) == 27
+    assert len(original) >= 27  # the checks of CONTRACT 8.2-8.6
     assert sorted(ORIGINAL_CHECKS_WITHOUT_SELF_TEST - original) == []
     assert sorted(ORIGINAL_CHECKS_WITHOUT_SELF_TEST & set(self_tested())) == []
 
