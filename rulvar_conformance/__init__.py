@@ -25,6 +25,7 @@ from rulvar_conformance.certify import (
     suite_specs,
 )
 from rulvar_conformance.clauses import CLAUSES
+from rulvar_conformance.data_edges import data_edges_conformance
 from rulvar_conformance.fenced_transcripts import (
     FencedTranscriptsFixture,
     fenced_transcripts_conformance,
@@ -47,6 +48,8 @@ from rulvar_conformance.golden import (
 from rulvar_conformance.journal import journal_store_conformance
 from rulvar_conformance.kill_points import kill_point_conformance
 from rulvar_conformance.leasable import ExpiryPairing, leasable_store_conformance
+from rulvar_conformance.lease_lifetime import lease_lifetime_conformance
+from rulvar_conformance.stale_surfaces import stale_surfaces_conformance
 
 __all__ = [
     "CLAUSES",
@@ -69,6 +72,7 @@ __all__ = [
     "at_fresh_location",
     "certification_suites",
     "classify",
+    "data_edges_conformance",
     "fenced_transcripts_conformance",
     "fenced_writes_conformance",
     "fold_journal",
@@ -78,8 +82,10 @@ __all__ = [
     "journal_store_conformance",
     "kill_point_conformance",
     "leasable_store_conformance",
+    "lease_lifetime_conformance",
     "probe_capabilities",
     "pytest_params",
     "run_suites",
+    "stale_surfaces_conformance",
     "suite_specs",
 ]

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, NamedTuple, cast
 
 from rulvar_conformance._kit import CheckNotRun, ConformanceSuite
+from rulvar_conformance.data_edges import data_edges_conformance
 from rulvar_conformance.fenced_transcripts import (
     FencedTranscriptsFixture,
     fenced_transcripts_conformance,
@@ -24,6 +25,8 @@ from rulvar_conformance.fenced_transcripts import (
 from rulvar_conformance.fenced_writes import fenced_writes_conformance
 from rulvar_conformance.journal import journal_store_conformance
 from rulvar_conformance.leasable import ExpiryPairing, leasable_store_conformance
+from rulvar_conformance.lease_lifetime import lease_lifetime_conformance
+from rulvar_conformance.stale_surfaces import stale_surfaces_conformance
 from rulvar_store import (
     JournalStore,
     LeasableStore,
@@ -175,6 +178,27 @@ def suite_specs() -> tuple[SuiteSpec, ...]:
             "fenced_transcripts",
             True,
             "the fenced blob twin (8.6)",
+        ),
+        SuiteSpec(
+            "stale-surfaces",
+            lambda c: stale_surfaces_conformance(c.locations),
+            "leases",
+            True,
+            "a dead lease of every kind on every surface (L6, F2, F6, J7)",
+        ),
+        SuiteSpec(
+            "lease-lifetime",
+            lambda c: lease_lifetime_conformance(c.locations),
+            "leases",
+            True,
+            "expiry boundary, renew from now, ttl, delete frees (L1, L8, L9, M6)",
+        ),
+        SuiteSpec(
+            "data-edges",
+            lambda c: data_edges_conformance(c.locations),
+            None,
+            True,
+            "seq edges, paging, big payloads, snapshots, filters, refs (D2-D7, T4)",
         ),
         SuiteSpec(
             "kill-points",

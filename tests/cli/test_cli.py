@@ -46,7 +46,7 @@ def test_check_memory_passes_every_check() -> None:
     report = json.loads(result.stdout)
     assert report["failed"] == 0
     suites = {row["suite"] for row in report["results"]}
-    assert len(suites) == 4
+    assert {"journal", "leasable", "fenced-writes", "fenced-transcripts"} <= suites
     assert all(row["passed"] for row in report["results"])
 
 

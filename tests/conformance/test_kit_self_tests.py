@@ -189,6 +189,9 @@ CASES: list[tuple[str, Callable[[], ConformanceSuite], str]] = [
     ),
 ]
 
+SELF_TESTED = frozenset(check_id for _, _, check_id in CASES)
+"""Check ids proven against a broken store here (read by test_self_test_coverage)."""
+
 
 @pytest.mark.clause("C4")
 @pytest.mark.parametrize(

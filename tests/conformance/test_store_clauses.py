@@ -10,7 +10,7 @@ from functools import partial
 
 import pytest
 
-from rulvar_conformance import Certification, certification_suites
+from rulvar_conformance import Certification, certification_suites, run_suites
 from rulvar_conformance._kit import run_concurrently
 from rulvar_store import (
     JournalOrderViolation,
@@ -196,8 +196,10 @@ def test_certified_checks_each_open_a_fresh_store_and_close_it() -> None:
     suites = certification_suites(
         Certification(locations_from_factory(fresh), capabilities)
     )
-    for suite in suites:
-        suite.run()
-    assert len(opened) >= sum(len(suite.checks) for suite in suites)
+    results = run_suites(suites)
+    assert [r.check_id for r in results if r.status == "failed"] == []
+    # A check needing what a plain factory lacks (a clock, a second handle) stops
+    # as not run, possibly before it opens anything.
+    assert len(opened) >= sum(1 for r in results if r.status == "passed")
     assert len({id(store) for store in opened}) == len(opened)
     assert sorted(map(id, closed)) == sorted(map(id, opened))

@@ -45,6 +45,15 @@ def broken(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     sys.modules.pop("broken_stores", None)
 
 
+# For the C4 meta-test (tests/conformance/test_self_test_coverage.py).
+SELF_TESTED = frozenset(
+    {
+        "kp-store-put-meta-after-commit",
+        "kp-store-append-after-commit",
+        "kp-store-delete-after-commit",
+    }
+)
+
 CASES = [
     ("two-transaction-meta", "kp-store-put-meta-after-commit", "M2"),
     ("payload-after-seq", "kp-store-append-after-commit", "J1"),
