@@ -16,6 +16,7 @@ import click
 
 from rulvar_store._cli._common import EXIT_FAILED, EXIT_USAGE
 from rulvar_store._cli.check import check_command
+from rulvar_store._cli.soak import soak_command
 from rulvar_store._cli.stores import stores_command
 from rulvar_store.errors import RulvarError
 
@@ -30,6 +31,7 @@ def cli() -> None:
 
 cli.add_command(stores_command)
 cli.add_command(check_command)
+cli.add_command(soak_command)
 
 
 def main(argv: list[str] | None = None) -> None:
