@@ -55,18 +55,33 @@ def run_boot_storm(
         location = locations()
         try:
             if not location.processes:
-                raise ConfigError(f"location {location.name!r} cannot be opened in a child process")
+                raise ConfigError(
+                    f"location {location.name!r} cannot be opened in a child process"
+                )
             with tempfile.TemporaryDirectory(prefix="rulvar-boot-") as scratch:
                 folder = Path(scratch)
                 pickled = folder / "location.dill"
                 with pickled.open("wb") as handle:
-                    dill.dump(dataclasses.replace(location, cleanup=None), handle, recurse=True)
+                    dill.dump(
+                        dataclasses.replace(location, cleanup=None),
+                        handle,
+                        recurse=True,
+                    )
                 go = folder / "go"
                 children = [
                     subprocess.Popen(
-                        [sys.executable, "-m", "rulvar_conformance.soak.boot_storm",
-                         str(pickled), str(go), str(ttl_ms), os.pathsep.join(p for p in sys.path if p)],
-                        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                        [
+                            sys.executable,
+                            "-m",
+                            "rulvar_conformance.soak.boot_storm",
+                            str(pickled),
+                            str(go),
+                            str(ttl_ms),
+                            os.pathsep.join(p for p in sys.path if p),
+                        ],
+                        stdin=subprocess.DEVNULL,
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE,
                     )
                     for _ in range(processes)
                 ]
@@ -75,22 +90,33 @@ def run_boot_storm(
                 go.touch()
                 for index, child in enumerate(children):
                     try:
-                        _, err = child.communicate(timeout=max(0.1, deadline - time.monotonic()))
+                        _, err = child.communicate(
+                            timeout=max(0.1, deadline - time.monotonic())
+                        )
                     except subprocess.TimeoutExpired:
                         child.kill()
                         _, err = child.communicate()
-                        result.failures.append(f"round {number + 1} child {index}: no exit within {timeout_s:g} s")
+                        result.failures.append(
+                            f"round {number + 1} child {index}: no exit within {timeout_s:g} s"
+                        )
                         continue
                     if child.returncode != 0:
                         text = err.decode(errors="replace").strip()[-2000:]
-                        result.failures.append(f"round {number + 1} child {index}: exit {child.returncode}: {text}")
+                        result.failures.append(
+                            f"round {number + 1} child {index}: exit {child.returncode}: {text}"
+                        )
                 result.round_ms.append((time.monotonic() - started) * 1000.0)
         finally:
             location.remove()
     return result
 
 
-def _wait_ready(children: list[subprocess.Popen[bytes]], folder: Path, processes: int, deadline: float) -> None:
+def _wait_ready(
+    children: list[subprocess.Popen[bytes]],
+    folder: Path,
+    processes: int,
+    deadline: float,
+) -> None:
     """Wait until every child has imported and unpickled (or died); bounded."""
     limit = min(deadline, time.monotonic() + START_WAIT_S)
     while time.monotonic() < limit:

@@ -4,10 +4,22 @@ from __future__ import annotations
 
 import json
 import os
+import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Final
 
-__all__ = ["CONFIG_ENV", "DEFAULT_SOAK_RUNS", "SoakWriterConfig", "owner_of"]
+from rulvar_store import StoreBusyError
+
+__all__ = [
+    "CONFIG_ENV",
+    "DEFAULT_SOAK_RUNS",
+    "SoakHooks",
+    "SoakWriterConfig",
+    "SoakWriterError",
+    "default_retryable",
+    "owner_of",
+]
 
 CONFIG_ENV: Final = "RULVAR_SOAK_CONFIG"
 DEFAULT_SOAK_RUNS: Final = ("soak-run-0", "soak-run-1", "soak-run-2")
@@ -64,3 +76,25 @@ class SoakWriterConfig:
         raw["runs"] = tuple(raw["runs"])
         raw["sys_path"] = tuple(raw["sys_path"])
         return cls(**raw)
+
+
+class SoakWriterError(RuntimeError):
+    """A store call failed in a way the protocol does not allow."""
+
+
+def default_retryable(exc: BaseException) -> bool:
+    """Backend contention the writer retries: the typed busy error (S2)."""
+    return isinstance(exc, StoreBusyError)
+
+
+def _sleep_ms(ms: float) -> None:
+    time.sleep(ms / 1000.0)
+
+
+@dataclass
+class SoakHooks:
+    """What the writer asks of its host: when to stop, what to retry, how to sleep."""
+
+    stop: Callable[[], bool]
+    retryable: Callable[[BaseException], bool] = default_retryable
+    sleep_ms: Callable[[float], None] = _sleep_ms

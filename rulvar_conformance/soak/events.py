@@ -30,6 +30,7 @@ __all__ = [
     "ListSink",
     "monotonic_ns",
     "read_events",
+    "unfinished_ids",
 ]
 
 Event = dict[str, Any]
@@ -86,7 +87,9 @@ class ListSink:
         self.events.append(event)
 
 
-def read_events(path: str | os.PathLike[str], start: int = 0) -> tuple[list[Event], int]:
+def read_events(
+    path: str | os.PathLike[str], start: int = 0
+) -> tuple[list[Event], int]:
     """Parse complete lines of ``path`` from byte ``start``; return them and the next offset.
 
     A last line without its newline (a writer killed mid-write, or one still
@@ -117,7 +120,6 @@ def unfinished_ids(events: Iterable[Event]) -> dict[str, Event]:
     for event in events:
         if event.get("t") == "invoke":
             open_calls[event["id"]] = event
-        elif event.get("t") in COMPLETIONS and "id" in event:
-            if event["t"] != "unknown":
-                open_calls.pop(event["id"], None)
+        elif event.get("t") in COMPLETIONS and event.get("t") != "unknown":
+            open_calls.pop(event.get("id", ""), None)
     return open_calls

@@ -36,11 +36,19 @@ class SoakProfile:
             self,
             name=name,
             seconds=self.seconds * factor,
-            chaos=replace(self.chaos, pauses=self.chaos.pauses * factor, kills=self.chaos.kills * factor),
+            chaos=replace(
+                self.chaos,
+                pauses=self.chaos.pauses * factor,
+                kills=self.chaos.kills * factor,
+            ),
             quorum=replace(
-                q, takeovers=q.takeovers * factor, stale_probes=q.stale_probes * factor,
-                pauses=q.pauses * factor, kills=q.kills * factor,
-                holder_deletes=q.holder_deletes * factor, victims=q.victims * factor,
+                q,
+                takeovers=q.takeovers * factor,
+                stale_probes=q.stale_probes * factor,
+                pauses=q.pauses * factor,
+                kills=q.kills * factor,
+                holder_deletes=q.holder_deletes * factor,
+                victims=q.victims * factor,
             ),
         )
 
@@ -56,7 +64,9 @@ QUICK: Final = SoakProfile(
     ttl_ms=250,
     runs=_runs(3),
     chaos=ChaosPlan(pauses=5, kills=5, interval_ms=1800),
-    quorum=SoakQuorum(takeovers=50, stale_probes=2_000, holder_deletes=3, pauses=5, kills=5),
+    quorum=SoakQuorum(
+        takeovers=50, stale_probes=2_000, holder_deletes=3, pauses=5, kills=5
+    ),
 )
 CI: Final = SoakProfile(
     name="ci",
@@ -65,8 +75,14 @@ CI: Final = SoakProfile(
     ttl_ms=250,
     runs=_runs(4),
     chaos=ChaosPlan(pauses=30, kills=30, interval_ms=1200),
-    quorum=SoakQuorum(takeovers=300, stale_probes=10_000, holder_deletes=20, victims=20,
-                      pauses=30, kills=30),
+    quorum=SoakQuorum(
+        takeovers=300,
+        stale_probes=10_000,
+        holder_deletes=20,
+        victims=20,
+        pauses=30,
+        kills=30,
+    ),
 )
 NIGHTLY: Final = CI.scaled(10, "nightly")
 
@@ -82,4 +98,6 @@ def profile_named(name: str) -> SoakProfile:
     try:
         return PROFILES[name]
     except KeyError:
-        raise KeyError(f"no soak profile {name!r}; choose one of {', '.join(PROFILES)}") from None
+        raise KeyError(
+            f"no soak profile {name!r}; choose one of {', '.join(PROFILES)}"
+        ) from None

@@ -20,7 +20,9 @@ if TYPE_CHECKING:
 
 __all__ = ["INSTALL_HINT", "plot_tenures", "summary_of", "write_report"]
 
-INSTALL_HINT: Final = "pip install 'rulvar-stores[report]'  (or: pip install 'matplotlib>=3.8')"
+INSTALL_HINT: Final = (
+    "pip install 'rulvar-stores[report]'  (or: pip install 'matplotlib>=3.8')"
+)
 _END_OF_TENURE: Final = frozenset({"released", "fence-kick", "stale-reject", "stall"})
 
 
@@ -36,8 +38,11 @@ def summary_of(result: SoakResult) -> dict[str, Any]:
         "storm_ms": round(result.storm_ms, 1),
         "journal_entries": result.journal_entries,
         "activity": dict(sorted(result.activity.items())),
-        "unknown_outcomes": {"count": len(result.unknown), "resolved": dict(resolved),
-                             "calls": result.unknown},
+        "unknown_outcomes": {
+            "count": len(result.unknown),
+            "resolved": dict(resolved),
+            "calls": result.unknown,
+        },
         "health": result.health,
     }
 
@@ -54,7 +59,9 @@ def write_report(result: SoakResult, folder: Path) -> dict[str, Any]:
         summary["picture"] = "tenures.png"
     except ImportError:
         summary["picture"] = f"not drawn: matplotlib is missing; {INSTALL_HINT}"
-    (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    (folder / "summary.json").write_text(
+        json.dumps(summary, indent=2) + "\n", encoding="utf-8"
+    )
     return summary
 
 
@@ -66,14 +73,23 @@ def _tenures(events: list[Event]) -> list[dict[str, Any]]:
         key = (int(event.get("w", -1)), int(event.get("inc", 0)))
         kind = event.get("t")
         if kind == "grant":
-            open_bars[key] = {"w": key[0], "run": event["run"], "epoch": event["epoch"],
-                              "from": event["ns"], "to": None, "stall": None}
+            open_bars[key] = {
+                "w": key[0],
+                "run": event["run"],
+                "epoch": event["epoch"],
+                "from": event["ns"],
+                "to": None,
+                "stall": None,
+            }
             bars.append(open_bars[key])
         elif key in open_bars and kind in _END_OF_TENURE:
             bar = open_bars.pop(key)
             bar["to"] = event["ns"]
             if kind == "stall":
-                bar["stall"] = (event["ns"], event["ns"] + int(event.get("ms", 0)) * 1_000_000)
+                bar["stall"] = (
+                    event["ns"],
+                    event["ns"] + int(event.get("ms", 0)) * 1_000_000,
+                )
         elif key in open_bars and kind == "accept" and event.get("surface") == "delete":
             open_bars.pop(key)["to"] = event["ns"]
     last = max((int(e.get("ns", 0)) for e in events), default=0)
@@ -113,12 +129,21 @@ def plot_tenures(events: list[Event], chaos: list[Event], path: Path) -> None:
     writers = sorted({int(e.get("w", 0)) for e in everything})
     fig, ax = plt.subplots(figsize=(14, 1.2 + 0.55 * len(writers)))
     for bar in bars:
-        ax.broken_barh([(sec(bar["from"]), max(sec(bar["to"]) - sec(bar["from"]), 0.002))],
-                       (bar["w"] - 0.3, 0.6), facecolors=colour[bar["run"]], alpha=0.85)
+        ax.broken_barh(
+            [(sec(bar["from"]), max(sec(bar["to"]) - sec(bar["from"]), 0.002))],
+            (bar["w"] - 0.3, 0.6),
+            facecolors=colour[bar["run"]],
+            alpha=0.85,
+        )
         if bar["stall"]:
             s0, s1 = bar["stall"]
-            ax.broken_barh([(sec(s0), sec(s1) - sec(s0))], (bar["w"] - 0.3, 0.6),
-                           facecolors="none", edgecolors=colour[bar["run"]], hatch="////")
+            ax.broken_barh(
+                [(sec(s0), sec(s1) - sec(s0))],
+                (bar["w"] - 0.3, 0.6),
+                facecolors="none",
+                edgecolors=colour[bar["run"]],
+                hatch="////",
+            )
     pause_open: dict[tuple[int, int], int] = {}
     for event in sorted(chaos, key=lambda e: e.get("ns", 0)):
         key = (int(event["w"]), int(event.get("inc", 0)))
@@ -126,11 +151,24 @@ def plot_tenures(events: list[Event], chaos: list[Event], path: Path) -> None:
             pause_open[key] = int(event["ns"])
         elif event["t"] == "resume" and key in pause_open:
             start = pause_open.pop(key)
-            ax.broken_barh([(sec(start), sec(int(event["ns"])) - sec(start))], (key[0] - 0.45, 0.9),
-                           facecolors="0.55", alpha=0.35)
+            ax.broken_barh(
+                [(sec(start), sec(int(event["ns"])) - sec(start))],
+                (key[0] - 0.45, 0.9),
+                facecolors="0.55",
+                alpha=0.35,
+            )
         elif event["t"] == "kill":
-            ax.plot(sec(int(event["ns"])), key[0], marker="X", color="red", markersize=9, zorder=5)
-    takeover_x, takeover_y, last_owner = [], [], {}
+            ax.plot(
+                sec(int(event["ns"])),
+                key[0],
+                marker="X",
+                color="red",
+                markersize=9,
+                zorder=5,
+            )
+    takeover_x: list[float] = []
+    takeover_y: list[float] = []
+    last_owner: dict[str, tuple[Any, Any]] = {}
     stale_x, stale_y = [], []
     for event in sorted(events, key=lambda e: e.get("ns", 0)):
         if event.get("t") == "grant":
@@ -143,7 +181,9 @@ def plot_tenures(events: list[Event], chaos: list[Event], path: Path) -> None:
             stale_x.append(sec(event["ns"]))
             stale_y.append(event["w"] - 0.38)
     ax.scatter(takeover_x, takeover_y, marker="v", s=14, color="black", zorder=4)
-    ax.scatter(stale_x, stale_y, marker="|", s=10, color="darkgreen", linewidths=0.5, zorder=3)
+    ax.scatter(
+        stale_x, stale_y, marker="|", s=10, color="darkgreen", linewidths=0.5, zorder=3
+    )
     ax.set_yticks(writers, [f"w{w}" for w in writers])
     ax.set_ylim(min(writers) - 0.7, max(writers) + 0.7)
     ax.invert_yaxis()
@@ -151,11 +191,32 @@ def plot_tenures(events: list[Event], chaos: list[Event], path: Path) -> None:
     ax.set_title("Lease tenures per writer (bar = holding a run's lease, colour = run)")
     handles: list[Any] = [Patch(facecolor=colour[run], label=run) for run in runs]
     handles += [
-        Patch(facecolor="white", edgecolor="black", hatch="////", label="stall past the ttl"),
+        Patch(
+            facecolor="white",
+            edgecolor="black",
+            hatch="////",
+            label="stall past the ttl",
+        ),
         Patch(facecolor="0.55", alpha=0.35, label="SIGSTOP pause"),
-        Line2D([], [], marker="X", color="red", linestyle="none", label="SIGKILL + respawn"),
-        Line2D([], [], marker="v", color="black", linestyle="none", label="takeover (grant)"),
-        Line2D([], [], marker="|", color="darkgreen", linestyle="none", label="stale write refused"),
+        Line2D(
+            [], [], marker="X", color="red", linestyle="none", label="SIGKILL + respawn"
+        ),
+        Line2D(
+            [],
+            [],
+            marker="v",
+            color="black",
+            linestyle="none",
+            label="takeover (grant)",
+        ),
+        Line2D(
+            [],
+            [],
+            marker="|",
+            color="darkgreen",
+            linestyle="none",
+            label="stale write refused",
+        ),
     ]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     ax.grid(axis="x", alpha=0.3)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields
+from itertools import pairwise
 from statistics import mean
 from typing import Any, Final
 
@@ -69,9 +70,14 @@ class ActivityTally:
             self._last_owner[event["run"]] = who
         elif kind == "accept":
             surface = event.get("surface")
-            key = {"marker": "appends", "append": "appends", "meta": "meta",
-                   "blob-put": "blob_puts", "blob-delete": "blob_deletes",
-                   "delete": "holder_deletes"}.get(str(surface))
+            key = {
+                "marker": "appends",
+                "append": "appends",
+                "meta": "meta",
+                "blob-put": "blob_puts",
+                "blob-delete": "blob_deletes",
+                "delete": "holder_deletes",
+            }.get(str(surface))
             if key:
                 counts[key] += 1
             counts["accepted"] += 1
@@ -85,8 +91,16 @@ class ActivityTally:
         elif kind == "busy":
             counts["busy_retries"] += 1
         elif kind in ("stall", "released", "fence-kick", "unknown", "error", "fatal"):
-            counts[{"stall": "stalls", "released": "releases", "fence-kick": "fence_kicks",
-                    "unknown": "unknown_logged", "error": "errors", "fatal": "fatals"}[kind]] += 1
+            counts[
+                {
+                    "stall": "stalls",
+                    "released": "releases",
+                    "fence-kick": "fence_kicks",
+                    "unknown": "unknown_logged",
+                    "error": "errors",
+                    "fatal": "fatals",
+                }[kind]
+            ] += 1
         elif kind == "pause":
             counts["pauses"] += 1
             if event.get("inside"):
@@ -120,14 +134,19 @@ def health_report(
             served[_writer_of(event)] += 1
         if event.get("t") == "busy":
             busy[_writer_of(event)] += 1
-        if event.get("t") in WRITE_SUCCESS and start_ns <= event.get("ns", 0) <= stop_ns:
+        if (
+            event.get("t") in WRITE_SUCCESS
+            and start_ns <= event.get("ns", 0) <= stop_ns
+        ):
             writes.append(int(event["ns"]))
     writes.append(stop_ns)
-    writers = sorted({_writer_of(e) for e in chaos if e.get("t") == "spawn"} | set(served))
+    writers = sorted(
+        {_writer_of(e) for e in chaos if e.get("t") == "spawn"} | set(served)
+    )
     per_writer = {str(w): served.get(w, 0) for w in writers}
     counts = list(per_writer.values()) or [0]
     gap_ms, gap_from, gap_to = 0.0, start_ns, start_ns
-    for before, after in zip(writes, writes[1:], strict=False):
+    for before, after in pairwise(writes):
         if (after - before) / 1e6 > gap_ms:
             gap_ms, gap_from, gap_to = (after - before) / 1e6, before, after
     return {
@@ -146,7 +165,9 @@ def _drought_cause(ordered: list[Event], chaos: list[Event], lo: int, hi: int) -
     """Name what overlapped the drought: a pause inside a call, a kill, stalls, load."""
     pauses = _pause_windows(chaos)
     overlapping = [p for p in pauses if p["from"] < hi and p["to"] > lo]
-    others_busy = sum(1 for e in ordered if e.get("t") == "busy" and lo <= e.get("ns", 0) <= hi)
+    others_busy = sum(
+        1 for e in ordered if e.get("t") == "busy" and lo <= e.get("ns", 0) <= hi
+    )
     inside = [p for p in overlapping if p.get("inside")]
     if inside:
         p = max(inside, key=lambda p: min(p["to"], hi) - max(p["from"], lo))
@@ -157,7 +178,11 @@ def _drought_cause(ordered: list[Event], chaos: list[Event], lo: int, hi: int) -
             else f"w{p['w']} was SIGSTOPped inside {p['inside']} for {(p['to'] - p['from']) / 1e6:.0f} ms"
         )
     kills = [c for c in chaos if c.get("t") == "kill" and lo <= c.get("ns", 0) <= hi]
-    stalls = [e for e in ordered if e.get("t") == "stall" and lo - 2_000_000_000 <= e.get("ns", 0) <= hi]
+    stalls = [
+        e
+        for e in ordered
+        if e.get("t") == "stall" and lo - 2_000_000_000 <= e.get("ns", 0) <= hi
+    ]
     parts = []
     if overlapping:
         parts.append(f"{len(overlapping)} writer(s) SIGSTOPped between calls")
@@ -179,16 +204,29 @@ def _pause_windows(chaos: list[Event]) -> list[dict[str, Any]]:
             open_pauses[key] = event
         elif event.get("t") == "resume" and key in open_pauses:
             start = open_pauses.pop(key)
-            windows.append({"w": key[0], "inc": key[1], "from": start["ns"], "to": event["ns"],
-                            "inside": start.get("inside")})
+            windows.append(
+                {
+                    "w": key[0],
+                    "inc": key[1],
+                    "from": start["ns"],
+                    "to": event["ns"],
+                    "inside": start.get("inside"),
+                }
+            )
     return windows
 
 
 def _resume_latencies(ordered: list[Event], chaos: list[Event]) -> dict[str, Any]:
     after: dict[tuple[int, int], list[int]] = defaultdict(list)
     for event in ordered:
-        if event.get("t") in COMPLETIONS or event.get("t") in ("busy", "stall", "victim"):
-            after[_writer_of(event), int(event.get("inc", 0))].append(int(event.get("ns", 0)))
+        if event.get("t") in COMPLETIONS or event.get("t") in (
+            "busy",
+            "stall",
+            "victim",
+        ):
+            after[_writer_of(event), int(event.get("inc", 0))].append(
+                int(event.get("ns", 0))
+            )
     latencies = []
     for window in _pause_windows(chaos):
         times = after.get((window["w"], window["inc"]), [])
@@ -197,8 +235,11 @@ def _resume_latencies(ordered: list[Event], chaos: list[Event]) -> dict[str, Any
             latencies.append((nxt - window["to"]) / 1e6)
     if not latencies:
         return {"count": 0}
-    return {"count": len(latencies), "mean": round(mean(latencies), 1),
-            "max": round(max(latencies), 1)}
+    return {
+        "count": len(latencies),
+        "mean": round(mean(latencies), 1),
+        "max": round(max(latencies), 1),
+    }
 
 
 def as_dict(quorum: SoakQuorum) -> dict[str, int]:

@@ -21,12 +21,17 @@ import math
 import os
 import random
 import sys
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from contextlib import suppress
+from dataclasses import dataclass
 from typing import Any, Final, Protocol, cast
 
-from rulvar_conformance.soak.config import OTHER_RUN, SoakWriterConfig
+from rulvar_conformance.soak import probes
+from rulvar_conformance.soak.config import (
+    SoakHooks,
+    SoakWriterConfig,
+    SoakWriterError,
+)
 from rulvar_conformance.soak.events import Event, EventSink, FileSink, monotonic_ns
 from rulvar_store import (
     JournalOrderViolation,
@@ -34,7 +39,6 @@ from rulvar_store import (
     Lease,
     LeaseHeldError,
     MetaLookupStore,
-    StoreBusyError,
     StoreUnavailableError,
     TranscriptStore,
 )
@@ -45,32 +49,12 @@ MAX_ROUNDS: Final = 500
 BLOB_SLOTS: Final = 4
 
 
-class SoakWriterError(RuntimeError):
-    """A store call failed in a way the protocol does not allow."""
-
-
-def default_retryable(exc: BaseException) -> bool:
-    """Backend contention the writer retries: the typed busy error (S2)."""
-    return isinstance(exc, StoreBusyError)
-
-
-@dataclass
-class SoakHooks:
-    """What the writer asks of its host."""
-
-    stop: Callable[[], bool]
-    retryable: Callable[[BaseException], bool] = default_retryable
-    sleep_ms: Callable[[float], None] = field(
-        default=lambda ms: time.sleep(ms / 1000.0)
-    )
-
-
 class _Store(LeasableStore, MetaLookupStore, Protocol):
     """The soak needs both protocols from one journal handle."""
 
 
 @dataclass
-class _Tenure:
+class Tenure:
     lease: Lease
     tail: float
     counter: int = 0
@@ -96,7 +80,9 @@ class SoakWriter:
         self.hooks = hooks
         self.owner = config.owner
         self.rng = random.Random(
-            config.seed * 1_000_003 + config.writer * 7_919 + config.incarnation * 104_729
+            config.seed * 1_000_003
+            + config.writer * 7_919
+            + config.incarnation * 104_729
         )
         self.calls = 0
         self.victims = 0
@@ -142,13 +128,17 @@ class SoakWriter:
                 self.hooks.sleep_ms(self.rng.uniform(1, 3))
             else:
                 return op_id, "ok"
-        self.emit("error", id=op_id, detail=f"{op}: still busy after {MAX_ROUNDS} rounds")
+        self.emit(
+            "error", id=op_id, detail=f"{op}: still busy after {MAX_ROUNDS} rounds"
+        )
         raise SoakWriterError(f"{op}: still busy after {MAX_ROUNDS} rounds")
 
-    def nonce(self, tenure: _Tenure) -> str:
+    def nonce(self, tenure: Tenure) -> str:
         return f"w{self.config.writer}.{self.config.incarnation}-e{tenure.lease.epoch}-c{tenure.counter}"
 
-    def accept(self, op_id: str, surface: str, tenure: _Tenure, nonce: str, **more: Any) -> None:
+    def accept(
+        self, op_id: str, surface: str, tenure: Tenure, nonce: str, **more: Any
+    ) -> None:
         lease = tenure.lease
         self.emit(
             "accept",
@@ -162,12 +152,18 @@ class SoakWriter:
         )
         tenure.counter += 1
 
-    def kicked(self, op_id: str, outcome: str, surface: str, tenure: _Tenure) -> None:
+    def kicked(self, op_id: str, outcome: str, surface: str, tenure: Tenure) -> None:
         """A live-tenure call did not succeed: record why and end the tenure."""
         lease = tenure.lease
         tenure.ended = True
         if outcome == "lease":
-            self.emit("fence-kick", id=op_id, surface=surface, run=lease.run_id, epoch=lease.epoch)
+            self.emit(
+                "fence-kick",
+                id=op_id,
+                surface=surface,
+                run=lease.run_id,
+                epoch=lease.epoch,
+            )
         elif outcome == "order":
             self.emit(
                 "error",
@@ -189,14 +185,16 @@ class SoakWriter:
             try:
                 return fn()
             except Exception as exc:
-                if not (self.hooks.retryable(exc) or isinstance(exc, StoreUnavailableError)):
+                if not (
+                    self.hooks.retryable(exc) or isinstance(exc, StoreUnavailableError)
+                ):
                     raise
                 self.hooks.sleep_ms(self.rng.uniform(1, 3))
         raise SoakWriterError(f"read still busy after {MAX_ROUNDS} rounds")
 
     # -- the tenure (S3) ---------------------------------------------------------
 
-    def acquire(self) -> _Tenure | None:
+    def acquire(self) -> Tenure | None:
         while not self.hooks.stop():
             run_id = self.rng.choice(self.config.runs)
             leases: list[Lease] = []
@@ -208,7 +206,7 @@ class SoakWriter:
             if outcome == "ok":
                 lease = leases[-1]
                 self.emit("grant", id=op_id, run=run_id, epoch=lease.epoch)
-                return _Tenure(lease, self.tail(run_id))
+                return Tenure(lease, self.tail(run_id))
             self.emit("held", id=op_id, run=run_id)
             self.hooks.sleep_ms(self.rng.uniform(3, 14))
         return None
@@ -225,15 +223,24 @@ class SoakWriter:
         self.finish(tenure)
         return True
 
-    def append(self, tenure: _Tenure, surface: str) -> None:
+    def append(self, tenure: Tenure, surface: str) -> None:
         nonce = self.nonce(tenure)
         seq = tenure.tail + 1
-        entry = {"seq": seq, "kind": "step", "status": "ok",
-                 "value": {"soak": {"nonce": nonce, "epoch": tenure.lease.epoch}}}
+        entry = {
+            "seq": seq,
+            "kind": "step",
+            "status": "ok",
+            "value": {"soak": {"nonce": nonce, "epoch": tenure.lease.epoch}},
+        }
         lease = tenure.lease
         op_id, outcome = self.call(
-            "append", lambda: self.journal.append(lease.run_id, entry, lease),
-            run=lease.run_id, epoch=lease.epoch, nonce=nonce, seq=seq, counter=tenure.counter,
+            "append",
+            lambda: self.journal.append(lease.run_id, entry, lease),
+            run=lease.run_id,
+            epoch=lease.epoch,
+            nonce=nonce,
+            seq=seq,
+            counter=tenure.counter,
         )
         if outcome == "ok":
             tenure.tail = seq
@@ -241,10 +248,10 @@ class SoakWriter:
         else:
             self.kicked(op_id, outcome, surface, tenure)
 
-    def marker(self, tenure: _Tenure) -> None:
+    def marker(self, tenure: Tenure) -> None:
         self.append(tenure, "marker")
 
-    def operation(self, tenure: _Tenure) -> None:
+    def operation(self, tenure: Tenure) -> None:
         dice = self.rng.random()
         if dice < 0.28:
             self.append(tenure, "append")
@@ -255,101 +262,79 @@ class SoakWriter:
         elif dice < 0.69:
             self.blob_delete(tenure)
         elif dice < 0.78:
-            self.victim_cycle(tenure)
+            probes.victim_cycle(self, tenure)
         elif dice < 0.86:
             self.renew(tenure)
         elif dice < 0.95:
-            self.cross_run(tenure)
+            probes.cross_run(self, tenure)
         else:
             self.holder_delete(tenure)
 
-    def simple(self, tenure: _Tenure, surface: str, fn: Callable[[], object], **more: Any) -> None:
+    def simple(
+        self, tenure: Tenure, surface: str, fn: Callable[[], object], **more: Any
+    ) -> None:
         """A fenced mutation whose only failure mode is the fence (meta, blobs, delete)."""
         nonce = self.nonce(tenure)
         lease = tenure.lease
         op_id, outcome = self.call(
-            surface, fn, run=lease.run_id, epoch=lease.epoch, nonce=nonce,
-            counter=tenure.counter, **more,
+            surface,
+            fn,
+            run=lease.run_id,
+            epoch=lease.epoch,
+            nonce=nonce,
+            counter=tenure.counter,
+            **more,
         )
         if outcome == "ok":
             self.accept(op_id, surface, tenure, nonce, **more)
         else:
             self.kicked(op_id, outcome, surface, tenure)
 
-    def put_meta(self, tenure: _Tenure) -> None:
+    def put_meta(self, tenure: Tenure) -> None:
         lease = tenure.lease
-        meta = {"runId": lease.run_id, "status": "running", "updatedAt": f"e{lease.epoch}",
-                "soak": {"nonce": self.nonce(tenure)}}
+        meta = {
+            "runId": lease.run_id,
+            "status": "running",
+            "updatedAt": f"e{lease.epoch}",
+            "soak": {"nonce": self.nonce(tenure)},
+        }
         self.simple(tenure, "meta", lambda: self.journal.put_meta(meta, lease))
 
-    def blob_put(self, tenure: _Tenure) -> None:
+    def blob_put(self, tenure: Tenure) -> None:
         lease = tenure.lease
         ref = f"{lease.run_id}/blob-{self.rng.randrange(BLOB_SLOTS)}"
         data = json.dumps({"soak": {"nonce": self.nonce(tenure)}}).encode()
-        self.simple(tenure, "blob-put", lambda: self.blobs.put(ref, data, lease), ref=ref)
+        self.simple(
+            tenure, "blob-put", lambda: self.blobs.put(ref, data, lease), ref=ref
+        )
 
-    def blob_delete(self, tenure: _Tenure) -> None:
+    def blob_delete(self, tenure: Tenure) -> None:
         lease = tenure.lease
         ref = f"{lease.run_id}/blob-{self.rng.randrange(BLOB_SLOTS)}"
-        self.simple(tenure, "blob-delete", lambda: self.blobs.delete(ref, lease), ref=ref)
+        self.simple(
+            tenure, "blob-delete", lambda: self.blobs.delete(ref, lease), ref=ref
+        )
 
-    def holder_delete(self, tenure: _Tenure) -> None:
+    def holder_delete(self, tenure: Tenure) -> None:
         """Delete the run under the live lease; the lease row goes with it (M6)."""
         lease = tenure.lease
         self.simple(tenure, "delete", lambda: self.journal.delete(lease.run_id, lease))
         tenure.ended = True
 
-    def renew(self, tenure: _Tenure) -> None:
+    def renew(self, tenure: Tenure) -> None:
         lease = tenure.lease
-        op_id, outcome = self.call("renew", lambda: self.journal.renew(lease),
-                                   run=lease.run_id, epoch=lease.epoch)
+        op_id, outcome = self.call(
+            "renew",
+            lambda: self.journal.renew(lease),
+            run=lease.run_id,
+            epoch=lease.epoch,
+        )
         if outcome == "ok":
             self.emit("step", id=op_id, op="renew", run=lease.run_id, epoch=lease.epoch)
         else:
             self.kicked(op_id, outcome, "renew", tenure)
 
-    def cross_run(self, tenure: _Tenure) -> None:
-        """A LIVE lease must not write another run's blob (F2)."""
-        lease = tenure.lease
-        op_id, outcome = self.call(
-            "cross-run", lambda: self.blobs.put(f"{OTHER_RUN}/blob", b"cross", lease),
-            run=OTHER_RUN, epoch=lease.epoch, live=True,
-        )
-        fields = {"id": op_id, "surface": "cross-run-live", "run": lease.run_id, "epoch": lease.epoch}
-        if outcome == "lease":
-            self.emit("live-cross-reject", **fields)
-        elif outcome == "ok":
-            self.emit("stale-accept", **fields)
-        elif outcome == "order":
-            self.emit("error", id=op_id, detail="cross-run put raised JournalOrderViolation")
-        else:
-            tenure.ended = tenure.skip_sweep = True
-
-    def victim_cycle(self, tenure: _Tenure) -> None:
-        """S5: a side run end to end under its own lease; the victim must vanish."""
-        self.victims += 1
-        vid = f"victim-w{self.config.writer}.{self.config.incarnation}-e{tenure.lease.epoch}-{self.victims}"
-        held: list[Lease] = []
-        steps: list[tuple[str, Callable[[], object]]] = [
-            ("acquire", lambda: held.append(self.journal.acquire(vid, self.owner))),
-            ("append", lambda: self.journal.append(vid, {"seq": 1, "kind": "step"}, held[0])),
-            ("meta", lambda: self.journal.put_meta(
-                {"runId": vid, "status": "running", "updatedAt": "v"}, held[0])),
-            ("blob-put", lambda: self.blobs.put(f"{vid}/b", b"victim", held[0])),
-            ("blob-delete", lambda: self.blobs.delete(f"{vid}/b", held[0])),
-            ("delete", lambda: self.journal.delete(vid, held[0])),
-        ]
-        for name, fn in steps:
-            op_id, outcome = self.call(f"victim-{name}", fn, run=vid)
-            if outcome != "ok":
-                self.emit("step-failed", id=op_id, vid=vid, surface=name, outcome=outcome)
-                if outcome == "unknown":
-                    tenure.ended = tenure.skip_sweep = True
-                return
-            self.emit("step", id=op_id, op=f"victim-{name}", run=vid)
-        self.emit("victim", vid=vid)
-
-    def finish(self, tenure: _Tenure) -> None:
+    def finish(self, tenure: Tenure) -> None:
         lease = tenure.lease
         if tenure.skip_sweep:
             self.read(lambda: _quiet(lambda: self.journal.release(lease)))
@@ -360,59 +345,19 @@ class SoakWriter:
                 self.emit("stall", run=lease.run_id, epoch=lease.epoch, ms=stall_ms)
                 self.hooks.sleep_ms(stall_ms)
             else:
-                op_id, outcome = self.call("release", lambda: self.journal.release(lease),
-                                           run=lease.run_id, epoch=lease.epoch)
+                op_id, outcome = self.call(
+                    "release",
+                    lambda: self.journal.release(lease),
+                    run=lease.run_id,
+                    epoch=lease.epoch,
+                )
                 if outcome == "ok":
                     self.emit("released", id=op_id, run=lease.run_id, epoch=lease.epoch)
                 elif outcome == "unknown":
                     return
                 else:
                     self.kicked(op_id, outcome, "release", tenure)
-        self.sweep(lease)
-
-    # -- the stale sweep (S4) ------------------------------------------------------
-
-    def sweep(self, lease: Lease) -> None:
-        older = self.dead.setdefault(lease.run_id, [])
-        probes = [lease]
-        if older:
-            probes.append(self.rng.choice(older))
-        older.append(lease)
-        del older[:-8]
-        for dead in probes:
-            self.sweep_with(dead)
-
-    def sweep_with(self, lease: Lease) -> None:
-        run_id = lease.run_id
-        nonce = f"stale-w{self.config.writer}.{self.config.incarnation}-e{lease.epoch}-{self.calls}"
-
-        def stale_append() -> None:
-            seq = self.tail(run_id) + 1  # re-read: the seq guard must not mask the fence
-            self.journal.append(run_id, {"seq": seq, "value": {"soak": {"nonce": nonce}}}, lease)
-
-        meta = {"runId": run_id, "status": "cancelled", "updatedAt": "stale", "soak": {"nonce": nonce}}
-        probes: list[tuple[str, Callable[[], object]]] = [
-            ("append", stale_append),
-            ("meta", lambda: self.journal.put_meta(meta, lease)),
-            ("blob-put", lambda: self.blobs.put(f"{run_id}/blob-0", nonce.encode(), lease)),
-            ("blob-delete", lambda: self.blobs.delete(f"{run_id}/blob-0", lease)),
-            ("delete", lambda: self.journal.delete(run_id, lease)),
-            ("renew", lambda: self.journal.renew(lease)),
-            ("cross-run", lambda: self.blobs.put(f"{OTHER_RUN}/blob", nonce.encode(), lease)),
-            ("release", lambda: self.journal.release(lease)),
-        ]
-        for surface, fn in probes:
-            op_id, outcome = self.call(f"stale-{surface}", fn, run=run_id, epoch=lease.epoch,
-                                       nonce=nonce, stale=True)
-            fields = {"id": op_id, "surface": surface, "run": run_id, "epoch": lease.epoch}
-            if outcome == "lease":
-                self.emit("stale-reject", **fields)
-            elif outcome == "ok":
-                self.emit("stale-accept", nonce=nonce, **fields)
-            elif outcome == "order":
-                self.emit("error", id=op_id, detail=f"stale {surface}: JournalOrderViolation (the fence should reject first)")
-            else:
-                return
+        probes.sweep(self, lease)
 
     def run(self) -> None:
         self.emit("start", owner=self.owner, pid=os.getpid())
@@ -423,10 +368,8 @@ class SoakWriter:
 
 
 def _quiet(fn: Callable[[], object]) -> None:
-    try:
+    with suppress(LeaseHeldError):
         fn()
-    except LeaseHeldError:
-        pass
 
 
 def run_soak_writer(
@@ -461,8 +404,15 @@ def main() -> int:
     try:
         opened = location.open(config.ttl_ms)  # bare: concurrent boot is under test
     except BaseException as exc:
-        sink({"t": "fatal", "w": config.writer, "inc": config.incarnation,
-              "ns": monotonic_ns(), "detail": f"open: {exc!r}"[:1000]})
+        sink(
+            {
+                "t": "fatal",
+                "w": config.writer,
+                "inc": config.incarnation,
+                "ns": monotonic_ns(),
+                "detail": f"open: {exc!r}"[:1000],
+            }
+        )
         raise
     try:
         run_soak_writer(opened.journal, opened.transcripts, config, sink, hooks)

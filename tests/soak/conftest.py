@@ -31,7 +31,9 @@ def _in_ci() -> bool:
 
 def postgres_url() -> str:
     """The test server's URL; skip locally (fail under CI=true) without a reachable one."""
-    url = os.environ.get("RULVAR_TEST_POSTGRES_URL") or os.environ.get("RULVAR_POSTGRES_URL")
+    url = os.environ.get("RULVAR_TEST_POSTGRES_URL") or os.environ.get(
+        "RULVAR_POSTGRES_URL"
+    )
     reason = "no PostgreSQL server: set RULVAR_TEST_POSTGRES_URL"
     if url:
         import psycopg

@@ -25,7 +25,9 @@ class ExpiredLeaseAccepted(SqliteStore):
             (lease.run_id, lease.owner, lease.epoch),
         ).fetchall()
         if not rows:
-            raise LeaseHeldError("not the lease", lease.run_id, lease.owner, lease.epoch)
+            raise LeaseHeldError(
+                "not the lease", lease.run_id, lease.owner, lease.epoch
+            )
 
 
 class StaleReleaseDeletesSuccessor(SqliteStore):
@@ -54,7 +56,9 @@ class DefectiveOpener:
     path: str
     defect: str
 
-    def __call__(self, ttl_ms: int | None, now: Clock | None, fail_fast: bool) -> OpenedStore:
+    def __call__(
+        self, ttl_ms: int | None, now: Clock | None, fail_fast: bool
+    ) -> OpenedStore:
         store = _CLASSES[self.defect](self.path, ttl_ms=ttl_ms or 60_000, now=now)
         return OpenedStore(
             journal=store, transcripts=store.transcripts(), closers=(store.close,)

@@ -31,12 +31,27 @@ def entry(nonce: str, seq: int, epoch: int) -> dict[str, Any]:
     return {"seq": seq, "value": {"soak": {"nonce": nonce, "epoch": epoch}}}
 
 
-def marker(w: int, ns: int, epoch: int, nonce: str, seq: int, counter: int = 0) -> list[dict[str, Any]]:
+def marker(
+    w: int, ns: int, epoch: int, nonce: str, seq: int, counter: int = 0
+) -> list[dict[str, Any]]:
     op_id = f"w{w}.0-{ns}"
-    fields = {"run": RUN, "epoch": epoch, "nonce": nonce, "seq": seq, "counter": counter}
+    fields = {
+        "run": RUN,
+        "epoch": epoch,
+        "nonce": nonce,
+        "seq": seq,
+        "counter": counter,
+    }
     return [
         ev("invoke", w, ns, id=op_id, op="append", **fields),
-        ev("accept", w, ns + 1, id=op_id, surface="marker" if counter == 0 else "append", **fields),
+        ev(
+            "accept",
+            w,
+            ns + 1,
+            id=op_id,
+            surface="marker" if counter == 0 else "append",
+            **fields,
+        ),
     ]
 
 
@@ -119,15 +134,32 @@ def test_an_unknown_outcome_append_resolves_from_the_store(committed: bool) -> N
     """A killed writer's last append may or may not be in the journal; neither is a violation."""
     events = [
         *two_tenures()[:3],
-        ev("invoke", 0, 30, id="w0.0-9", op="append", run=RUN, epoch=1, nonce="n1b", seq=2, counter=1),
+        ev(
+            "invoke",
+            0,
+            30,
+            id="w0.0-9",
+            op="append",
+            run=RUN,
+            epoch=1,
+            nonce="n1b",
+            seq=2,
+            counter=1,
+        ),
     ]
-    stored = [entry("n1", 1, 1), entry("n1b", 2, 1)] if committed else [entry("n1", 1, 1)]
+    stored = (
+        [entry("n1", 1, 1), entry("n1b", 2, 1)] if committed else [entry("n1", 1, 1)]
+    )
     store = store_with(*stored)
     verdict = referee_history(store, store.transcripts(), events, RUNS)
     assert verdict.violations == []
     assert verdict.unknown == [
-        {"id": "w0.0-9", "op": "append", "run": RUN,
-         "resolved": "committed" if committed else "not committed"}
+        {
+            "id": "w0.0-9",
+            "op": "append",
+            "run": RUN,
+            "resolved": "committed" if committed else "not committed",
+        }
     ]
 
 
@@ -196,7 +228,9 @@ class UnfencedBlobs:
         return self.inner.list_refs(run_id)
 
 
-def storm_in_process(broken: bool, writers: int = 3, seconds: float = 0.6) -> tuple[MemoryStore, list[dict[str, Any]]]:
+def storm_in_process(
+    broken: bool, writers: int = 3, seconds: float = 0.6
+) -> tuple[MemoryStore, list[dict[str, Any]]]:
     """Writers in threads over one memory domain, ttl 20 ms, for ``seconds``."""
     base = MemoryStore(ttl_ms=20)
     deadline = time.monotonic() + seconds
@@ -206,8 +240,20 @@ def storm_in_process(broken: bool, writers: int = 3, seconds: float = 0.6) -> tu
         handle = MemoryStore.sharing(base)
         journal: Any = NoHolderCheck(handle) if broken else handle
         blobs: Any = UnfencedBlobs(handle) if broken else handle.transcripts()
-        config = SoakWriterConfig(writer=index, incarnation=0, seed=7, ttl_ms=20, runs=("soak-run-0", "soak-run-1"))
-        run_soak_writer(journal, blobs, config, sinks[index], SoakHooks(stop=lambda: time.monotonic() > deadline))
+        config = SoakWriterConfig(
+            writer=index,
+            incarnation=0,
+            seed=7,
+            ttl_ms=20,
+            runs=("soak-run-0", "soak-run-1"),
+        )
+        run_soak_writer(
+            journal,
+            blobs,
+            config,
+            sinks[index],
+            SoakHooks(stop=lambda: time.monotonic() > deadline),
+        )
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(writers)]
     for thread in threads:
@@ -225,14 +271,21 @@ def test_the_writer_over_an_honest_fake_gives_zero_violations() -> None:
     assert kinds.count("grant") >= 4
     assert kinds.count("stale-reject") >= 16
     assert "accept" in kinds
-    assert verify_soak_history(store, store.transcripts(), events, ("soak-run-0", "soak-run-1")) == []
+    assert (
+        verify_soak_history(
+            store, store.transcripts(), events, ("soak-run-0", "soak-run-1")
+        )
+        == []
+    )
 
 
 @pytest.mark.clause("C4")
 def test_the_writer_over_a_fake_without_holder_check_reports_stale_accept() -> None:
     """A store that ignores leases lets the stale sweep through: STALE ACCEPT."""
     store, events = storm_in_process(broken=True, writers=2, seconds=0.3)
-    violations = verify_soak_history(store, store.transcripts(), events, ("soak-run-0", "soak-run-1"))
+    violations = verify_soak_history(
+        store, store.transcripts(), events, ("soak-run-0", "soak-run-1")
+    )
     assert any(v.startswith("STALE ACCEPT") for v in violations)
 
 
@@ -247,10 +300,29 @@ def test_tampering_with_an_honest_history_is_caught() -> None:
     victim = next(e for e in foreign if e["t"] == "accept")
     victim["w"] = 98
     newest = max(grants, key=lambda e: (e["run"] == runs[0], e["epoch"]))
-    forged = {"t": "accept", "w": newest["w"], "inc": 0, "ns": newest["ns"] + 1, "id": "forged",
-              "surface": "append", "run": newest["run"], "epoch": newest["epoch"],
-              "counter": 10_000, "nonce": "never-stored", "seq": 10_000}
+    forged = {
+        "t": "accept",
+        "w": newest["w"],
+        "inc": 0,
+        "ns": newest["ns"] + 1,
+        "id": "forged",
+        "surface": "append",
+        "run": newest["run"],
+        "epoch": newest["epoch"],
+        "counter": 10_000,
+        "nonce": "never-stored",
+        "seq": 10_000,
+    }
     lost = [*events, forged]
-    assert any(v.startswith("DOUBLE GRANT") for v in verify_soak_history(store, store.transcripts(), doubled, runs))
-    assert any("ANOTHER WRITER'S EPOCH" in v for v in verify_soak_history(store, store.transcripts(), foreign, runs))
-    assert any(v.startswith("LOST WRITE") for v in verify_soak_history(store, store.transcripts(), lost, runs))
+    assert any(
+        v.startswith("DOUBLE GRANT")
+        for v in verify_soak_history(store, store.transcripts(), doubled, runs)
+    )
+    assert any(
+        "ANOTHER WRITER'S EPOCH" in v
+        for v in verify_soak_history(store, store.transcripts(), foreign, runs)
+    )
+    assert any(
+        v.startswith("LOST WRITE")
+        for v in verify_soak_history(store, store.transcripts(), lost, runs)
+    )

@@ -15,7 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from rulvar_conformance.soak import ChaosPlan, SoakFailure, SoakQuorum, run_multi_process_soak
+from rulvar_conformance.soak import (
+    ChaosPlan,
+    SoakFailure,
+    SoakQuorum,
+    run_multi_process_soak,
+)
 from rulvar_conformance.soak.profiles import profile_named
 from rulvar_store import ConfigError, LocationFactory, StoreLocation
 from rulvar_store._locations import locations_from_factory
@@ -36,9 +41,23 @@ def test_rulvar_soak_quick_on_sqlite_passes_and_writes_a_report(tmp_path: Path) 
     """Honest SQLite under the quick profile: exit 0, quorum met, summary, logs and picture."""
     report = tmp_path / "report"
     done = subprocess.run(
-        [sys.executable, "-m", "rulvar_store", "soak", f"sqlite:///{tmp_path / 'runs.db'}",
-         "--profile", "quick", "--report", str(report), "--json", str(tmp_path / "summary.json")],
-        capture_output=True, text=True, timeout=300, check=False,
+        [
+            sys.executable,
+            "-m",
+            "rulvar_store",
+            "soak",
+            f"sqlite:///{tmp_path / 'runs.db'}",
+            "--profile",
+            "quick",
+            "--report",
+            str(report),
+            "--json",
+            str(tmp_path / "summary.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "no violations" in done.stdout
@@ -46,19 +65,31 @@ def test_rulvar_soak_quick_on_sqlite_passes_and_writes_a_report(tmp_path: Path) 
     assert summary["violations"] == []
     _quorum_met(summary["activity"], profile_named("quick").quorum)
     assert (report / "tenures.png").stat().st_size > 10_000
-    assert len(list((report / "logs").glob("*.jsonl"))) == summary["activity"]["processes"]
-    assert not (tmp_path / "runs.db").exists(), "the soak must never touch the URL's own file"
+    assert (
+        len(list((report / "logs").glob("*.jsonl"))) == summary["activity"]["processes"]
+    )
+    assert not (tmp_path / "runs.db").exists(), (
+        "the soak must never touch the URL's own file"
+    )
 
 
 @pytest.mark.postgres
 @pytest.mark.clause("S10")
-def test_quick_soak_on_postgres_has_no_violations(postgres_locations: LocationFactory) -> None:
+def test_quick_soak_on_postgres_has_no_violations(
+    postgres_locations: LocationFactory,
+) -> None:
     """Honest PostgreSQL under the quick profile: quorum met, zero violations."""
     profile = profile_named("quick")
     location = postgres_locations()
     result = run_multi_process_soak(
-        location, writers=profile.writers, seconds=profile.seconds, seed=profile.seed,
-        ttl_ms=profile.ttl_ms, runs=profile.runs, chaos=profile.chaos, quorum=profile.quorum,
+        location,
+        writers=profile.writers,
+        seconds=profile.seconds,
+        seed=profile.seed,
+        ttl_ms=profile.ttl_ms,
+        runs=profile.runs,
+        chaos=profile.chaos,
+        quorum=profile.quorum,
     )
     assert result.violations == []
     _quorum_met(result.activity, profile.quorum)
@@ -67,13 +98,21 @@ def test_quick_soak_on_postgres_has_no_violations(postgres_locations: LocationFa
 
 @pytest.mark.clause("C4")
 @pytest.mark.parametrize("defect", DEFECTS)
-def test_a_soak_over_a_seeded_defect_reports_violations(tmp_path: Path, defect: str) -> None:
+def test_a_soak_over_a_seeded_defect_reports_violations(
+    tmp_path: Path, defect: str
+) -> None:
     """Real writer processes over a SQLite store with one fencing defect: SoakFailure, STALE ACCEPT."""
     path = str(tmp_path / "defect.db")
-    location = StoreLocation(name=f"{path} ({defect})", opener=DefectiveOpener(path, defect))
+    location = StoreLocation(
+        name=f"{path} ({defect})", opener=DefectiveOpener(path, defect)
+    )
     with pytest.raises(SoakFailure) as caught:
         run_multi_process_soak(
-            location, writers=3, seconds=60, seed=2, ttl_ms=200,
+            location,
+            writers=3,
+            seconds=60,
+            seed=2,
+            ttl_ms=200,
             chaos=ChaosPlan(pauses=1, kills=1, interval_ms=1000),
             quorum=SoakQuorum(pauses=1, kills=1),
         )

@@ -1,0 +1,201 @@
+"""The soak's processes: spawning writers, reading their logs, pausing and killing them.
+
+``Storm`` owns the live writer processes of one soak. Chaos comes from outside:
+SIGSTOP (held for a random share of the ttl, then SIGCONT) and SIGKILL followed
+by a respawn with the next incarnation, which logs under a new owner. Each
+action is recorded with the monotonic clock and, read from the victim's frozen
+log tail, the store call it landed in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from rulvar_conformance.soak.config import CONFIG_ENV, SoakWriterConfig
+from rulvar_conformance.soak.events import (
+    Event,
+    monotonic_ns,
+    read_events,
+    unfinished_ids,
+)
+from rulvar_conformance.soak.tally import ActivityTally
+
+__all__ = ["ChaosPlan", "Storm", "WriterProcess", "chaos_step", "tail_of"]
+
+STDERR_CHARS: Final = 2000
+
+
+@dataclass(frozen=True)
+class ChaosPlan:
+    """Faults the referee injects from outside the writers, bounded in count.
+
+    Pauses last ``pause_ttls`` (a range, in lease ttls) so some end before the
+    lease expires and some long after; actions are ``interval_ms`` apart on average.
+    """
+
+    pauses: int = 0
+    kills: int = 0
+    interval_ms: int = 1000
+    pause_ttls: tuple[float, float] = (0.3, 4.0)
+
+
+@dataclass
+class WriterProcess:
+    index: int
+    incarnation: int
+    process: subprocess.Popen[bytes]
+    log: Path
+    stderr: Path
+    offset: int = 0
+    events: list[Event] = field(default_factory=list)
+    paused_until: float | None = None
+    killed: bool = False
+
+
+class Storm:
+    """The live state of one soak: processes, records, chaos, counts."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        location_path: Path,
+        base: SoakWriterConfig,
+        rng: random.Random,
+    ) -> None:
+        self.workdir, self.location_path, self.base, self.rng = (
+            workdir,
+            location_path,
+            base,
+            rng,
+        )
+        self.stop_path = workdir / "soak-stop"
+        self.logs = workdir / "logs"
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.writers: dict[int, WriterProcess] = {}
+        self.retired: list[WriterProcess] = []
+        self.chaos: list[Event] = []
+        self.tally = ActivityTally()
+        self.violations: list[str] = []
+
+    def record(self, kind: str, writer: WriterProcess, **more: Any) -> None:
+        event = {
+            "t": kind,
+            "w": writer.index,
+            "inc": writer.incarnation,
+            "ns": monotonic_ns(),
+            "pid": writer.process.pid,
+            **more,
+        }
+        self.chaos.append(event)
+        self.tally.add(event)
+
+    def spawn(self, index: int, incarnation: int) -> None:
+        name = f"w{index}.{incarnation}"
+        config = dataclasses.replace(
+            self.base,
+            writer=index,
+            incarnation=incarnation,
+            report_path=str(self.logs / f"{name}.jsonl"),
+            stop_path=str(self.stop_path),
+            location_path=str(self.location_path),
+        )
+        stderr = self.logs / f"{name}.stderr"
+        with stderr.open("wb") as err:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "rulvar_conformance.soak.writer"],
+                env={**os.environ, CONFIG_ENV: config.to_env()},
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+            )
+        writer = WriterProcess(
+            index, incarnation, process, Path(config.report_path), stderr
+        )
+        self.writers[index] = writer
+        self.record("spawn", writer)
+
+    def drain(self, writer: WriterProcess) -> None:
+        events, writer.offset = read_events(writer.log, writer.offset)
+        writer.events.extend(events)
+        for event in events:
+            self.tally.add(event)
+
+    def inside(self, writer: WriterProcess) -> str | None:
+        """The call a stopped or dead writer was in, from its frozen log tail."""
+        self.drain(writer)
+        open_calls = unfinished_ids(writer.events[-3:])
+        return next((str(call.get("op")) for call in open_calls.values()), None)
+
+    def pause(self, writer: WriterProcess, ttl_ms: int, plan: ChaosPlan) -> None:
+        low, high = plan.pause_ttls
+        hold_s = self.rng.uniform(low, high) * ttl_ms / 1000.0
+        writer.process.send_signal(signal.SIGSTOP)
+        writer.paused_until = time.monotonic() + hold_s
+        self.record(
+            "pause", writer, inside=self.inside(writer), hold_ms=round(hold_s * 1000)
+        )
+
+    def resume(self, writer: WriterProcess) -> None:
+        writer.process.send_signal(signal.SIGCONT)
+        writer.paused_until = None
+        self.record("resume", writer)
+
+    def kill(self, writer: WriterProcess) -> None:
+        writer.process.send_signal(signal.SIGKILL)
+        writer.process.wait()
+        writer.killed = True
+        self.record("kill", writer, inside=self.inside(writer))
+        self.retired.append(writer)
+        self.spawn(writer.index, writer.incarnation + 1)
+
+    def all_writers(self) -> list[WriterProcess]:
+        return [*self.retired, *self.writers.values()]
+
+    def exited_early(self) -> None:
+        for writer in list(self.writers.values()):
+            code = writer.process.poll()
+            if code is not None and not self.stop_path.exists():
+                self.drain(writer)
+                self.violations.append(
+                    f"WRITER EXITED: w{writer.index}.{writer.incarnation} exited {code} during the storm: "
+                    f"{tail_of(writer.stderr)}"
+                )
+                del self.writers[writer.index]
+                self.retired.append(writer)
+
+
+def tail_of(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")[-STDERR_CHARS:].strip() or "(no stderr)"
+    except FileNotFoundError:
+        return "(no stderr)"
+
+
+def chaos_step(
+    storm: Storm, plan: ChaosPlan, done: dict[str, int], ttl_ms: int
+) -> None:
+    left = [
+        kind for kind in ("pause", "kill") if done[kind] < getattr(plan, kind + "s")
+    ]
+    running = [w for w in storm.writers.values() if w.paused_until is None]
+    paused = len(storm.writers) - len(running)
+    if not left or not running:
+        return
+    kind = storm.rng.choice(left)
+    if kind == "pause" and paused >= max(1, len(storm.writers) // 2):
+        return
+    target = storm.rng.choice(running)
+    if kind == "pause":
+        storm.pause(target, ttl_ms, plan)
+    else:
+        storm.kill(target)
+    done[kind] += 1
