@@ -46,13 +46,23 @@ from rulvar_conformance.golden import (
 )
 from rulvar_conformance.journal import journal_store_conformance
 from rulvar_conformance.leasable import ExpiryPairing, leasable_store_conformance
+from rulvar_conformance.soak.referee import verify_soak_history
+from rulvar_conformance.soak.runner import (
+    ChaosPlan,
+    SoakFailure,
+    SoakResult,
+    run_multi_process_soak,
+)
+from rulvar_conformance.soak.tally import DEFAULT_SOAK_QUORUM, SoakQuorum
 
 __all__ = [
     "CLAUSES",
+    "DEFAULT_SOAK_QUORUM",
     "GOLDEN_FOLD_JOURNAL",
     "GOLDEN_FOLD_STATE_JSON",
     "GOLDEN_FOLD_STATE_SHA256",
     "Certification",
+    "ChaosPlan",
     "CheckNotRun",
     "CheckResult",
     "Classification",
@@ -64,6 +74,9 @@ __all__ = [
     "ManualClock",
     "ResolutionFold",
     "Site",
+    "SoakFailure",
+    "SoakQuorum",
+    "SoakResult",
     "SuiteSpec",
     "at_fresh_location",
     "certification_suites",
@@ -78,6 +91,8 @@ __all__ = [
     "leasable_store_conformance",
     "probe_capabilities",
     "pytest_params",
+    "run_multi_process_soak",
     "run_suites",
     "suite_specs",
+    "verify_soak_history",
 ]

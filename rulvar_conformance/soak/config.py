@@ -27,6 +27,17 @@ OTHER_RUN: Final = "soak-other"
 """A run no writer ever leases: every write to it under a soak lease must bounce (F2)."""
 
 
+AIM_HOLD_S: Final = 0.05
+"""How long an aimed writer holds its announced transaction open for the SIGSTOP."""
+
+
+def aim_path_of(config: SoakWriterConfig) -> str:
+    """The file that asks writer ``config.writer`` to announce its next transaction."""
+    return os.path.join(
+        os.path.dirname(config.stop_path) or ".", f"aim-w{config.writer}"
+    )
+
+
 def owner_of(writer: int, incarnation: int) -> str:
     """The lease owner of one writer incarnation; a respawn never reuses one (S1)."""
     return f"soak-w{writer}.{incarnation}"

@@ -103,7 +103,7 @@ def referee_history(
                     "id": op_id,
                     "op": call.get("op"),
                     "run": call.get("run"),
-                    "resolved": "no durable trace to resolve (checked by the fence checks)",
+                    "resolved": _untraceable(str(call.get("op"))),
                 }
             )
     return verdict
@@ -233,3 +233,14 @@ def _serial_ops(
                 f"({before.op_id}, {after.op_id})"
             )
     return ops
+
+
+def _untraceable(op: str) -> str:
+    """How an unknown call without a soak-run slot is settled."""
+    if op == "acquire":
+        return "maybe granted, never used (epochs stay unique: checked)"
+    if op in ("stale-append", "stale-meta", "stale-blob-put"):
+        return "no trace in the final state (a stale nonce there is a violation)"
+    if op.startswith("victim-"):
+        return "victim left unfinished (only completed victims are checked)"
+    return "leaves no durable trace (lease rows are not compared)"

@@ -65,12 +65,18 @@ def write_report(result: SoakResult, folder: Path) -> dict[str, Any]:
     return summary
 
 
-def _tenures(events: list[Event]) -> list[dict[str, Any]]:
-    """One bar per grant: from the grant to the holder's first end-of-tenure record."""
+def _tenures(records: list[Event]) -> list[dict[str, Any]]:
+    """One bar per grant: from the grant to the holder's first end-of-tenure record.
+
+    A tenure its holder never ended (killed, or stopped) ends at the incarnation's
+    last record, which for a killed one is the runner's ``kill``.
+    """
     bars: list[dict[str, Any]] = []
     open_bars: dict[tuple[int, int], dict[str, Any]] = {}
-    for event in sorted(events, key=lambda e: e.get("ns", 0)):
+    last_seen: dict[tuple[int, int], int] = {}
+    for event in sorted(records, key=lambda e: e.get("ns", 0)):
         key = (int(event.get("w", -1)), int(event.get("inc", 0)))
+        last_seen[key] = int(event.get("ns", 0))
         kind = event.get("t")
         if kind == "grant":
             open_bars[key] = {
@@ -92,10 +98,8 @@ def _tenures(events: list[Event]) -> list[dict[str, Any]]:
                 )
         elif key in open_bars and kind == "accept" and event.get("surface") == "delete":
             open_bars.pop(key)["to"] = event["ns"]
-    last = max((int(e.get("ns", 0)) for e in events), default=0)
-    for bar in bars:
-        if bar["to"] is None:
-            bar["to"] = last
+    for key, bar in open_bars.items():
+        bar["to"] = last_seen[key]
     return bars
 
 
@@ -122,7 +126,7 @@ def plot_tenures(events: list[Event], chaos: list[Event], path: Path) -> None:
     def sec(ns: int) -> float:
         return (ns - origin) / 1e9
 
-    bars = _tenures(events)
+    bars = _tenures(everything)
     runs = sorted({bar["run"] for bar in bars})
     palette = plt.get_cmap("tab10")
     colour = {run: palette(i % 10) for i, run in enumerate(runs)}

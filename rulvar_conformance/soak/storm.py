@@ -32,6 +32,31 @@ from rulvar_conformance.soak.tally import ActivityTally
 __all__ = ["ChaosPlan", "Storm", "WriterProcess", "chaos_step", "tail_of"]
 
 STDERR_CHARS: Final = 2000
+AIM_S: Final = 1.0
+"""How long an aimed pause watches its target's log for an open write transaction."""
+
+
+def _wait_for_transaction(log: Path, limit_s: float) -> None:
+    """Spin until the log's last line is the writer's in-transaction record, or the limit.
+
+    The writer holds an announced transaction open for ``AIM_HOLD_S``; polling
+    every millisecond catches it.
+    """
+    deadline = time.monotonic() + limit_s
+    try:
+        fd = os.open(log, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        while time.monotonic() < deadline:
+            size = os.fstat(fd).st_size
+            tail = os.pread(fd, 160, max(0, size - 160))
+            last = tail.rstrip(b"\n").rsplit(b"\n", 1)[-1]
+            if b'"t":"txn"' in last:
+                return
+            time.sleep(0.001)
+    finally:
+        os.close(fd)
 
 
 @dataclass(frozen=True)
@@ -46,6 +71,7 @@ class ChaosPlan:
     kills: int = 0
     interval_ms: int = 1000
     pause_ttls: tuple[float, float] = (0.3, 4.0)
+    aim_at_transactions: float = 0.5
 
 
 @dataclass
@@ -129,19 +155,39 @@ class Storm:
         for event in events:
             self.tally.add(event)
 
-    def inside(self, writer: WriterProcess) -> str | None:
-        """The call a stopped or dead writer was in, from its frozen log tail."""
+    def inside(self, writer: WriterProcess) -> tuple[str | None, bool]:
+        """The call a stopped or dead writer was in, and whether inside its write
+        transaction (its frozen log ends with the ``txn`` record written there)."""
         self.drain(writer)
-        open_calls = unfinished_ids(writer.events[-3:])
-        return next((str(call.get("op")) for call in open_calls.values()), None)
+        tail = writer.events[-3:]
+        if tail and tail[-1].get("t") == "txn":
+            return str(tail[-1].get("op")), True
+        open_calls = unfinished_ids(tail)
+        return next((str(call.get("op")) for call in open_calls.values()), None), False
 
-    def pause(self, writer: WriterProcess, ttl_ms: int, plan: ChaosPlan) -> None:
+    def pause(
+        self, writer: WriterProcess, ttl_ms: int, plan: ChaosPlan, *, aimed: bool
+    ) -> None:
+        """SIGSTOP ``writer`` for a random share of ttls; ``aimed``: inside a transaction."""
         low, high = plan.pause_ttls
         hold_s = self.rng.uniform(low, high) * ttl_ms / 1000.0
+        if aimed:
+            aim = self.workdir / f"aim-w{writer.index}"
+            aim.touch()
+            try:
+                _wait_for_transaction(writer.log, AIM_S)
+            finally:
+                aim.unlink()
         writer.process.send_signal(signal.SIGSTOP)
         writer.paused_until = time.monotonic() + hold_s
+        inside, txn = self.inside(writer)
         self.record(
-            "pause", writer, inside=self.inside(writer), hold_ms=round(hold_s * 1000)
+            "pause",
+            writer,
+            inside=inside,
+            txn=txn,
+            aimed=aimed,
+            hold_ms=round(hold_s * 1000),
         )
 
     def resume(self, writer: WriterProcess) -> None:
@@ -153,7 +199,8 @@ class Storm:
         writer.process.send_signal(signal.SIGKILL)
         writer.process.wait()
         writer.killed = True
-        self.record("kill", writer, inside=self.inside(writer))
+        inside, txn = self.inside(writer)
+        self.record("kill", writer, inside=inside, txn=txn)
         self.retired.append(writer)
         self.spawn(writer.index, writer.incarnation + 1)
 
@@ -193,9 +240,13 @@ def chaos_step(
     kind = storm.rng.choice(left)
     if kind == "pause" and paused >= max(1, len(storm.writers) // 2):
         return
-    target = storm.rng.choice(running)
     if kind == "pause":
-        storm.pause(target, ttl_ms, plan)
+        # Aimed pauses go to even writers: they mark their write transactions.
+        aimed = storm.rng.random() < plan.aim_at_transactions
+        marking = [w for w in running if w.index % 2 == 0]
+        target = storm.rng.choice(marking if aimed and marking else running)
+        storm.pause(target, ttl_ms, plan, aimed=aimed and bool(marking))
     else:
+        target = storm.rng.choice(running)
         storm.kill(target)
     done[kind] += 1

@@ -7,6 +7,7 @@ asserted: a loaded machine stretches them without anything being wrong.
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields
@@ -105,6 +106,8 @@ class ActivityTally:
             counts["pauses"] += 1
             if event.get("inside"):
                 counts["pauses_inside_call"] += 1
+            if event.get("txn"):
+                counts["pauses_in_transaction"] += 1
         elif kind == "kill":
             counts["kills"] += 1
             if event.get("inside"):
@@ -128,7 +131,7 @@ def health_report(
     ordered = sorted(events, key=lambda e: e.get("ns", 0))
     served: Counter[int] = Counter()
     busy: Counter[int] = Counter()
-    writes = [start_ns]
+    writes: list[int] = []
     for event in ordered:
         if event.get("t") == "accept":
             served[_writer_of(event)] += 1
@@ -139,17 +142,20 @@ def health_report(
             and start_ns <= event.get("ns", 0) <= stop_ns
         ):
             writes.append(int(event["ns"]))
-    writes.append(stop_ns)
+    # Droughts are measured once writing has begun; the boot is reported apart.
+    first_write_ms = (writes[0] - start_ns) / 1e6 if writes else None
+    writes = writes[:1] + writes[1:] + [stop_ns] if writes else [start_ns, stop_ns]
     writers = sorted(
         {_writer_of(e) for e in chaos if e.get("t") == "spawn"} | set(served)
     )
     per_writer = {str(w): served.get(w, 0) for w in writers}
     counts = list(per_writer.values()) or [0]
-    gap_ms, gap_from, gap_to = 0.0, start_ns, start_ns
+    gap_ms, gap_from, gap_to = 0.0, writes[0], writes[0]
     for before, after in pairwise(writes):
         if (after - before) / 1e6 > gap_ms:
             gap_ms, gap_from, gap_to = (after - before) / 1e6, before, after
     return {
+        "first_write_ms": None if first_write_ms is None else round(first_write_ms, 1),
         "accepted_per_writer": per_writer,
         "least_served": min(counts),
         "mean_served": round(mean(counts), 1),
@@ -158,6 +164,7 @@ def health_report(
         "longest_write_drought_ms": round(gap_ms, 1),
         "drought_cause": _drought_cause(ordered, chaos, gap_from, gap_to),
         "resume_to_next_outcome_ms": _resume_latencies(ordered, chaos),
+        "pauses_inside_a_call": _inside_pauses(ordered, chaos),
     }
 
 
@@ -181,7 +188,9 @@ def _drought_cause(ordered: list[Event], chaos: list[Event], lo: int, hi: int) -
     stalls = [
         e
         for e in ordered
-        if e.get("t") == "stall" and lo - 2_000_000_000 <= e.get("ns", 0) <= hi
+        if e.get("t") == "stall"
+        and e.get("ns", 0) <= hi
+        and e.get("ns", 0) + int(e.get("ms", 0)) * 1_000_000 >= lo
     ]
     parts = []
     if overlapping:
@@ -193,6 +202,37 @@ def _drought_cause(ordered: list[Event], chaos: list[Event], lo: int, hi: int) -
     if others_busy:
         parts.append(f"{others_busy} busy retries")
     return "; ".join(parts) or "no fault overlapped it (scheduling or machine load)"
+
+
+def _inside_pauses(ordered: list[Event], chaos: list[Event]) -> dict[str, Any]:
+    """Pauses that landed inside a store call, and whether everyone else stopped writing.
+
+    On SQLite a writer frozen inside its write transaction holds the file's write
+    lock: the others wait in the busy handler and nobody writes until SIGCONT.
+    """
+    writes = sorted(
+        (int(e.get("ns", 0)), _writer_of(e))
+        for e in ordered
+        if e.get("t") in WRITE_SUCCESS
+    )
+    times = [ns for ns, _ in writes]
+    rows = []
+    for window in _pause_windows(chaos):
+        if not window.get("inside"):
+            continue
+        lo = bisect.bisect_left(times, window["from"])
+        hi = bisect.bisect_right(times, window["to"])
+        others = sum(1 for _, w in writes[lo:hi] if w != window["w"])
+        started = any(w != window["w"] for _, w in writes[:lo])
+        rows.append((window, others if started else -1))
+    blocked = [(w["to"] - w["from"]) / 1e6 for w, others in rows if others == 0]
+    return {
+        "count": len(rows),
+        "before_others_wrote": sum(1 for _, others in rows if others < 0),
+        "blocked_everyone": len(blocked),
+        "longest_blocked_ms": round(max(blocked), 1) if blocked else 0.0,
+        "calls": sorted({str(w["inside"]) for w, _ in rows}),
+    }
 
 
 def _pause_windows(chaos: list[Event]) -> list[dict[str, Any]]:

@@ -21,6 +21,7 @@ import math
 import os
 import random
 import sys
+import time
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
@@ -28,9 +29,11 @@ from typing import Any, Final, Protocol, cast
 
 from rulvar_conformance.soak import probes
 from rulvar_conformance.soak.config import (
+    AIM_HOLD_S,
     SoakHooks,
     SoakWriterConfig,
     SoakWriterError,
+    aim_path_of,
 )
 from rulvar_conformance.soak.events import Event, EventSink, FileSink, monotonic_ns
 from rulvar_store import (
@@ -41,6 +44,7 @@ from rulvar_store import (
     MetaLookupStore,
     StoreUnavailableError,
     TranscriptStore,
+    set_failpoint_hook,
 )
 
 __all__ = ["SoakHooks", "SoakWriterError", "main", "run_soak_writer"]
@@ -388,6 +392,28 @@ def run_soak_writer(
         raise
 
 
+def _transaction_marker(
+    sink: EventSink, config: SoakWriterConfig
+) -> Callable[[str, str], None]:
+    aim_path = aim_path_of(config)
+
+    def mark(operation: str, point: str) -> None:
+        if point == "after-fence-check" and os.path.exists(aim_path):
+            sink(
+                {
+                    "t": "txn",
+                    "w": config.writer,
+                    "inc": config.incarnation,
+                    "ns": monotonic_ns(),
+                    "op": operation,
+                }
+            )
+            # Hold the transaction open briefly: the runner's SIGSTOP lands here.
+            time.sleep(AIM_HOLD_S)
+
+    return mark
+
+
 def main() -> int:
     """Entry point of one writer process: config from the environment, location by dill."""
     config = SoakWriterConfig.from_env()
@@ -401,6 +427,12 @@ def main() -> int:
     sink = FileSink(config.report_path)
     stop_path = config.stop_path
     hooks = SoakHooks(stop=lambda: os.path.exists(stop_path))
+    if config.writer % 2 == 0:
+        # Even writers can be asked (an aim file) to announce their next write
+        # transaction and hold it open briefly, so the runner's SIGSTOP lands inside
+        # it. (A PostgreSQL store with a failpoint hook runs its explicit-transaction
+        # path; odd writers keep the one-statement path.)
+        set_failpoint_hook(_transaction_marker(sink, config))
     try:
         opened = location.open(config.ttl_ms)  # bare: concurrent boot is under test
     except BaseException as exc:

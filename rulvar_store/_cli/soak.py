@@ -55,7 +55,8 @@ def _rows(
         ),
         (
             "SIGSTOP pauses",
-            f"{a.get('pauses', 0)} ({a.get('pauses_inside_call', 0)} inside a store call)",
+            f"{a.get('pauses', 0)} ({a.get('pauses_inside_call', 0)} inside a store call, "
+            f"{a.get('pauses_in_transaction', 0)} inside its write transaction)",
         ),
         (
             "SIGKILL + respawn",
@@ -85,6 +86,7 @@ def _rows(
             "longest write drought",
             f"{h.get('longest_write_drought_ms', 0):.0f} ms: {h.get('drought_cause', '')}",
         ),
+        ("pauses that froze every writer", _inside(h.get("pauses_inside_a_call", {}))),
         (
             "SIGCONT to next outcome",
             f"mean {resume.get('mean', '-')} ms, max {resume.get('max', '-')} ms",
@@ -93,6 +95,16 @@ def _rows(
         ("storm / wall time", f"{result.storm_ms / 1000:.1f} s / {wall_s:.1f} s"),
         ("violations", str(len(result.violations))),
     ]
+
+
+def _inside(row: dict[str, Any]) -> str:
+    """Pauses inside a call during which no other writer wrote anything."""
+    if not row.get("count"):
+        return "none of 0 pauses inside a call"
+    return (
+        f"{row['blocked_everyone']} of {row['count']} pauses inside a call "
+        f"(longest {row['longest_blocked_ms']:.0f} ms)"
+    )
 
 
 @click.command("soak")
