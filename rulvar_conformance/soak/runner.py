@@ -156,6 +156,9 @@ def run_multi_process_soak(
 
             write_report(result, workdir)
     finally:
+        # The pickled location may carry a URL with a password: never leave it.
+        (workdir / "location.dill").unlink(missing_ok=True)
+        (workdir / "soak-stop").unlink(missing_ok=True)
         if scratch is not None:
             scratch.cleanup()
     if result.violations and raise_on_violation:

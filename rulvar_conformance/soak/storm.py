@@ -65,13 +65,15 @@ class ChaosPlan:
 
     Pauses last ``pause_ttls`` (a range, in lease ttls) so some end before the
     lease expires and some long after; actions are ``interval_ms`` apart on average.
+    Every ``aim_every``-th pause (the first included) is aimed: it waits (up to a
+    second) for an even writer to announce a write transaction and lands inside it.
     """
 
     pauses: int = 0
     kills: int = 0
     interval_ms: int = 1000
     pause_ttls: tuple[float, float] = (0.3, 4.0)
-    aim_at_transactions: float = 0.5
+    aim_every: int = 2
 
 
 @dataclass
@@ -242,7 +244,7 @@ def chaos_step(
         return
     if kind == "pause":
         # Aimed pauses go to even writers: they mark their write transactions.
-        aimed = storm.rng.random() < plan.aim_at_transactions
+        aimed = done["pause"] % plan.aim_every == 0
         marking = [w for w in running if w.index % 2 == 0]
         target = storm.rng.choice(marking if aimed and marking else running)
         storm.pause(target, ttl_ms, plan, aimed=aimed and bool(marking))

@@ -211,7 +211,8 @@ class SoakWriter:
                 lease = leases[-1]
                 self.emit("grant", id=op_id, run=run_id, epoch=lease.epoch)
                 return Tenure(lease, self.tail(run_id))
-            self.emit("held", id=op_id, run=run_id)
+            if outcome != "unknown":  # an unknown acquire stays unresolved in the log
+                self.emit("held", id=op_id, run=run_id)
             self.hooks.sleep_ms(self.rng.uniform(3, 14))
         return None
 
