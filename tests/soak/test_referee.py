@@ -17,7 +17,7 @@ from rulvar_conformance.soak import (
     run_soak_writer,
     verify_soak_history,
 )
-from rulvar_store import Lease, MemoryStore
+from rulvar_store import Lease, MemoryStore, StoreBusyError
 
 RUN = "soak-run-0"
 RUNS = (RUN,)
@@ -326,3 +326,66 @@ def test_tampering_with_an_honest_history_is_caught() -> None:
         v.startswith("LOST WRITE")
         for v in verify_soak_history(store, store.transcripts(), lost, runs)
     )
+
+
+class BusyOnce:
+    """The honest store, except that the first append raises StoreBusyError."""
+
+    def __init__(self, inner: MemoryStore) -> None:
+        self.inner = inner
+        self.busy_left = 1
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def append(self, run_id: str, item: Any, lease: Lease | None = None) -> None:
+        if self.busy_left:
+            self.busy_left -= 1
+            raise StoreBusyError("busy", "append")
+        self.inner.append(run_id, item, lease)
+
+
+def one_writer(journal: Any, store: MemoryStore, tenures: int) -> list[dict[str, Any]]:
+    """One in-process writer for ``tenures`` grants, ttl 20 ms."""
+    sink = ListSink()
+    config = SoakWriterConfig(writer=0, incarnation=0, seed=3, ttl_ms=20, runs=RUNS)
+
+    def stop() -> bool:
+        return sum(1 for e in sink.events if e["t"] == "grant") >= tenures
+
+    run_soak_writer(journal, store.transcripts(), config, sink, SoakHooks(stop=stop))
+    return sink.events
+
+
+@pytest.mark.clause("S2")
+def test_a_busy_store_call_is_logged_and_retried() -> None:
+    """StoreBusyError is a busy record and a retry of the same call, which then lands."""
+    store = MemoryStore(ttl_ms=20)
+    events = one_writer(BusyOnce(store), store, tenures=1)
+    busy = [e for e in events if e["t"] == "busy"]
+    assert len(busy) == 1
+    assert any(e["t"] == "accept" and e["id"] == busy[0]["id"] for e in events)
+    assert verify_soak_history(store, store.transcripts(), events, RUNS) == []
+
+
+@pytest.mark.clause("S4")
+@pytest.mark.clause("S6")
+def test_every_tenure_ends_with_a_sweep_over_every_surface_and_the_writer_says_done() -> (
+    None
+):
+    """The dead lease is tried on all eight surfaces, each refused; the log ends with done."""
+    store = MemoryStore(ttl_ms=20)
+    events = one_writer(store, store, tenures=3)
+    surfaces = {e["surface"] for e in events if e["t"] == "stale-reject"}
+    assert surfaces == {
+        "append",
+        "meta",
+        "blob-put",
+        "blob-delete",
+        "delete",
+        "renew",
+        "cross-run",
+        "release",
+    }
+    assert events[-1]["t"] == "done"
+    assert events[0]["owner"] == "soak-w0.0"
