@@ -59,6 +59,8 @@ def write_report(result: SoakResult, folder: Path) -> dict[str, Any]:
         summary["picture"] = "tenures.png"
     except ImportError:
         summary["picture"] = f"not drawn: matplotlib is missing; {INSTALL_HINT}"
+    except Exception as exc:  # a picture must never cost the soak its verdict
+        summary["picture"] = f"not drawn: {exc!r}"
     (folder / "summary.json").write_text(
         json.dumps(summary, indent=2) + "\n", encoding="utf-8"
     )
@@ -79,6 +81,8 @@ def _tenures(records: list[Event]) -> list[dict[str, Any]]:
         last_seen[key] = int(event.get("ns", 0))
         kind = event.get("t")
         if kind == "grant":
+            if key in open_bars:  # a tenure that ended without a record of its own
+                open_bars.pop(key)["to"] = event["ns"]
             open_bars[key] = {
                 "w": key[0],
                 "run": event["run"],

@@ -36,6 +36,8 @@ def _quorum_met(activity: dict[str, int], quorum: SoakQuorum) -> None:
     assert activity["stale_probes"] == activity["stale_rejects"]
 
 
+@pytest.mark.clause("S7")
+@pytest.mark.clause("S8")
 @pytest.mark.clause("S10")
 def test_rulvar_soak_quick_on_sqlite_passes_and_writes_a_report(tmp_path: Path) -> None:
     """Honest SQLite under the quick profile: exit 0, quorum met, summary, logs and picture."""
@@ -74,6 +76,8 @@ def test_rulvar_soak_quick_on_sqlite_passes_and_writes_a_report(tmp_path: Path) 
 
 
 @pytest.mark.postgres
+@pytest.mark.clause("S7")
+@pytest.mark.clause("S8")
 @pytest.mark.clause("S10")
 def test_quick_soak_on_postgres_has_no_violations(
     postgres_locations: LocationFactory,
