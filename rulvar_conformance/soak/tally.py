@@ -267,16 +267,26 @@ def _resume_latencies(ordered: list[Event], chaos: list[Event]) -> dict[str, Any
             after[_writer_of(event), int(event.get("inc", 0))].append(
                 int(event.get("ns", 0))
             )
+    started = {
+        (_writer_of(e), int(e.get("inc", 0))): int(e.get("ns", 0))
+        for e in ordered
+        if e.get("t") == "start"
+    }
     latencies = []
+    booting = 0
     for window in _pause_windows(chaos):
-        times = after.get((window["w"], window["inc"]), [])
-        nxt = next((t for t in times if t >= window["to"]), None)
+        key = (window["w"], window["inc"])
+        if key not in started or started[key] > window["from"]:
+            booting += 1  # paused while importing and opening: not a store latency
+            continue
+        nxt = next((t for t in after.get(key, []) if t >= window["to"]), None)
         if nxt is not None:
             latencies.append((nxt - window["to"]) / 1e6)
     if not latencies:
-        return {"count": 0}
+        return {"count": 0, "paused_while_booting": booting}
     return {
         "count": len(latencies),
+        "paused_while_booting": booting,
         "mean": round(mean(latencies), 1),
         "max": round(max(latencies), 1),
     }

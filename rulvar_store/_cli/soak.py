@@ -89,7 +89,12 @@ def _rows(
         ("pauses that froze every writer", _inside(h.get("pauses_inside_a_call", {}))),
         (
             "SIGCONT to next outcome",
-            f"mean {resume.get('mean', '-')} ms, max {resume.get('max', '-')} ms",
+            f"mean {resume.get('mean', '-')} ms, max {resume.get('max', '-')} ms "
+            f"({resume.get('paused_while_booting', 0)} paused while booting, not counted)",
+        ),
+        (
+            "first write after the spawn",
+            f"{(h.get('first_write_ms') or 0) / 1000:.1f} s (boot)",
         ),
         ("journal entries at the end", str(result.journal_entries)),
         ("storm / wall time", f"{result.storm_ms / 1000:.1f} s / {wall_s:.1f} s"),
