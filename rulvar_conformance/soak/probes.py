@@ -1,15 +1,17 @@
-"""The writer's side probes: live cross-run writes, victim cycles and the stale sweep.
+"""The writer's calls on every surface besides the journal append (S3-S5).
 
-Each probe is a store call through ``SoakWriter.call`` that must end one way: a
-LIVE lease writing another run must bounce (F2); a victim run must go through its
-whole life and vanish (S5); every surface tried with a dead lease must raise
+Live-tenure writes (meta, blobs, the holder's run delete, renew) go through
+``SoakWriter.simple`` or ``call``. The probes must end one way: a LIVE lease
+writing another run must bounce (F2); a victim run must go through its whole life
+and vanish (S5); every surface tried with a dead lease must raise
 ``LeaseHeldError`` (S4). Anything else is logged for the referee.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from rulvar_conformance.soak.config import OTHER_RUN
 from rulvar_store import Lease
@@ -17,7 +19,69 @@ from rulvar_store import Lease
 if TYPE_CHECKING:
     from rulvar_conformance.soak.writer import SoakWriter, Tenure
 
-__all__ = ["cross_run", "sweep", "victim_cycle"]
+__all__ = [
+    "BLOB_SLOTS",
+    "blob_delete",
+    "blob_put",
+    "cross_run",
+    "holder_delete",
+    "put_meta",
+    "renew",
+    "sweep",
+    "victim_cycle",
+]
+
+BLOB_SLOTS: Final = 4
+"""Blob refs per run (``<run>/blob-0..3``) the tenures put and delete."""
+
+
+def put_meta(writer: SoakWriter, tenure: Tenure) -> None:
+    lease = tenure.lease
+    meta = {
+        "runId": lease.run_id,
+        "status": "running",
+        "updatedAt": f"e{lease.epoch}",
+        "soak": {"nonce": writer.nonce(tenure)},
+    }
+    writer.simple(tenure, "meta", lambda: writer.journal.put_meta(meta, lease))
+
+
+def blob_put(writer: SoakWriter, tenure: Tenure) -> None:
+    lease = tenure.lease
+    ref = f"{lease.run_id}/blob-{writer.rng.randrange(BLOB_SLOTS)}"
+    data = json.dumps({"soak": {"nonce": writer.nonce(tenure)}}).encode()
+    writer.simple(
+        tenure, "blob-put", lambda: writer.blobs.put(ref, data, lease), ref=ref
+    )
+
+
+def blob_delete(writer: SoakWriter, tenure: Tenure) -> None:
+    lease = tenure.lease
+    ref = f"{lease.run_id}/blob-{writer.rng.randrange(BLOB_SLOTS)}"
+    writer.simple(
+        tenure, "blob-delete", lambda: writer.blobs.delete(ref, lease), ref=ref
+    )
+
+
+def holder_delete(writer: SoakWriter, tenure: Tenure) -> None:
+    """Delete the run under the live lease; the lease row goes with it (M6)."""
+    lease = tenure.lease
+    writer.simple(tenure, "delete", lambda: writer.journal.delete(lease.run_id, lease))
+    tenure.ended = True
+
+
+def renew(writer: SoakWriter, tenure: Tenure) -> None:
+    lease = tenure.lease
+    op_id, outcome = writer.call(
+        "renew",
+        lambda: writer.journal.renew(lease),
+        run=lease.run_id,
+        epoch=lease.epoch,
+    )
+    if outcome == "ok":
+        writer.emit("step", id=op_id, op="renew", run=lease.run_id, epoch=lease.epoch)
+    else:
+        writer.kicked(op_id, outcome, "renew", tenure)
 
 
 def cross_run(writer: SoakWriter, tenure: Tenure) -> None:

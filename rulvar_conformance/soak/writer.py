@@ -16,7 +16,6 @@ still be live.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import random
@@ -50,7 +49,6 @@ from rulvar_store import (
 __all__ = ["SoakHooks", "SoakWriterError", "main", "run_soak_writer"]
 
 MAX_ROUNDS: Final = 500
-BLOB_SLOTS: Final = 4
 
 
 class _Store(LeasableStore, MetaLookupStore, Protocol):
@@ -261,19 +259,19 @@ class SoakWriter:
         if dice < 0.28:
             self.append(tenure, "append")
         elif dice < 0.46:
-            self.put_meta(tenure)
+            probes.put_meta(self, tenure)
         elif dice < 0.60:
-            self.blob_put(tenure)
+            probes.blob_put(self, tenure)
         elif dice < 0.69:
-            self.blob_delete(tenure)
+            probes.blob_delete(self, tenure)
         elif dice < 0.78:
             probes.victim_cycle(self, tenure)
         elif dice < 0.86:
-            self.renew(tenure)
+            probes.renew(self, tenure)
         elif dice < 0.95:
             probes.cross_run(self, tenure)
         else:
-            self.holder_delete(tenure)
+            probes.holder_delete(self, tenure)
 
     def simple(
         self, tenure: Tenure, surface: str, fn: Callable[[], object], **more: Any
@@ -294,50 +292,6 @@ class SoakWriter:
             self.accept(op_id, surface, tenure, nonce, **more)
         else:
             self.kicked(op_id, outcome, surface, tenure)
-
-    def put_meta(self, tenure: Tenure) -> None:
-        lease = tenure.lease
-        meta = {
-            "runId": lease.run_id,
-            "status": "running",
-            "updatedAt": f"e{lease.epoch}",
-            "soak": {"nonce": self.nonce(tenure)},
-        }
-        self.simple(tenure, "meta", lambda: self.journal.put_meta(meta, lease))
-
-    def blob_put(self, tenure: Tenure) -> None:
-        lease = tenure.lease
-        ref = f"{lease.run_id}/blob-{self.rng.randrange(BLOB_SLOTS)}"
-        data = json.dumps({"soak": {"nonce": self.nonce(tenure)}}).encode()
-        self.simple(
-            tenure, "blob-put", lambda: self.blobs.put(ref, data, lease), ref=ref
-        )
-
-    def blob_delete(self, tenure: Tenure) -> None:
-        lease = tenure.lease
-        ref = f"{lease.run_id}/blob-{self.rng.randrange(BLOB_SLOTS)}"
-        self.simple(
-            tenure, "blob-delete", lambda: self.blobs.delete(ref, lease), ref=ref
-        )
-
-    def holder_delete(self, tenure: Tenure) -> None:
-        """Delete the run under the live lease; the lease row goes with it (M6)."""
-        lease = tenure.lease
-        self.simple(tenure, "delete", lambda: self.journal.delete(lease.run_id, lease))
-        tenure.ended = True
-
-    def renew(self, tenure: Tenure) -> None:
-        lease = tenure.lease
-        op_id, outcome = self.call(
-            "renew",
-            lambda: self.journal.renew(lease),
-            run=lease.run_id,
-            epoch=lease.epoch,
-        )
-        if outcome == "ok":
-            self.emit("step", id=op_id, op="renew", run=lease.run_id, epoch=lease.epoch)
-        else:
-            self.kicked(op_id, outcome, "renew", tenure)
 
     def finish(self, tenure: Tenure) -> None:
         lease = tenure.lease
