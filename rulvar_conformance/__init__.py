@@ -49,14 +49,24 @@ from rulvar_conformance.journal import journal_store_conformance
 from rulvar_conformance.kill_points import kill_point_conformance
 from rulvar_conformance.leasable import ExpiryPairing, leasable_store_conformance
 from rulvar_conformance.lease_lifetime import lease_lifetime_conformance
+from rulvar_conformance.soak.referee import verify_soak_history
+from rulvar_conformance.soak.runner import (
+    ChaosPlan,
+    SoakFailure,
+    SoakResult,
+    run_multi_process_soak,
+)
+from rulvar_conformance.soak.tally import DEFAULT_SOAK_QUORUM, SoakQuorum
 from rulvar_conformance.stale_surfaces import stale_surfaces_conformance
 
 __all__ = [
     "CLAUSES",
+    "DEFAULT_SOAK_QUORUM",
     "GOLDEN_FOLD_JOURNAL",
     "GOLDEN_FOLD_STATE_JSON",
     "GOLDEN_FOLD_STATE_SHA256",
     "Certification",
+    "ChaosPlan",
     "CheckNotRun",
     "CheckResult",
     "Classification",
@@ -68,6 +78,9 @@ __all__ = [
     "ManualClock",
     "ResolutionFold",
     "Site",
+    "SoakFailure",
+    "SoakQuorum",
+    "SoakResult",
     "SuiteSpec",
     "at_fresh_location",
     "certification_suites",
@@ -85,7 +98,9 @@ __all__ = [
     "lease_lifetime_conformance",
     "probe_capabilities",
     "pytest_params",
+    "run_multi_process_soak",
     "run_suites",
     "stale_surfaces_conformance",
     "suite_specs",
+    "verify_soak_history",
 ]

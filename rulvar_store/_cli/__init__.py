@@ -18,6 +18,7 @@ import click
 from rulvar_store._cli._common import EXIT_CODES_HELP, EXIT_FAILED, EXIT_USAGE
 from rulvar_store._cli.check import check_command
 from rulvar_store._cli.runs import runs_command
+from rulvar_store._cli.soak import soak_command
 from rulvar_store._cli.stores import stores_command
 from rulvar_store.errors import RulvarError
 
@@ -27,12 +28,13 @@ __all__ = ["cli", "main"]
 @click.group(epilog=EXIT_CODES_HELP)
 @click.version_option(package_name="rulvar-stores")
 def cli() -> None:
-    """Fenced run stores: list backends and certify stores with the conformance kit."""
+    """Fenced run stores: list backends, certify and soak stores, operate on runs."""
 
 
 cli.add_command(stores_command)
 cli.add_command(check_command)
 cli.add_command(runs_command)
+cli.add_command(soak_command)
 
 
 def _document_exit_codes(group: click.Group) -> None:

@@ -1,0 +1,255 @@
+"""``run_multi_process_soak``: real writer processes, chaos from outside, one verdict (S7-S10).
+
+The runner is thin: it ships the location to writer processes (dill, so a store
+author's closure travels), lets them boot the store at once, counts their records
+every 100 ms, pauses (SIGSTOP/SIGCONT) and kills (SIGKILL, then a respawn with a new
+incarnation) writers at times drawn from a seeded PRNG, stops at the quorum or the
+cap, and hands the records and the store's final state to the pure referee.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from rulvar_conformance._kit import ConformanceFailure
+from rulvar_conformance.soak.config import (
+    DEFAULT_SOAK_RUNS,
+    SoakWriterConfig,
+)
+from rulvar_conformance.soak.events import (
+    Event,
+    monotonic_ns,
+)
+from rulvar_conformance.soak.referee import referee_history
+from rulvar_conformance.soak.storm import ChaosPlan, Storm, chaos_step, tail_of
+from rulvar_conformance.soak.tally import (
+    DEFAULT_SOAK_QUORUM,
+    SoakQuorum,
+    health_report,
+)
+from rulvar_store import ConfigError, StoreLocation
+
+__all__ = ["ChaosPlan", "SoakFailure", "SoakResult", "run_multi_process_soak"]
+
+POLL_S: Final = 0.1
+EXIT_WAIT_S: Final = 30.0
+NO_CHAOS: Final = ChaosPlan()
+
+
+@dataclass
+class SoakResult:
+    """What a soak did and found (S10, plus chaos and health)."""
+
+    activity: dict[str, int]
+    storm_ms: float
+    journal_entries: int
+    violations: list[str]
+    events: list[Event]
+    chaos: list[Event] = field(default_factory=list)
+    unknown: list[dict[str, Any]] = field(default_factory=list)
+    health: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
+    report_dir: str | None = None
+
+
+class SoakFailure(ConformanceFailure):
+    """``store-conformance multi-process-soak: <n> violation(s)`` and one bullet each."""
+
+    def __init__(self, result: SoakResult) -> None:
+        bullets = "\n".join(f"- {line}" for line in result.violations)
+        super().__init__(
+            "multi-process-soak", f"{len(result.violations)} violation(s)\n{bullets}"
+        )
+        self.result = result
+
+
+def run_multi_process_soak(
+    location: StoreLocation,
+    *,
+    writers: int = 3,
+    seconds: float = 60.0,
+    seed: int = 1,
+    ttl_ms: int = 250,
+    runs: Sequence[str] = DEFAULT_SOAK_RUNS,
+    chaos: ChaosPlan = NO_CHAOS,
+    quorum: SoakQuorum = DEFAULT_SOAK_QUORUM,
+    report_dir: str | os.PathLike[str] | None = None,
+    on_progress: Callable[[float, dict[str, int]], None] | None = None,
+    raise_on_violation: bool = True,
+) -> SoakResult:
+    """Storm ``location`` with ``writers`` processes until ``quorum`` (or ``seconds``, a violation).
+
+    Writers open the location themselves (bare, all at once), so the location must
+    declare ``processes``. ``report_dir`` keeps the writers' logs and the runner's
+    chaos records; without it they go to a temporary directory that is removed.
+
+    Raises:
+        ConfigError: the location cannot be opened in a child process, or bad settings.
+        SoakFailure: any violation (one error listing all, S10), unless
+            ``raise_on_violation`` is false; ``.result`` holds the full result.
+    """
+    if not location.processes:
+        raise ConfigError(
+            f"location {location.name!r} cannot be soaked: it does not open in a spawned "
+            "child process (processes=False); soak a file or server backend instead"
+        )
+    if writers < 1 or seconds <= 0 or ttl_ms < 1 or not runs:
+        raise ConfigError(
+            "soak needs writers >= 1, seconds > 0, ttl_ms >= 1 and at least one run"
+        )
+    import dill
+
+    scratch = (
+        None
+        if report_dir is not None
+        else tempfile.TemporaryDirectory(prefix="rulvar-soak-")
+    )
+    workdir = Path(report_dir) if report_dir is not None else Path(scratch.name)  # type: ignore[union-attr]  # one of the two is set
+    workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        location_path = workdir / "location.dill"
+        with location_path.open("wb") as handle:
+            dill.dump(dataclasses.replace(location, cleanup=None), handle, recurse=True)
+        base = SoakWriterConfig(
+            writer=0,
+            incarnation=0,
+            seed=seed,
+            ttl_ms=ttl_ms,
+            runs=tuple(runs),
+            sys_path=tuple(p for p in sys.path if p),
+        )
+        storm = Storm(workdir, location_path, base, random.Random(seed))
+        settings = {
+            "location": location.name,
+            "writers": writers,
+            "seconds": seconds,
+            "seed": seed,
+            "ttl_ms": ttl_ms,
+            "runs": list(runs),
+            "chaos": dataclasses.asdict(chaos),
+            "quorum": dataclasses.asdict(quorum),
+        }
+        result = _storm(
+            storm,
+            location,
+            writers,
+            seconds,
+            ttl_ms,
+            chaos,
+            quorum,
+            on_progress,
+            settings,
+        )
+        if report_dir is not None:
+            result.report_dir = str(workdir)
+            from rulvar_conformance.soak.report import write_report
+
+            write_report(result, workdir)
+    finally:
+        # The pickled location may carry a URL with a password: never leave it.
+        (workdir / "location.dill").unlink(missing_ok=True)
+        (workdir / "soak-stop").unlink(missing_ok=True)
+        if scratch is not None:
+            scratch.cleanup()
+    if result.violations and raise_on_violation:
+        raise SoakFailure(result)
+    return result
+
+
+def _storm(
+    storm: Storm,
+    location: StoreLocation,
+    writers: int,
+    seconds: float,
+    ttl_ms: int,
+    chaos: ChaosPlan,
+    quorum: SoakQuorum,
+    on_progress: Callable[[float, dict[str, int]], None] | None,
+    settings: dict[str, Any],
+) -> SoakResult:
+    started = time.monotonic()
+    start_ns = monotonic_ns()
+    for index in range(writers):
+        storm.spawn(index, 0)
+    done = {"pause": 0, "kill": 0}
+    next_chaos = started + storm.rng.uniform(0.5, 1.5) * chaos.interval_ms / 1000.0
+    while True:
+        time.sleep(POLL_S)
+        now = time.monotonic()
+        for writer in list(storm.writers.values()):
+            storm.drain(writer)
+            if writer.paused_until is not None and now >= writer.paused_until:
+                storm.resume(writer)
+        storm.exited_early()
+        if now >= next_chaos:
+            chaos_step(storm, chaos, done, ttl_ms)
+            next_chaos = now + storm.rng.uniform(0.5, 1.5) * chaos.interval_ms / 1000.0
+        activity = storm.tally.snapshot()
+        if on_progress is not None:
+            on_progress(now - started, activity)
+        missing = quorum.missing(activity)
+        if not missing:
+            break
+        if now - started >= seconds or not storm.writers:
+            storm.violations.append(
+                f"QUORUM NOT REACHED: stopped at the {seconds:g} s cap still missing {', '.join(missing)}"
+            )
+            break
+    storm_ms = (time.monotonic() - started) * 1000.0
+    stop_ns = monotonic_ns()
+    _stop(storm)
+    events = [event for writer in storm.all_writers() for event in writer.events]
+    opened = location.open(ttl_ms)
+    try:
+        verdict = referee_history(
+            opened.journal, opened.transcripts, events, settings["runs"]
+        )
+        journal_entries = sum(len(opened.journal.load(run)) for run in settings["runs"])
+    finally:
+        opened.close()
+    return SoakResult(
+        activity=storm.tally.snapshot(),
+        storm_ms=storm_ms,
+        journal_entries=journal_entries,
+        violations=storm.violations + verdict.violations,
+        events=events,
+        chaos=storm.chaos,
+        unknown=verdict.unknown,
+        health=health_report(events, storm.chaos, start_ns, stop_ns),
+        settings=settings,
+    )
+
+
+def _stop(storm: Storm) -> None:
+    """Resume the paused, raise the stop file, wait for exits; kill and flag stragglers."""
+    for writer in storm.writers.values():
+        if writer.paused_until is not None:
+            storm.resume(writer)
+    storm.stop_path.touch()
+    deadline = time.monotonic() + EXIT_WAIT_S
+    for writer in storm.writers.values():
+        try:
+            code = writer.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            writer.process.kill()
+            writer.process.wait()
+            storm.violations.append(
+                f"STRAGGLER: w{writer.index}.{writer.incarnation} did not exit within {EXIT_WAIT_S:g} s "
+                "of the stop file and was SIGKILLed"
+            )
+            code = None
+        if code not in (0, None):
+            storm.violations.append(
+                f"WRITER EXIT {code}: w{writer.index}.{writer.incarnation}: {tail_of(writer.stderr)}"
+            )
+        storm.drain(writer)

@@ -1,0 +1,65 @@
+"""SQLite stores with one seeded fencing defect each, for the soak that must bite.
+
+They live in an importable module (not a test body) because the soak's writer
+processes unpickle the location's opener and import this module by name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from rulvar_store import Lease, LeaseHeldError, OpenedStore
+from rulvar_store._records import Clock
+from rulvar_store_sqlite import SqliteStore
+
+DEFECTS: Final = ("expired-lease-accepted", "stale-release-deletes-successor")
+
+
+class ExpiredLeaseAccepted(SqliteStore):
+    """Defect: the fence matches owner and epoch but forgets expiry (L6 says live)."""
+
+    def _assert_fencing(self, lease: Lease) -> None:
+        rows = self._cursor.execute(
+            "SELECT 1 FROM leases WHERE run_id = ? AND owner = ? AND epoch = ?",
+            (lease.run_id, lease.owner, lease.epoch),
+        ).fetchall()
+        if not rows:
+            raise LeaseHeldError(
+                "not the lease", lease.run_id, lease.owner, lease.epoch
+            )
+
+
+class StaleReleaseDeletesSuccessor(SqliteStore):
+    """Defect: release deletes the run's lease row without any fence (F3's stale release)."""
+
+    def release(self, lease: Lease) -> None:
+        self._write(
+            "release",
+            None,
+            lambda cursor: cursor.execute(
+                "DELETE FROM leases WHERE run_id = ?", (lease.run_id,)
+            ),
+        )
+
+
+_CLASSES: Final = {
+    "expired-lease-accepted": ExpiredLeaseAccepted,
+    "stale-release-deletes-successor": StaleReleaseDeletesSuccessor,
+}
+
+
+@dataclass(frozen=True)
+class DefectiveOpener:
+    """A picklable ``LocationOpener`` over one file with one seeded defect."""
+
+    path: str
+    defect: str
+
+    def __call__(
+        self, ttl_ms: int | None, now: Clock | None, fail_fast: bool
+    ) -> OpenedStore:
+        store = _CLASSES[self.defect](self.path, ttl_ms=ttl_ms or 60_000, now=now)
+        return OpenedStore(
+            journal=store, transcripts=store.transcripts(), closers=(store.close,)
+        )

@@ -1,0 +1,138 @@
+"""The multi-process soak with real writer processes, pauses and kills (S7-S10).
+
+The quick profile runs once per backend: through ``rulvar soak`` for SQLite (the
+CLI, its report folder and its picture) and through ``run_multi_process_soak``
+for PostgreSQL. A soak against SQLite stores with a seeded fencing defect must
+report violations: a soak that cannot fail proves nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rulvar_conformance.soak import (
+    ChaosPlan,
+    SoakFailure,
+    SoakQuorum,
+    run_multi_process_soak,
+)
+from rulvar_conformance.soak.profiles import profile_named
+from rulvar_store import ConfigError, LocationFactory, StoreLocation
+from rulvar_store._locations import locations_from_factory
+from rulvar_store._memory import MemoryStore
+from rulvar_store._plugins import OpenedStore
+from tests.soak.seeded_defects import DEFECTS, DefectiveOpener
+
+pytestmark = pytest.mark.soak
+
+
+def _quorum_met(activity: dict[str, int], quorum: SoakQuorum) -> None:
+    assert quorum.missing(activity) == []
+    assert activity["stale_probes"] == activity["stale_rejects"]
+
+
+@pytest.mark.clause("S7")
+@pytest.mark.clause("S8")
+@pytest.mark.clause("S10")
+def test_rulvar_soak_quick_on_sqlite_passes_and_writes_a_report(tmp_path: Path) -> None:
+    """Honest SQLite under the quick profile: exit 0, quorum met, summary, logs and picture."""
+    report = tmp_path / "report"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rulvar_store",
+            "soak",
+            f"sqlite:///{tmp_path / 'runs.db'}",
+            "--profile",
+            "quick",
+            "--report",
+            str(report),
+            "--json",
+            str(tmp_path / "summary.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "no violations" in done.stdout
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["violations"] == []
+    _quorum_met(summary["activity"], profile_named("quick").quorum)
+    assert (report / "tenures.png").stat().st_size > 10_000
+    assert (
+        len(list((report / "logs").glob("*.jsonl"))) == summary["activity"]["processes"]
+    )
+    assert not (tmp_path / "runs.db").exists(), (
+        "the soak must never touch the URL's own file"
+    )
+
+
+@pytest.mark.postgres
+@pytest.mark.clause("S7")
+@pytest.mark.clause("S8")
+@pytest.mark.clause("S10")
+def test_quick_soak_on_postgres_has_no_violations(
+    postgres_locations: LocationFactory,
+) -> None:
+    """Honest PostgreSQL under the quick profile: quorum met, zero violations."""
+    profile = profile_named("quick")
+    location = postgres_locations()
+    result = run_multi_process_soak(
+        location,
+        writers=profile.writers,
+        seconds=profile.seconds,
+        seed=profile.seed,
+        ttl_ms=profile.ttl_ms,
+        runs=profile.runs,
+        chaos=profile.chaos,
+        quorum=profile.quorum,
+    )
+    assert result.violations == []
+    _quorum_met(result.activity, profile.quorum)
+    assert result.journal_entries >= 1
+
+
+@pytest.mark.clause("C4")
+@pytest.mark.parametrize("defect", DEFECTS)
+def test_a_soak_over_a_seeded_defect_reports_violations(
+    tmp_path: Path, defect: str
+) -> None:
+    """Real writer processes over a SQLite store with one fencing defect: SoakFailure, STALE ACCEPT."""
+    path = str(tmp_path / "defect.db")
+    location = StoreLocation(
+        name=f"{path} ({defect})", opener=DefectiveOpener(path, defect)
+    )
+    with pytest.raises(SoakFailure) as caught:
+        run_multi_process_soak(
+            location,
+            writers=3,
+            seconds=60,
+            seed=2,
+            ttl_ms=200,
+            chaos=ChaosPlan(pauses=1, kills=1, interval_ms=1000),
+            quorum=SoakQuorum(pauses=1, kills=1),
+        )
+    text = str(caught.value)
+    assert text.startswith("store-conformance multi-process-soak: ")
+    assert "STALE ACCEPT" in text
+    assert caught.value.result.violations
+
+
+@pytest.mark.clause("S12")
+def test_a_location_that_cannot_go_to_a_child_is_refused() -> None:
+    """An in-process memory location (processes=False) cannot be soaked: ConfigError."""
+
+    def fresh(ttl_ms: int | None) -> OpenedStore:
+        store = MemoryStore()
+        return OpenedStore(journal=store, transcripts=store.transcripts())
+
+    with pytest.raises(ConfigError, match="cannot be soaked"):
+        run_multi_process_soak(locations_from_factory(fresh)())
