@@ -64,6 +64,10 @@ from rulvar_store.errors import (
 __all__ = ["CorruptFileError", "JsonlFileStore", "TornTail"]
 
 _CLOEXEC: Final = getattr(os, "O_CLOEXEC", 0)
+# Written (and synced) before a delete removes anything: its presence is the
+# delete's commit point, so a death midway is finished by the next access instead
+# of leaving a journal without its meta.
+DELETE_INTENT: Final = f"delete{TEMP_MARK}intent"
 
 if sys.platform == "win32":  # pragma: no cover - no flock; single-writer by contract
 
@@ -359,6 +363,7 @@ class JsonlFileStore:
         path = directory / JOURNAL_FILE
         with self._lock, os_errors(f"append to run {run_id!r}", path):
             self._check_open("append")
+            self._settle_delete(run_id, directory, "append")
             ensure_dir(directory)
             flags = os.O_RDWR | os.O_APPEND | _CLOEXEC
             try:
@@ -420,6 +425,8 @@ class JsonlFileStore:
         path = run_dir(self.root, _safe_run_id(run_id, "load")) / JOURNAL_FILE
         with self._lock, os_errors(f"load of run {run_id!r}", path):
             self._check_open("load")
+            if self._settle_delete(run_id, path.parent, "load"):
+                return []
             try:
                 fd = os.open(path, os.O_RDONLY | _CLOEXEC)
             except FileNotFoundError:
@@ -473,6 +480,7 @@ class JsonlFileStore:
         path = directory / META_FILE
         with self._lock, os_errors(f"put_meta of run {run_id!r}", path):
             self._check_open("put_meta")
+            self._settle_delete(run_id, directory, "put_meta")
             ensure_dir(directory)
             write_atomic(path, data, "put_meta")
             hit("put_meta", "after-commit")
@@ -509,6 +517,8 @@ class JsonlFileStore:
         path = run_dir(self.root, _safe_run_id(run_id, "get_meta")) / META_FILE
         with self._lock, os_errors(f"get_meta of run {run_id!r}", path):
             self._check_open("get_meta")
+            if self._settle_delete(run_id, path.parent, "get_meta"):
+                return None
             return self._read_meta(run_id, path)
 
     def list_runs(self, run_filter: RunFilter | None = None) -> list[RunMeta]:
@@ -527,6 +537,8 @@ class JsonlFileStore:
                 return []
             metas: list[RunMeta] = []
             for name in names:
+                if self._settle_delete(name, self.root / name, "list_runs"):
+                    continue
                 meta = self._read_meta(name, self.root / name / META_FILE)
                 if meta is not None and meta_matches_filter(meta, run_filter):
                     metas.append(meta)
@@ -535,11 +547,12 @@ class JsonlFileStore:
     def delete(self, run_id: str, lease: Lease | None = None) -> None:
         """Remove the run's journal and meta, never its blobs (M6, T5).
 
-        ``lease`` is ignored. Meta goes first: a crash in between leaves a
-        journal no ``list_runs`` shows (``audit_run`` names it ``suspect``),
-        never a listed run whose journal vanished. A run with no blobs leaves
-        no directory behind; one with blobs keeps ``blobs/`` and ``run.blob``.
-        Unknown run: no-op.
+        ``lease`` is ignored. All or nothing across a crash: a synced intent file
+        is written first, and a delete that died after it is finished by the next
+        call that touches the run (or, with ``repair=False``, the run reads as
+        deleted and writes to it are refused until a repairing open finishes
+        it). A run with no blobs leaves no directory behind; one with blobs keeps
+        ``blobs/`` and ``run.blob``. Unknown run: no-op.
 
         Raises:
             JournalOrderViolation: unsafe run id; nothing was touched.
@@ -550,32 +563,73 @@ class JsonlFileStore:
             self._check_open("delete")
             self._tails.pop(run_id, None)
             self._torn.pop(run_id, None)
-            removed = False
-            for name in (META_FILE, JOURNAL_FILE):
-                with suppress(FileNotFoundError, NotADirectoryError):
-                    os.unlink(directory / name)
-                    removed = True
-                if name == META_FILE:
-                    hit("delete", "mid-write")
-            if not removed:
+            present = [
+                name
+                for name in (META_FILE, JOURNAL_FILE, DELETE_INTENT)
+                if (directory / name).exists()
+            ]
+            if not present:
                 hit("delete", "after-commit")
                 return
-            with os.scandir(directory) as scan:
-                leftovers = [
-                    item.path
-                    for item in scan
-                    if item.name.startswith(META_FILE + TEMP_MARK)
-                ]
-            for leftover in leftovers:  # temp files of a put_meta that crashed
-                with suppress(FileNotFoundError):
-                    os.unlink(leftover)
-            fsync_dir(directory)
-            with suppress(OSError):  # kept when blobs live there (T5)
-                os.rmdir(directory / BLOBS_DIR)
-            try:
-                os.rmdir(directory)
-            except OSError:
-                hit("delete", "after-commit")
-                return
-            fsync_dir(self.root)
+            if DELETE_INTENT not in present:
+                fd = os.open(
+                    directory / DELETE_INTENT,
+                    os.O_WRONLY | os.O_CREAT | _CLOEXEC,
+                    0o644,
+                )
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                fsync_dir(directory)
+            self._finish_delete(directory)
             hit("delete", "after-commit")
+
+    def _settle_delete(self, run_id: str, directory: Path, operation: str) -> bool:
+        """Finish a delete a crash interrupted; True when the run counts as deleted.
+
+        With ``repair=False`` nothing is modified: reads see the run deleted and
+        writes are refused, so no write can land in a run about to vanish.
+        """
+        if not (directory / DELETE_INTENT).exists():
+            return False
+        if self.repair:
+            self._tails.pop(run_id, None)
+            self._finish_delete(directory)
+            return True
+        if operation in ("append", "put_meta"):
+            raise CorruptFileError(
+                f"{operation} of run {run_id!r}: a delete of this run was interrupted "
+                "and is not finished while repair is off",
+                run_id,
+                str(directory / DELETE_INTENT),
+            )
+        return True
+
+    def _finish_delete(self, directory: Path) -> None:
+        """Remove meta, journal and leftovers, then the intent and empty folders."""
+        for name in (META_FILE, JOURNAL_FILE):
+            with suppress(FileNotFoundError, NotADirectoryError):
+                os.unlink(directory / name)
+            if name == META_FILE:
+                hit("delete", "mid-write")
+        with os.scandir(directory) as scan:
+            leftovers = [
+                item.path
+                for item in scan
+                if item.name.startswith(META_FILE + TEMP_MARK)
+            ]
+        for leftover in leftovers:  # temp files of a put_meta that crashed
+            with suppress(FileNotFoundError):
+                os.unlink(leftover)
+        fsync_dir(directory)
+        with suppress(FileNotFoundError):
+            os.unlink(directory / DELETE_INTENT)
+        fsync_dir(directory)
+        with suppress(OSError):  # kept when blobs live there (T5)
+            os.rmdir(directory / BLOBS_DIR)
+        try:
+            os.rmdir(directory)
+        except OSError:
+            return
+        fsync_dir(self.root)

@@ -421,6 +421,45 @@ def test_delete_of_a_run_without_blobs_leaves_no_directory(
     assert store.load("run") == [_entry(0)]
 
 
+def _interrupted_delete(root: Path) -> None:
+    """Leave the state of a delete that died after its intent, before any unlink."""
+    store = JsonlFileStore(root)
+    store.append("run", _entry(0))
+    store.put_meta({"runId": "run", "status": "ok"})
+    (root / "run" / "delete~intent").touch()
+
+
+@pytest.mark.clause("M6")
+def test_an_interrupted_delete_is_finished_by_the_next_call(root: Path) -> None:
+    """After a death past the delete's intent, every reader sees the run deleted."""
+    _interrupted_delete(root)
+    store = JsonlFileStore(root)
+    assert store.list_runs() == []
+    assert store.get_meta("run") is None
+    assert store.load("run") == []
+    assert list(root.iterdir()) == []
+    store.append("run", _entry(0))  # the run starts afresh
+    assert store.load("run") == [_entry(0)]
+
+
+@pytest.mark.clause("M6")
+def test_an_interrupted_delete_without_repair_reads_deleted_and_refuses_writes(
+    root: Path,
+) -> None:
+    """With repair off nothing is modified: reads see no run, writes are refused."""
+    _interrupted_delete(root)
+    store = JsonlFileStore(root, repair=False)
+    assert store.load("run") == []
+    assert store.get_meta("run") is None
+    assert store.list_runs() == []
+    with pytest.raises(CorruptFileError, match="interrupted"):
+        store.append("run", _entry(1))
+    with pytest.raises(CorruptFileError, match="interrupted"):
+        store.put_meta({"runId": "run", "status": "running"})
+    assert (root / "run" / "meta.json").exists()
+    assert _journal(root).exists()
+
+
 # -- names, capabilities, lifecycle ----------------------------------------------------
 
 UNSAFE_RUN_IDS = [

@@ -13,7 +13,7 @@ from typing import Final
 import pytest
 from _pytest.mark.structures import ParameterSet
 
-from rulvar_conformance import CheckNotRun, ConformanceFailure, ConformanceSuite
+from rulvar_conformance import CheckNotRun, ConformanceSuite
 from rulvar_conformance.kill_points import kill_point_conformance
 from rulvar_conformance.kill_points.store_ops import STORE_CASES
 from rulvar_store import StoreLocation
@@ -30,12 +30,6 @@ FILE_POINTS: Final = {
     "delete": ("mid-write", "after-commit"),
     "blob_put": ("after-write", "after-fsync", "after-rename", "after-commit"),
     "blob_delete": ("after-commit",),
-}
-FILE_STORE_BUGS: Final = {
-    "kp-store-delete-mid-write": (
-        "JsonlFileStore.delete unlinks meta.json and then journal.jsonl; a death "
-        "between the two leaves a journal without its meta (M6: together)"
-    ),
 }
 
 
@@ -61,14 +55,6 @@ def _params(backend: str) -> list[ParameterSet]:
     params = []
     for check in TEMPLATE.checks:
         marks = [pytest.mark.clause(clause) for clause in check.clauses]
-        if backend == "file" and check.id in FILE_STORE_BUGS:
-            marks.append(
-                pytest.mark.xfail(
-                    raises=ConformanceFailure,
-                    strict=True,
-                    reason=FILE_STORE_BUGS[check.id],
-                )
-            )
         params.append(
             pytest.param(
                 check.id, _runs_on(backend, check.id), id=check.id, marks=marks
