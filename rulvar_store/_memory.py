@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Literal, final
 
 from rulvar_store._checks import check_run_match, meta_run_id
-from rulvar_store._json import dump_record, load_record
+from rulvar_store._json import dump_record, load_record, load_records
 from rulvar_store._records import (
     DEFAULT_LEASE_TTL_MS,
     BlobInput,
@@ -152,7 +152,7 @@ class MemoryStore:
     def load(self, run_id: str) -> list[JournalEntry]:
         with self._domain.lock:
             texts = [text for text, _ in self._domain.entries.get(run_id, [])]
-        return [load_record(text) for text in texts]
+        return load_records(texts)
 
     def put_meta(self, meta: RunMeta, lease: Lease | None = None) -> None:
         run_id = meta_run_id(meta)
@@ -171,7 +171,7 @@ class MemoryStore:
     def list_runs(self, run_filter: RunFilter | None = None) -> list[RunMeta]:
         with self._domain.lock:
             texts = [self._domain.metas[key] for key in sorted(self._domain.metas)]
-        metas = [load_record(text) for text in texts]
+        metas = load_records(texts)
         return [meta for meta in metas if meta_matches_filter(meta, run_filter)]
 
     def delete(self, run_id: str, lease: Lease | None = None) -> None:

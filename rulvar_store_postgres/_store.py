@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any, Final, Literal, final
 
+from psycopg.rows import scalar_row
+
 from rulvar_store import _failpoints
 from rulvar_store._checks import (
     check_lease,
@@ -23,7 +25,7 @@ from rulvar_store._checks import (
     not_live_lease,
 )
 from rulvar_store._failpoints import hit
-from rulvar_store._json import dump_record, load_record
+from rulvar_store._json import dump_record, load_record, load_records
 from rulvar_store._records import (
     Clock,
     JournalEntry,
@@ -307,6 +309,18 @@ class PostgresStore:
         ):
             return conn.execute(statement, args).fetchall()
 
+    def _query_payloads(
+        self, operation: str, statement: str, args: Sequence[Any]
+    ) -> list[str]:
+        """Run a one-column read and return the bare values (no tuple per row)."""
+        self._ensure_booted(operation)
+        with (
+            translated(operation, self._settings.where, self._settings.secrets),
+            self._pool.checkout() as conn,
+            conn.cursor(row_factory=scalar_row) as cursor,
+        ):
+            return cursor.execute(statement, args).fetchall()
+
     def _clock(self) -> int | None:
         """The injected clock's reading, or ``None``: the server's clock decides."""
         return None if self._now is None else int(self._now())
@@ -358,8 +372,7 @@ class PostgresStore:
     def load(self, run_id: str) -> list[JournalEntry]:
         """Return the run's entries in append order (J2); ``[]`` when unknown (J5)."""
         check_text(run_id, "run_id", "load")
-        rows = self._query("load", self._sql.load, (run_id,))
-        return [load_record(row[0]) for row in rows]
+        return load_records(self._query_payloads("load", self._sql.load, (run_id,)))
 
     def put_meta(self, meta: RunMeta, lease: Lease | None = None) -> None:
         """Replace the run's whole meta record (M2); fenced when leased (F1)."""
@@ -374,10 +387,10 @@ class PostgresStore:
     def get_meta(self, run_id: str) -> RunMeta | None:
         """Return the run's meta, or ``None`` (M5)."""
         check_text(run_id, "run_id", "get_meta")
-        rows = self._query("get_meta", self._sql.get_meta, (run_id,))
+        rows = self._query_payloads("get_meta", self._sql.get_meta, (run_id,))
         if not rows:
             return None
-        meta: RunMeta = load_record(rows[0][0])
+        meta: RunMeta = load_record(rows[0])
         return meta
 
     def list_runs(self, run_filter: RunFilter | None = None) -> list[RunMeta]:
@@ -400,8 +413,7 @@ class PostgresStore:
         if clauses:
             statement += " WHERE " + " AND ".join(clauses)
         statement += ' ORDER BY run_id COLLATE "C"'
-        rows = self._query("list_runs", statement, args)
-        metas = [load_record(row[0]) for row in rows]
+        metas = load_records(self._query_payloads("list_runs", statement, args))
         return [meta for meta in metas if meta_matches_filter(meta, run_filter)]
 
     def delete(self, run_id: str, lease: Lease | None = None) -> None:

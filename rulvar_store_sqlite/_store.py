@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal, TypeVar
@@ -10,7 +9,7 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 import apsw
 
 from rulvar_store._failpoints import hit
-from rulvar_store._json import dump_record
+from rulvar_store._json import dump_record, load_record, load_records
 from rulvar_store._records import (
     DEFAULT_LEASE_TTL_MS,
     Clock,
@@ -164,6 +163,25 @@ class SqliteStore:
             with translate_errors(operation):
                 return self._cursor.execute(statement, params).fetchall()
 
+    def _read_payloads(
+        self, operation: str, statement: str, params: tuple[object, ...]
+    ) -> list[str]:
+        """Run a one-column read to completion and return its values as a list.
+
+        ``Cursor.get`` hands back bare values instead of one tuple per row, the
+        cheapest way out of apsw for a long journal.
+        """
+        with self._lock:
+            self._ensure_open(operation)
+            self._busy.arm()
+            with translate_errors(operation):
+                got = self._cursor.execute(statement, params).get
+        if got is None:
+            return []
+        if isinstance(got, list):
+            return got
+        return [got]  # one row: get returns the bare value
+
     def _write(
         self,
         operation: str,
@@ -274,9 +292,7 @@ class SqliteStore:
     def load(self, run_id: str) -> list[JournalEntry]:
         """Return the run's entries in append order, freshly parsed; [] if unknown."""
         check_run_id(run_id, "load")
-        rows = self._read("load", sql.LOAD_ENTRIES, (run_id,))
-        loads = json.loads
-        return [loads(row[0]) for row in rows]  # type: ignore[arg-type]  # payload is TEXT
+        return load_records(self._read_payloads("load", sql.LOAD_ENTRIES, (run_id,)))
 
     def put_meta(self, meta: RunMeta, lease: Lease | None = None) -> None:
         """Replace the run's whole meta record (M2), fenced when leased (F1).
@@ -299,8 +315,8 @@ class SqliteStore:
     def get_meta(self, run_id: str) -> RunMeta | None:
         """Return the run's meta by primary key, or ``None`` (M5)."""
         check_run_id(run_id, "get_meta")
-        rows = self._read("get_meta", sql.GET_META, (run_id,))
-        return json.loads(rows[0][0]) if rows else None  # type: ignore[arg-type]  # TEXT
+        rows = self._read_payloads("get_meta", sql.GET_META, (run_id,))
+        return load_record(rows[0]) if rows else None
 
     def list_runs(self, run_filter: RunFilter | None = None) -> list[RunMeta]:
         """Return matching metas ordered by run id (Q11, M4, D7).
@@ -312,8 +328,7 @@ class SqliteStore:
         query = sql.list_meta_query(checked)
         if query is None:
             return []
-        rows = self._read("list_runs", *query)
-        metas: list[RunMeta] = [json.loads(row[0]) for row in rows]  # type: ignore[arg-type]  # TEXT
+        metas: list[RunMeta] = load_records(self._read_payloads("list_runs", *query))
         return [meta for meta in metas if meta_matches_filter(meta, checked)]
 
     def delete(self, run_id: str, lease: Lease | None = None) -> None:
