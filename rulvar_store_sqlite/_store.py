@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Literal, TypeVar
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import apsw
 
@@ -21,6 +21,7 @@ from rulvar_store._records import (
     meta_matches_filter,
 )
 from rulvar_store.errors import (
+    ConfigError,
     ContractError,
     JournalOrderViolation,
     LeaseHeldError,
@@ -38,6 +39,7 @@ from rulvar_store_sqlite._checks import (
 )
 from rulvar_store_sqlite._connection import BootAttempt, BusyDeadline, open_connection
 from rulvar_store_sqlite._errors import translate_errors
+from rulvar_store_sqlite._group_commit import GroupCommitter, Operation, run_batch
 from rulvar_store_sqlite._options import (
     DEFAULT_BUSY_TIMEOUT_MS,
     Synchronous,
@@ -81,6 +83,11 @@ class SqliteStore:
             paid for again on resume. Choose NORMAL only where both are
             acceptable.
         now: clock in Unix ms (tests inject one); default the wall clock.
+        group_commit: let threads writing through this instance at the same
+            time share one transaction and one durable COMMIT, each operation
+            in its own savepoint with its own fence check, seq guard and
+            outcome (default True; see ``_group_commit``). A lone caller never
+            waits for company.
 
     Raises:
         ConfigError: a bad option (before the file is touched), an unopenable
@@ -98,8 +105,13 @@ class SqliteStore:
         busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
         synchronous: Synchronous = "FULL",
         now: Clock | None = None,
+        group_commit: bool = True,
         _boot_attempt: BootAttempt = bootstrap,
     ) -> None:
+        if not isinstance(group_commit, bool):
+            raise ConfigError(
+                f"sqlite: group_commit must be a bool, got {type(group_commit).__name__}"
+            )
         options = validate_options(
             path,
             ttl_ms=ttl_ms,
@@ -118,6 +130,12 @@ class SqliteStore:
         self._conn = open_connection(options, _boot_attempt, self._busy)
         self._cursor = self._conn.cursor()
         self._closed = False
+        self.group_commit: bool = group_commit
+        self._group: GroupCommitter | None = (
+            GroupCommitter(self._lock, self._run_solo, self._run_batch)
+            if group_commit
+            else None
+        )
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -195,29 +213,66 @@ class SqliteStore:
         nothing of a refused or failed call is ever visible. Failpoints mark each
         step. Driver errors leave as SPI errors (busy -> ``StoreBusyError``). Run
         match and argument checks happen before this, without database work.
+
+        With group commit (the default) concurrent callers of this store share
+        the transaction, each operation in its own savepoint, and each returns
+        after the shared COMMIT (``_group_commit``).
         """
-        with self._lock:
-            self._ensure_open(operation)
-            self._busy.arm()
-            cursor = self._cursor
-            with translate_errors(operation):
-                # BEGIN IMMEDIATE takes the write lock now (waiting in the busy
-                # handler up to the deadline), never a read lock upgraded later,
-                # which SQLite would fail without calling the busy handler.
-                cursor.execute(sql.BEGIN)
-                try:
-                    hit(operation, "after-begin")
-                    if fence is not None:
-                        fence()
-                    hit(operation, "after-fence-check")
-                    result = mutate(cursor)
-                    hit(operation, "before-commit")
-                    cursor.execute(sql.COMMIT)
-                except BaseException:
-                    self._rollback()
-                    raise
-            hit(operation, "after-commit")
-            return result
+        op = Operation(operation, fence, mutate)
+        if self._group is None:
+            with self._lock:
+                self._run_solo(op)
+            result = op.outcome()
+        else:
+            result = self._group.submit(op)
+        hit(operation, "after-commit")
+        return result
+
+    def _run_solo(self, op: Operation[T]) -> None:
+        """Run one operation as its own transaction and record its outcome."""
+        try:
+            result = self._transaction(op.name, op.fence, op.mutate)
+        except BaseException as exc:
+            op.fail(exc)
+            return
+        op.succeed(result)
+
+    def _run_batch(self, batch: Sequence[Operation[Any]]) -> None:
+        """Run several callers' operations in one transaction (``run_batch``)."""
+        if self._closed:
+            for op in batch:
+                op.fail(ContractError(f"sqlite {op.name}: the store is closed"))
+            return
+        self._busy.arm()
+        run_batch(self._conn, self._cursor, batch)
+
+    def _transaction(
+        self,
+        operation: str,
+        fence: Callable[[], None] | None,
+        mutate: Callable[[apsw.Cursor], T],
+    ) -> T:
+        """The single-operation transaction; the caller holds the instance lock."""
+        self._ensure_open(operation)
+        self._busy.arm()
+        cursor = self._cursor
+        with translate_errors(operation):
+            # BEGIN IMMEDIATE takes the write lock now (waiting in the busy
+            # handler up to the deadline), never a read lock upgraded later,
+            # which SQLite would fail without calling the busy handler.
+            cursor.execute(sql.BEGIN)
+            try:
+                hit(operation, "after-begin")
+                if fence is not None:
+                    fence()
+                hit(operation, "after-fence-check")
+                result = mutate(cursor)
+                hit(operation, "before-commit")
+                cursor.execute(sql.COMMIT)
+            except BaseException:
+                self._rollback()
+                raise
+        return result
 
     def _rollback(self) -> None:
         # SQLite may already have rolled back (BUSY, FULL, IOERR); only an open
