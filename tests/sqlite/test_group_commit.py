@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,7 @@ def gc_store(tmp_path: Path) -> Iterator[SqliteStore]:
 
 @contextmanager
 def hook(fn: Callable[[str, str], None]) -> Iterator[None]:
-    previous = set_failpoint_hook(fn)  # type: ignore[arg-type]  # Failpoint is a str
+    previous = set_failpoint_hook(fn)
     try:
         yield
     finally:
@@ -186,8 +187,8 @@ def test_a_failure_at_commit_fails_the_whole_batch_and_leaves_nothing(
         if armed.is_set() and point == "before-commit":
             raise RuntimeError("injected commit failure")
 
-    behind = [
-        (f"r{n}", lambda n=n: store.append(f"r{n}", {"seq": 1}, leases[n]))
+    behind: list[tuple[str, Callable[[], Any]]] = [
+        (f"r{n}", partial(store.append, f"r{n}", {"seq": 1}, leases[n]))
         for n in range(3)
     ]
     behind.append(
@@ -264,7 +265,7 @@ def test_a_busy_begin_fails_every_caller_of_the_batch_typed(tmp_path: Path) -> N
             assert child.stdout.readline().strip() == "holding"
             calls = Calls()
             for n in range(4):
-                calls.start(f"t{n}", lambda n=n: store.append(f"run{n}", {"seq": 0}))
+                calls.start(f"t{n}", partial(store.append, f"run{n}", {"seq": 0}))
             calls.join()
             child.stdin.write("go\n")
             child.stdin.flush()
