@@ -25,6 +25,7 @@ from rulvar_store._checks import (
     not_live_lease,
 )
 from rulvar_store._failpoints import hit
+from rulvar_store._incremental import JournalTail, parse_cursor
 from rulvar_store._json import dump_record, load_record, load_records
 from rulvar_store._records import (
     Clock,
@@ -373,6 +374,31 @@ class PostgresStore:
         """Return the run's entries in append order (J2); ``[]`` when unknown (J5)."""
         check_text(run_id, "run_id", "load")
         return load_records(self._query_payloads("load", self._sql.load, (run_id,)))
+
+    def load_since(self, run_id: str, cursor: str | None = None) -> JournalTail:
+        """Return the entries appended after ``cursor`` (O(new entries); ``_incremental``).
+
+        The cursor is the id of the last entry returned. Within one run, ids
+        follow commit order (every append holds the run's advisory lock, P4),
+        and a sequence never reuses an id, so a cursor whose entry is gone
+        means the run was deleted since: the read then starts over.
+        """
+        check_text(run_id, "run_id", "load_since")
+        anchor = parse_cursor(cursor, "postgresql", 1)
+        after = 0 if anchor is None else anchor[0]
+        statement = (
+            "SELECT id, CASE WHEN id = %s THEN NULL ELSE payload END "
+            f"FROM {self._sql.quoted}.rulvar_entries "
+            "WHERE run_id = %s AND id >= %s ORDER BY id"
+        )
+        rows = self._query("load_since", statement, (after, run_id, after))
+        restarted = after > 0 and (not rows or rows[0][0] != after)
+        if restarted:
+            after = 0
+            rows = self._query("load_since", statement, (0, run_id, 0))
+        last = int(rows[-1][0]) if rows else after
+        payloads = [row[1] for row in rows if row[0] != after]
+        return JournalTail(load_records(payloads), f"postgresql:{last}", restarted)
 
     def put_meta(self, meta: RunMeta, lease: Lease | None = None) -> None:
         """Replace the run's whole meta record (M2); fenced when leased (F1)."""

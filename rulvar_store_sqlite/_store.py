@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import apsw
 
 from rulvar_store._failpoints import hit
+from rulvar_store._incremental import JournalTail, parse_cursor
 from rulvar_store._json import dump_record, load_record, load_records
 from rulvar_store._records import (
     DEFAULT_LEASE_TTL_MS,
@@ -348,6 +349,29 @@ class SqliteStore:
         """Return the run's entries in append order, freshly parsed; [] if unknown."""
         check_run_id(run_id, "load")
         return load_records(self._read_payloads("load", sql.LOAD_ENTRIES, (run_id,)))
+
+    def load_since(self, run_id: str, cursor: str | None = None) -> JournalTail:
+        """Return the entries appended after ``cursor`` (O(new entries); ``_incremental``).
+
+        The cursor is the id of the last entry returned; entry ids are never
+        reused, so a cursor whose entry is gone means the run was deleted since:
+        the read then starts over (``restarted``).
+        """
+        check_run_id(run_id, "load_since")
+        anchor = parse_cursor(cursor, "sqlite", 1)
+        after = 0 if anchor is None else anchor[0]
+        rows = self._read("load_since", sql.LOAD_ENTRIES_SINCE, (run_id, after))
+        restarted = after > 0 and (not rows or rows[0][0] != after)
+        if restarted:
+            after = 0
+            rows = self._read("load_since", sql.LOAD_ENTRIES_SINCE, (run_id, 0))
+        last = rows[-1][0] if rows else after
+        payloads = [row[1] for row in rows if row[0] != after]
+        return JournalTail(
+            load_records(payloads),  # type: ignore[arg-type]  # TEXT column
+            f"sqlite:{last}",
+            restarted,
+        )
 
     def put_meta(self, meta: RunMeta, lease: Lease | None = None) -> None:
         """Replace the run's whole meta record (M2), fenced when leased (F1).
