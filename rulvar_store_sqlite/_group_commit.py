@@ -17,8 +17,10 @@ a transaction instead:
    (``after-begin``, ``after-fence-check``), its fence check, its mutation with
    its seq guard. An operation that raises is rolled back to its savepoint
    only and its caller gets the error; its batch-mates go on.
-5. Then ``before-commit`` is hit for each applied operation and the ONE COMMIT
-   runs. It is all or nothing: if anything fails from here on (a failpoint, a
+5. Operations queued while the batch ran join it before the commit ("late
+   joiners", up to ``MAX_BATCH`` in all: nobody waits for them, they just ride
+   along). Then ``before-commit`` is hit for each applied operation and the
+   ONE COMMIT runs. It is all or nothing: if anything fails from here on (a failpoint, a
    busy or I/O error at COMMIT), the whole transaction is rolled back and every
    caller whose operation was applied gets an error; nothing of the batch is
    visible. A process killed anywhere before COMMIT returns leaves none of the
@@ -55,6 +57,9 @@ __all__ = ["GroupCommitter", "Operation", "run_batch"]
 
 T = TypeVar("T")
 
+# Operations one transaction carries at most (late joiners included), so a
+# steady stream of writers cannot keep a leader's own caller waiting forever.
+MAX_BATCH: Final = 64
 SAVEPOINT: Final = "SAVEPOINT rulvar_py_op"
 RELEASE: Final = "RELEASE rulvar_py_op"
 ROLLBACK_TO: Final = "ROLLBACK TO rulvar_py_op"
@@ -119,7 +124,7 @@ class GroupCommitter:
         self,
         store_lock: threading.RLock,
         run_solo: Callable[[Operation[Any]], None],
-        run_batch: Callable[[Sequence[Operation[Any]]], None],
+        run_batch: Callable[[list[Operation[Any]], Callable[[], bool]], None],
     ) -> None:
         self._store_lock = store_lock
         self._run_solo = run_solo
@@ -157,12 +162,22 @@ class GroupCommitter:
                 self._cond.notify_all()
         return op.outcome()
 
+    def _take_more(self, batch: list[Operation[Any]]) -> bool:
+        """Move what was queued meanwhile into the running ``batch``."""
+        with self._cond:
+            if not self._queue:
+                return False
+            batch += self._queue
+            self.operations += len(self._queue)
+            self._queue = []
+        return True
+
     def _decide(self, batch: list[Operation[Any]]) -> None:
         try:
             if len(batch) == 1:
                 self._run_solo(batch[0])
             else:
-                self._run_batch(batch)
+                self._run_batch(batch, lambda: self._take_more(batch))
         except BaseException as exc:
             # Never leave a waiter hanging: whatever escaped fails the rest.
             for op in batch:
@@ -180,12 +195,15 @@ class GroupCommitter:
 def run_batch(
     conn: apsw.Connection,
     cursor: apsw.Cursor,
-    batch: Sequence[Operation[Any]],
+    batch: list[Operation[Any]],
+    more: Callable[[], bool],
 ) -> None:
     """Run ``batch`` as ONE transaction with a savepoint per operation.
 
     The caller holds the store lock, has checked the store is open and armed
-    the busy deadline. Decides every operation of the batch.
+    the busy deadline. Before committing, ``more()`` moves operations queued
+    meanwhile into ``batch`` (late joiners ride the same COMMIT; nobody waits
+    for them), up to ``MAX_BATCH``. Decides every operation of ``batch``.
     """
     try:
         cursor.execute(sql.BEGIN)
@@ -193,7 +211,10 @@ def run_batch(
         _fail_all(batch, conn, cursor, exc)
         return
     applied: list[tuple[Operation[Any], Any]] = []
-    for op in batch:
+    index = 0
+    while index < len(batch) or (len(batch) < MAX_BATCH and more()):
+        op = batch[index]
+        index += 1
         try:
             cursor.execute(SAVEPOINT)
         except apsw.Error as exc:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import apsw
@@ -238,14 +238,14 @@ class SqliteStore:
             return
         op.succeed(result)
 
-    def _run_batch(self, batch: Sequence[Operation[Any]]) -> None:
+    def _run_batch(self, batch: list[Operation[Any]], more: Callable[[], bool]) -> None:
         """Run several callers' operations in one transaction (``run_batch``)."""
         if self._closed:
             for op in batch:
                 op.fail(ContractError(f"sqlite {op.name}: the store is closed"))
             return
         self._busy.arm()
-        run_batch(self._conn, self._cursor, batch)
+        run_batch(self._conn, self._cursor, batch, more)
 
     def _transaction(
         self,
