@@ -427,3 +427,64 @@ def test_a_kill_before_the_shared_commit_leaves_none_of_the_batch(
         assert store.load("k0") == [{"seq": 0}, {"seq": 1}]  # the leader's solo commit
         assert store.load("k1") == [{"seq": 0}]
         assert store.load("k2") == [{"seq": 0}]
+
+
+@pytest.mark.clause("J6")
+@pytest.mark.clause("J7")
+@pytest.mark.clause("J2")
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_random_mixed_outcomes_under_concurrency_match_the_serial_model(
+    gc_store: SqliteStore, seed: int
+) -> None:
+    """6 threads, each owning a run, mix good appends, seq repeats and stale writes.
+
+    Every good append commits, every repeat raises JournalOrderViolation, every
+    write with a stale lease (also aimed at other threads' runs) raises
+    LeaseHeldError; each journal is exactly its owner's good appends in order.
+    """
+    import random
+
+    store = gc_store
+    group = store._group
+    assert group is not None
+    leases = [store.acquire(f"m{n}", f"w{n}") for n in range(6)]
+    ops_before, batches_before = group.operations, group.batches
+    expected: dict[int, list[dict[str, int]]] = {n: [] for n in range(6)}
+    wrong: list[str] = []
+
+    def worker(n: int) -> None:
+        rng = random.Random(seed * 100 + n)
+        seq = 0
+        for step in range(80):
+            roll = rng.random()
+            if roll < 0.6:
+                store.append(f"m{n}", {"seq": seq, "w": n, "s": step}, leases[n])
+                expected[n].append({"seq": seq, "w": n, "s": step})
+                seq += 1
+            elif roll < 0.8 and seq > 0:
+                try:
+                    store.append(
+                        f"m{n}", {"seq": seq - 1, "w": n, "s": step}, leases[n]
+                    )
+                    wrong.append(f"repeat of seq {seq - 1} in m{n} was accepted")
+                except JournalOrderViolation:
+                    pass
+            else:
+                target = rng.randrange(6)
+                stale = Lease(f"m{target}", f"w{n}", leases[target].epoch + 1 + n)
+                try:
+                    store.append(f"m{target}", {"seq": 10**6 + step, "stale": n}, stale)
+                    wrong.append(f"stale append to m{target} was accepted")
+                except LeaseHeldError:
+                    pass
+
+    calls = Calls()
+    for n in range(6):
+        calls.start(f"m{n}", partial(worker, n))
+    calls.join()
+    assert all(kind == "ok" for kind, _ in calls.outcomes.values()), calls.outcomes
+    assert wrong == []
+    for n in range(6):
+        assert store.load(f"m{n}") == expected[n]
+    assert group.operations - ops_before == 6 * 80  # every step was one write
+    assert group.batches - batches_before <= 6 * 80
