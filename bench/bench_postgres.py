@@ -339,7 +339,9 @@ def main() -> None:
         store_rate = len(values) / sum(1 / r for r in rates[name + " store"])
         raw_rate = len(values) / sum(1 / r for r in rates[name + " raw"])
         ratio = store_rate / raw_rate
-        spread = f"[{min(values):.2f}-{max(values):.2f}]"
+        spread = f"[{min(values):.2f}-{max(values):.2f}] per rep " + " ".join(
+            f"{value:.2f}" for value in values
+        )
         line = (
             f"  {name:<40} store {store_rate:7.0f}/s  raw {raw_rate:7.0f}/s  "
             f"ratio {ratio:5.2f}x {spread}"

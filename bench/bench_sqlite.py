@@ -296,6 +296,7 @@ def main() -> None:
         for name, values in ratios.items():
             median = statistics.median(values)
             line = f"  {name:28s} {median:5.2f}x [{min(values):.2f}-{max(values):.2f}]"
+            line += " per rep " + " ".join(f"{value:.2f}" for value in values)
             if name in targets:
                 ok = median >= targets[name]
                 verdicts.append((f"{name} >= {targets[name]}x raw", ok))
