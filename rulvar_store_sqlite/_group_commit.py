@@ -10,7 +10,9 @@ a transaction instead:
    until its operation is done or leadership is free.
 3. The leader takes the instance lock, then takes EVERYTHING queued at that
    moment (its own operation included) as one batch. It never waits for
-   company: a lone caller forms a batch of one at once.
+   company: a lone caller forms a batch of one at once. (When the previous
+   batch was shared, the leader first yields the GIL once, ``time.sleep(0)``,
+   so the callers just released can queue again; no timed wait.)
 4. A batch of one runs exactly as without group commit (``run_solo``). A
    larger batch runs as ONE ``BEGIN IMMEDIATE`` transaction (``run_batch``) in
    which every operation has its own ``SAVEPOINT``: its failpoints
@@ -43,6 +45,7 @@ from __future__ import annotations
 
 import copy
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, Final, Generic, TypeVar, final
 
@@ -115,6 +118,8 @@ class GroupCommitter:
         "_queue",
         "_run_batch",
         "_run_solo",
+        "_shared",
+        "_shared",
         "_store_lock",
         "batches",
         "operations",
@@ -132,6 +137,7 @@ class GroupCommitter:
         self._cond = threading.Condition(threading.Lock())
         self._queue: list[Operation[Any]] = []
         self._leading = False
+        self._shared = False
         # Transactions run and operations carried, for benchmarks and tests.
         self.batches = 0
         self.operations = 0
@@ -151,8 +157,11 @@ class GroupCommitter:
             self._leading = True
         try:
             with self._store_lock:
+                if self._shared:
+                    time.sleep(0)
                 with self._cond:
                     batch, self._queue = self._queue, []
+                self._shared = len(batch) > 1
                 self.batches += 1
                 self.operations += len(batch)
                 self._decide(batch)
