@@ -20,12 +20,14 @@ from rulvar_store._audit import (
 from rulvar_store._capabilities import (
     assert_fenced_writes,
     has_fenced_writes,
+    has_incremental_read,
     has_meta_lookup,
     read_run_meta,
 )
 from rulvar_store._failpoints import FAILPOINTS, Failpoint, hit, set_failpoint_hook
 from rulvar_store._file_journal import CorruptFileError, JsonlFileStore, TornTail
 from rulvar_store._file_transcripts import FileTranscriptStore
+from rulvar_store._incremental import IncrementalReadStore, JournalTail
 from rulvar_store._json import dump_record, load_record, stable_stringify
 from rulvar_store._locations import (
     LOCATION_FEATURES,
@@ -123,10 +125,12 @@ __all__ = [
     "Failpoint",
     "FileTranscriptStore",
     "FreshStoreFactory",
+    "IncrementalReadStore",
     "InvalidArgumentError",
     "JournalEntry",
     "JournalOrderViolation",
     "JournalStore",
+    "JournalTail",
     "JsonlFileStore",
     "LeasableStore",
     "Lease",
@@ -170,6 +174,7 @@ __all__ = [
     "dump_record",
     "finite_seq",
     "has_fenced_writes",
+    "has_incremental_read",
     "has_lease_peek",
     "has_meta_lookup",
     "has_meta_pages",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, TypeGuard
 
+from rulvar_store._incremental import IncrementalReadStore
 from rulvar_store._protocols import JournalStore, MetaLookupStore
 from rulvar_store._records import RunFilter, RunMeta
 from rulvar_store.errors import ConfigError
@@ -11,6 +12,7 @@ from rulvar_store.errors import ConfigError
 __all__ = [
     "assert_fenced_writes",
     "has_fenced_writes",
+    "has_incremental_read",
     "has_meta_lookup",
     "read_run_meta",
 ]
@@ -51,3 +53,8 @@ def read_run_meta(store: JournalStore, run_id: str) -> RunMeta | None:
         return store.get_meta(run_id)
     metas: list[dict[str, Any]] = store.list_runs(RunFilter())
     return next((meta for meta in metas if meta.get("runId") == run_id), None)
+
+
+def has_incremental_read(store: object) -> TypeGuard[IncrementalReadStore]:
+    """Return whether ``store`` offers ``load_since`` (see ``_incremental``)."""
+    return callable(getattr(store, "load_since", None))

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from itertools import count
 from typing import Literal, final
 
 from rulvar_store import _intake
 from rulvar_store._checks import check_run_match
-from rulvar_store._json import load_record
+from rulvar_store._incremental import JournalTail, parse_cursor
+from rulvar_store._json import load_record, load_records
 from rulvar_store._records import (
     DEFAULT_LEASE_TTL_MS,
     BlobInput,
@@ -33,6 +35,9 @@ from rulvar_store.errors import JournalOrderViolation, LeaseHeldError, StoreClos
 __all__ = ["MemoryFencedTranscriptStore", "MemoryStore", "MemoryTranscriptStore"]
 
 
+_INCARNATIONS = count(1)
+
+
 @dataclass(slots=True)
 class _LeaseRow:
     owner: str
@@ -49,6 +54,9 @@ class _MemoryDomain:
     entries: dict[str, list[tuple[str, int | float | None]]] = field(
         default_factory=dict
     )
+    # A number per journal, new each time a run's journal is (re)created, so an
+    # incremental-read cursor can tell a recreated run from the one it read.
+    incarnations: dict[str, int] = field(default_factory=dict)
     metas: dict[str, str] = field(default_factory=dict)
     leases: dict[str, _LeaseRow] = field(default_factory=dict)
     epochs: dict[str, int] = field(default_factory=dict)
@@ -152,7 +160,10 @@ class MemoryStore:
             self._ensure_open("append")
             if lease is not None:
                 self._assert_fencing(lease)
-            journal = self._domain.entries.setdefault(run_id, [])
+            journal = self._domain.entries.get(run_id)
+            if journal is None:
+                journal = self._domain.entries[run_id] = []
+                self._domain.incarnations[run_id] = next(_INCARNATIONS)
             if seq is not None and any(
                 stored is not None and stored >= seq for _, stored in journal
             ):
@@ -168,7 +179,28 @@ class MemoryStore:
         with self._domain.lock:
             self._ensure_open("load")
             texts = [text for text, _ in self._domain.entries.get(run_id, [])]
-        return [load_record(text) for text in texts]
+        return load_records(texts)
+
+    def load_since(self, run_id: str, cursor: str | None = None) -> JournalTail:
+        """Return the entries appended after ``cursor`` (``_incremental``).
+
+        The cursor holds the journal's incarnation and how many entries were
+        read; a different incarnation means the run was deleted since.
+        """
+        position = parse_cursor(cursor, "memory", 2)
+        with self._domain.lock:
+            journal = self._domain.entries.get(run_id, [])
+            incarnation = self._domain.incarnations.get(run_id, 0) if journal else 0
+            start, restarted = 0, False
+            if position is not None and position != [0, 0]:
+                seen_incarnation, seen = position
+                if seen_incarnation == incarnation and seen <= len(journal):
+                    start = seen
+                else:
+                    restarted = True
+            texts = [text for text, _ in journal[start:]]
+            next_cursor = f"memory:{incarnation}:{len(journal)}"
+        return JournalTail(load_records(texts), next_cursor, restarted)
 
     def put_meta(self, meta: RunMeta, lease: Lease | None = None) -> None:
         run_id, text = _intake.meta_text(meta)
@@ -191,7 +223,7 @@ class MemoryStore:
         with self._domain.lock:
             self._ensure_open("list_runs")
             texts = [self._domain.metas[key] for key in sorted(self._domain.metas)]
-        metas = [load_record(text) for text in texts]
+        metas = load_records(texts)
         return [meta for meta in metas if meta_matches_filter(meta, run_filter)]
 
     def delete(self, run_id: str, lease: Lease | None = None) -> None:

@@ -18,11 +18,13 @@ from typing import Any, Final, Literal, final
 
 import psycopg
 from psycopg import generators, pq
+from psycopg.rows import scalar_row
 
 from rulvar_store import _failpoints, _intake
 from rulvar_store._checks import check_run_match, not_live_lease
 from rulvar_store._failpoints import hit
-from rulvar_store._json import load_record
+from rulvar_store._incremental import JournalTail, parse_cursor
+from rulvar_store._json import load_record, load_records
 from rulvar_store._observe import LeaseState
 from rulvar_store._records import (
     Clock,
@@ -350,6 +352,18 @@ class PostgresStore:
         ):
             return conn.execute(statement, args).fetchall()
 
+    def _query_payloads(
+        self, operation: str, statement: str, args: Sequence[Any]
+    ) -> list[str]:
+        """Run a one-column read and return the bare values (no tuple per row)."""
+        self._ensure_booted(operation)
+        with (
+            translated(operation, self._settings.where, self._settings.secrets),
+            self._pool.checkout() as conn,
+            conn.cursor(row_factory=scalar_row) as cursor,
+        ):
+            return cursor.execute(statement, args).fetchall()
+
     def _clock(self) -> int | None:
         """The injected clock's reading, or ``None``: the server's clock decides."""
         return None if self._now is None else int(self._now())
@@ -409,8 +423,32 @@ class PostgresStore:
     def load(self, run_id: str) -> list[JournalEntry]:
         """Return the run's entries in append order (J2); ``[]`` when unknown (J5)."""
         _intake.run_id_for_read(run_id, "load")
-        rows = self._query("load", self._sql.load, (run_id,))
-        return [load_record(row[0]) for row in rows]
+        return load_records(self._query_payloads("load", self._sql.load, (run_id,)))
+
+    def load_since(self, run_id: str, cursor: str | None = None) -> JournalTail:
+        """Return the entries appended after ``cursor`` (O(new entries); ``_incremental``).
+
+        The cursor is the id of the last entry returned. Within one run, ids
+        follow commit order (every append holds the run's advisory lock, P4),
+        and a sequence never reuses an id, so a cursor whose entry is gone
+        means the run was deleted since: the read then starts over.
+        """
+        _intake.run_id_for_read(run_id, "load_since")
+        anchor = parse_cursor(cursor, "postgresql", 1)
+        after = 0 if anchor is None else anchor[0]
+        statement = (
+            "SELECT id, CASE WHEN id = %s THEN NULL ELSE payload END "
+            f"FROM {self._sql.quoted}.rulvar_entries "
+            "WHERE run_id = %s AND id >= %s ORDER BY id"
+        )
+        rows = self._query("load_since", statement, (after, run_id, after))
+        restarted = after > 0 and (not rows or rows[0][0] != after)
+        if restarted:
+            after = 0
+            rows = self._query("load_since", statement, (0, run_id, 0))
+        last = int(rows[-1][0]) if rows else after
+        payloads = [row[1] for row in rows if row[0] != after]
+        return JournalTail(load_records(payloads), f"postgresql:{last}", restarted)
 
     def put_meta(self, meta: RunMeta, lease: Lease | None = None) -> None:
         """Replace the run's whole meta record (M2); fenced when leased (F1)."""
@@ -422,10 +460,10 @@ class PostgresStore:
     def get_meta(self, run_id: str) -> RunMeta | None:
         """Return the run's meta, or ``None`` (M5)."""
         _intake.run_id_for_read(run_id, "get_meta")
-        rows = self._query("get_meta", self._sql.get_meta, (run_id,))
+        rows = self._query_payloads("get_meta", self._sql.get_meta, (run_id,))
         if not rows:
             return None
-        meta: RunMeta = load_record(rows[0][0])
+        meta: RunMeta = load_record(rows[0])
         return meta
 
     def list_runs(self, run_filter: RunFilter | None = None) -> list[RunMeta]:
@@ -449,8 +487,7 @@ class PostgresStore:
         if clauses:
             statement += " WHERE " + " AND ".join(clauses)
         statement += ' ORDER BY run_id COLLATE "C"'
-        rows = self._query("list_runs", statement, args)
-        metas = [load_record(row[0]) for row in rows]
+        metas = load_records(self._query_payloads("list_runs", statement, args))
         return [meta for meta in metas if meta_matches_filter(meta, run_filter)]
 
     def delete(self, run_id: str, lease: Lease | None = None) -> None:

@@ -63,6 +63,13 @@ INSERT_ENTRY_ABOVE_TAIL: Final = (
     "AND json_extract(payload, '$.seq') >= ?3)"
 )
 LOAD_ENTRIES: Final = "SELECT payload FROM entries WHERE run_id = ? ORDER BY id"
+# load_since: the anchor row (the cursor's last entry, payload not re-sent) and
+# everything after it, a range scan of entries_by_run. A missing anchor means
+# the run was deleted since (ids are AUTOINCREMENT, never reused).
+LOAD_ENTRIES_SINCE: Final = (
+    "SELECT id, CASE WHEN id = ?2 THEN NULL ELSE payload END FROM entries "
+    "WHERE run_id = ?1 AND id >= ?2 ORDER BY id"
+)
 DELETE_ENTRIES: Final = "DELETE FROM entries WHERE run_id = ?"
 
 # -- meta --------------------------------------------------------------------------

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import apsw
 
 from rulvar_store import _intake
 from rulvar_store._failpoints import hit
+from rulvar_store._incremental import JournalTail, parse_cursor
+from rulvar_store._json import load_record, load_records
 from rulvar_store._observe import LeaseState
 from rulvar_store._records import (
     DEFAULT_LEASE_TTL_MS,
@@ -23,6 +24,8 @@ from rulvar_store._records import (
     meta_matches_filter,
 )
 from rulvar_store.errors import (
+    ConfigError,
+    ContractError,
     JournalOrderViolation,
     LeaseHeldError,
     StoreClosedError,
@@ -31,6 +34,7 @@ from rulvar_store_sqlite import _sql as sql
 from rulvar_store_sqlite._checks import check_run_match, seq_param
 from rulvar_store_sqlite._connection import BootAttempt, BusyDeadline, open_connection
 from rulvar_store_sqlite._errors import translate_errors
+from rulvar_store_sqlite._group_commit import GroupCommitter, Operation, run_batch
 from rulvar_store_sqlite._options import (
     DEFAULT_BUSY_TIMEOUT_MS,
     Synchronous,
@@ -76,8 +80,13 @@ class SqliteStore:
         now: clock in Unix ms (tests inject one); default the wall clock.
         readonly: open the file with ``SQLITE_OPEN_READONLY`` for observers:
             no bootstrap, no WAL switch, and SQLite refuses every write on the
-            connection (a write call raises ``StoreUnavailableError``). The
+            connection (a write call raises a non-retryable ``ConfigError``). The
             file must already hold a store.
+        group_commit: let threads writing through this instance at the same
+            time share one transaction and one durable COMMIT, each operation
+            in its own savepoint with its own fence check, seq guard and
+            outcome (default True; see ``_group_commit``). A lone caller never
+            waits for company.
 
     Raises:
         ConfigError: a bad option (before the file is touched), an unopenable
@@ -96,8 +105,13 @@ class SqliteStore:
         synchronous: Synchronous = "FULL",
         now: Clock | None = None,
         readonly: bool = False,
+        group_commit: bool = True,
         _boot_attempt: BootAttempt = bootstrap,
     ) -> None:
+        if not isinstance(group_commit, bool):
+            raise ConfigError(
+                f"sqlite: group_commit must be a bool, got {type(group_commit).__name__}"
+            )
         options = validate_options(
             path,
             ttl_ms=ttl_ms,
@@ -118,6 +132,12 @@ class SqliteStore:
         self._conn = open_connection(options, _boot_attempt, self._busy)
         self._cursor = self._conn.cursor()
         self._closed = False
+        self.group_commit: bool = group_commit
+        self._group: GroupCommitter | None = (
+            GroupCommitter(self._lock, self._run_solo, self._run_batch)
+            if group_commit
+            else None
+        )
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -165,6 +185,25 @@ class SqliteStore:
             with translate_errors(operation):
                 return self._cursor.execute(statement, params).fetchall()
 
+    def _read_payloads(
+        self, operation: str, statement: str, params: tuple[object, ...]
+    ) -> list[str]:
+        """Run a one-column read to completion and return its values as a list.
+
+        ``Cursor.get`` hands back bare values instead of one tuple per row, the
+        cheapest way out of apsw for a long journal.
+        """
+        with self._lock:
+            self._ensure_open(operation)
+            self._busy.arm()
+            with translate_errors(operation):
+                got = self._cursor.execute(statement, params).get
+        if got is None:
+            return []
+        if isinstance(got, list):
+            return got
+        return [got]  # one row: get returns the bare value
+
     def _write(
         self,
         operation: str,
@@ -178,29 +217,66 @@ class SqliteStore:
         nothing of a refused or failed call is ever visible. Failpoints mark each
         step. Driver errors leave as SPI errors (busy -> ``StoreBusyError``). Run
         match and argument checks happen before this, without database work.
+
+        With group commit (the default) concurrent callers of this store share
+        the transaction, each operation in its own savepoint, and each returns
+        after the shared COMMIT (``_group_commit``).
         """
-        with self._lock:
-            self._ensure_open(operation)
-            self._busy.arm()
-            cursor = self._cursor
-            with translate_errors(operation):
-                # BEGIN IMMEDIATE takes the write lock now (waiting in the busy
-                # handler up to the deadline), never a read lock upgraded later,
-                # which SQLite would fail without calling the busy handler.
-                cursor.execute(sql.BEGIN)
-                try:
-                    hit(operation, "after-begin")
-                    if fence is not None:
-                        fence()
-                    hit(operation, "after-fence-check")
-                    result = mutate(cursor)
-                    hit(operation, "before-commit")
-                    cursor.execute(sql.COMMIT)
-                except BaseException:
-                    self._rollback()
-                    raise
-            hit(operation, "after-commit")
-            return result
+        op = Operation(operation, fence, mutate)
+        if self._group is None:
+            with self._lock:
+                self._run_solo(op)
+            result = op.outcome()
+        else:
+            result = self._group.submit(op)
+        hit(operation, "after-commit")
+        return result
+
+    def _run_solo(self, op: Operation[T]) -> None:
+        """Run one operation as its own transaction and record its outcome."""
+        try:
+            result = self._transaction(op.name, op.fence, op.mutate)
+        except BaseException as exc:
+            op.fail(exc)
+            return
+        op.succeed(result)
+
+    def _run_batch(self, batch: list[Operation[Any]], more: Callable[[], bool]) -> None:
+        """Run several callers' operations in one transaction (``run_batch``)."""
+        if self._closed:
+            for op in batch:
+                op.fail(ContractError(f"sqlite {op.name}: the store is closed"))
+            return
+        self._busy.arm()
+        run_batch(self._conn, self._cursor, batch, more)
+
+    def _transaction(
+        self,
+        operation: str,
+        fence: Callable[[], None] | None,
+        mutate: Callable[[apsw.Cursor], T],
+    ) -> T:
+        """The single-operation transaction; the caller holds the instance lock."""
+        self._ensure_open(operation)
+        self._busy.arm()
+        cursor = self._cursor
+        with translate_errors(operation):
+            # BEGIN IMMEDIATE takes the write lock now (waiting in the busy
+            # handler up to the deadline), never a read lock upgraded later,
+            # which SQLite would fail without calling the busy handler.
+            cursor.execute(sql.BEGIN)
+            try:
+                hit(operation, "after-begin")
+                if fence is not None:
+                    fence()
+                hit(operation, "after-fence-check")
+                result = mutate(cursor)
+                hit(operation, "before-commit")
+                cursor.execute(sql.COMMIT)
+            except BaseException:
+                self._rollback()
+                raise
+        return result
 
     def _rollback(self) -> None:
         # SQLite may already have rolled back (BUSY, FULL, IOERR); only an open
@@ -274,9 +350,30 @@ class SqliteStore:
     def load(self, run_id: str) -> list[JournalEntry]:
         """Return the run's entries in append order, freshly parsed; [] if unknown."""
         _intake.run_id_for_read(run_id, "load")
-        rows = self._read("load", sql.LOAD_ENTRIES, (run_id,))
-        loads = json.loads
-        return [loads(row[0]) for row in rows]  # type: ignore[arg-type]  # payload is TEXT
+        return load_records(self._read_payloads("load", sql.LOAD_ENTRIES, (run_id,)))
+
+    def load_since(self, run_id: str, cursor: str | None = None) -> JournalTail:
+        """Return the entries appended after ``cursor`` (O(new entries); ``_incremental``).
+
+        The cursor is the id of the last entry returned; entry ids are never
+        reused, so a cursor whose entry is gone means the run was deleted since:
+        the read then starts over (``restarted``).
+        """
+        _intake.run_id_for_read(run_id, "load_since")
+        anchor = parse_cursor(cursor, "sqlite", 1)
+        after = 0 if anchor is None else anchor[0]
+        rows = self._read("load_since", sql.LOAD_ENTRIES_SINCE, (run_id, after))
+        restarted = after > 0 and (not rows or rows[0][0] != after)
+        if restarted:
+            after = 0
+            rows = self._read("load_since", sql.LOAD_ENTRIES_SINCE, (run_id, 0))
+        last = rows[-1][0] if rows else after
+        payloads = [row[1] for row in rows if row[0] != after]
+        return JournalTail(
+            load_records(payloads),  # type: ignore[arg-type]  # TEXT column
+            f"sqlite:{last}",
+            restarted,
+        )
 
     def put_meta(self, meta: RunMeta, lease: Lease | None = None) -> None:
         """Replace the run's whole meta record (M2), fenced when leased (F1).
@@ -297,8 +394,8 @@ class SqliteStore:
     def get_meta(self, run_id: str) -> RunMeta | None:
         """Return the run's meta by primary key, or ``None`` (M5)."""
         _intake.run_id_for_read(run_id, "get_meta")
-        rows = self._read("get_meta", sql.GET_META, (run_id,))
-        return json.loads(rows[0][0]) if rows else None  # type: ignore[arg-type]  # TEXT
+        rows = self._read_payloads("get_meta", sql.GET_META, (run_id,))
+        return load_record(rows[0]) if rows else None
 
     def list_runs(self, run_filter: RunFilter | None = None) -> list[RunMeta]:
         """Return matching metas ordered by run id (Q11, M4, D7).
@@ -310,8 +407,7 @@ class SqliteStore:
         query = sql.list_meta_query(checked)
         if query is None:
             return []
-        rows = self._read("list_runs", *query)
-        metas: list[RunMeta] = [json.loads(row[0]) for row in rows]  # type: ignore[arg-type]  # TEXT
+        metas: list[RunMeta] = load_records(self._read_payloads("list_runs", *query))
         return [meta for meta in metas if meta_matches_filter(meta, checked)]
 
     def delete(self, run_id: str, lease: Lease | None = None) -> None:
