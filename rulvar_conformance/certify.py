@@ -150,6 +150,12 @@ def _fenced_transcripts_suite(certification: Certification) -> ConformanceSuite:
     return fenced_transcripts_conformance(pair)
 
 
+def _two_handles_suite(certification: Certification) -> ConformanceSuite:
+    from rulvar_conformance.two_handles import two_handles_conformance
+
+    return two_handles_conformance(certification.locations, certification.capabilities)
+
+
 def suite_specs() -> tuple[SuiteSpec, ...]:
     """Every registered suite, in the order certification runs them."""
     return (
@@ -168,6 +174,13 @@ def suite_specs() -> tuple[SuiteSpec, ...]:
             "fenced_transcripts",
             True,
             "the fenced blob twin (8.6)",
+        ),
+        SuiteSpec(
+            "two-handles",
+            _two_handles_suite,
+            "leases",
+            True,
+            "two handles on one location: exclusivity, epochs, takeover, X1, X2, X7",
         ),
     )
 
