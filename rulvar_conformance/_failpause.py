@@ -23,8 +23,8 @@ __all__ = [
     "Background",
     "FailpointPause",
     "Hit",
-    "hits_of",
     "fast_switching",
+    "hits_of",
     "installed",
 ]
 

@@ -156,6 +156,12 @@ def _two_handles_suite(certification: Certification) -> ConformanceSuite:
     return two_handles_conformance(certification.locations, certification.capabilities)
 
 
+def _forced_races_suite(certification: Certification) -> ConformanceSuite:
+    from rulvar_conformance.forced_races import forced_races_conformance
+
+    return forced_races_conformance(certification.locations, certification.capabilities)
+
+
 def suite_specs() -> tuple[SuiteSpec, ...]:
     """Every registered suite, in the order certification runs them."""
     return (
@@ -181,6 +187,13 @@ def suite_specs() -> tuple[SuiteSpec, ...]:
             "leases",
             True,
             "two handles on one location: exclusivity, epochs, takeover, X1, X2, X7",
+        ),
+        SuiteSpec(
+            "forced-races",
+            _forced_races_suite,
+            "leases",
+            True,
+            "failpoint-forced check-then-act windows on every fenced surface (X3)",
         ),
     )
 

@@ -36,7 +36,6 @@ from rulvar_conformance._surfaces import (
     prepare,
     require_capability,
     stale_everywhere,
-    state_of,
 )
 from rulvar_store import (
     JournalOrderViolation,
@@ -70,8 +69,8 @@ def _exclusive_acquire(locations: LocationFactory, caps: frozenset[str]) -> None
             run_id = f"{RUN}-{round_no}"
             first, second = run_concurrently(
                 [
-                    lambda: a.acquire(run_id, "owner-a"),
-                    lambda: b.acquire(run_id, "owner-b"),
+                    partial(a.acquire, run_id, "owner-a"),
+                    partial(b.acquire, run_id, "owner-b"),
                 ]
             )
             winners = [o.value for o in (first, second) if o.ok]
@@ -89,7 +88,7 @@ def _exclusive_acquire(locations: LocationFactory, caps: frozenset[str]) -> None
             winner = winners[0]
             assert winner is not None
             other = b if winner.owner == "owner-a" else a
-            again = attempt(lambda: other.acquire(run_id, "owner-c"))
+            again = attempt(partial(other.acquire, run_id, "owner-c"))
             expect_refused(again, "acquire through the other handle of a live lease")
 
 
@@ -128,7 +127,7 @@ def _epochs_concurrent(locations: LocationFactory, caps: frozenset[str]) -> None
         observer = leasable(site.open())
 
         def cycles(index: int) -> list[int]:
-            store, epochs = handles[index], []
+            store, epochs = handles[index], list[int]()
             while len(epochs) < CYCLES_PER_HANDLE:
                 taken = attempt(lambda: store.acquire(RUN, f"owner-{index}"))
                 if taken.error is not None:

@@ -1,0 +1,444 @@
+"""``forced_races_conformance(locations, capabilities)``: check-then-act windows, forced.
+
+X3 and Q13 made deterministic with the failpoint seam: a writer's fenced call is
+paused INSIDE its window (after its fence check passed, before its commit); while
+it stands there its lease expires and a second handle tries to take the run over
+and to append the same seq. Neither may succeed inside the window: the fence
+check and the guarded write are one transaction (L7), so the competitor waits
+(or, on a fail-fast handle, raises the retryable ``StoreBusyError``). Let go,
+the writer commits whole; then the takeover lands and every later write of the
+old lease is refused. Each fenced surface gets its own check (append, put_meta,
+delete, blob put, blob delete, renew, release). The writer is also paused at
+every OTHER failpoint it reaches, where a takeover may land, but then the
+writer's call must end refused unless its write was already visible. Finally
+the roles flip: the takeover is paused just before its commit while the old
+holder (whose host clock lags) writes; a store that checks the lease before its
+write transaction lets that write through, an honest one refuses it.
+
+The failpoint contract (what a third-party store calls, from
+``rulvar_store._failpoints``): every fenced mutation AND ``acquire`` call
+``hit(operation, point)`` on the calling thread, in this order:
+
+1. ``"after-begin"``: the write transaction is open (SQLite: after ``BEGIN
+   IMMEDIATE``; PostgreSQL: after ``BEGIN``);
+2. ``"after-fence-check"``: the lease was checked (for ``acquire``: the run was
+   found free) inside that transaction, which now holds whatever keeps another
+   handle from changing the lease row (the write lock, the run's advisory lock);
+3. ``"before-commit"``: the mutation is done and not yet committed;
+4. ``"after-commit"``: the transaction committed.
+
+Operation names: ``append``, ``put_meta``, ``delete``, ``blob_put``,
+``blob_delete``, ``acquire``, ``renew``, ``release``. A store that never calls
+``hit`` gets these checks reported as not run, with the reason; the
+``thread-races`` suite races real threads against it instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import Final
+
+from rulvar_conformance._failpause import (
+    Background,
+    FailpointPause,
+    Hit,
+    hits_of,
+    installed,
+)
+from rulvar_conformance._kit import (
+    ConformanceSuite,
+    attempt,
+    build_check,
+    not_run,
+    require,
+)
+from rulvar_conformance._site import at_fresh_location
+from rulvar_conformance._surfaces import (
+    SURFACES,
+    Surface,
+    entry,
+    expect_refused,
+    leasable,
+    prepare,
+    require_capability,
+    stale_everywhere,
+    state_of,
+)
+from rulvar_conformance._windows import (
+    QUEUE_S,
+    WINDOW_TTL_MS,
+    Competitor,
+    Handles,
+    await_pause,
+    open_handles,
+    refused_or_waiting,
+)
+from rulvar_store import JournalOrderViolation, Lease, LeaseHeldError
+from rulvar_store._locations import LocationFactory
+
+__all__ = ["STRICT_POINTS", "forced_races_conformance"]
+
+STRICT_POINTS: Final = ("after-fence-check", "before-commit")
+"""Inside these the writer's lease was checked and its write is not yet committed."""
+
+WINDOW_TAG: Final = 500
+"""Tag (and seq) of the paused write: above every seq a check stores before it."""
+
+Caps = frozenset[str]
+
+
+def _dry_hits(
+    h: Handles, caps: Caps, call: Callable[[], object], what: str
+) -> list[Hit]:
+    hits, outcome = hits_of(call)
+    require(outcome.ok, f"{what} (no race) failed: {outcome.error!r}")
+    return hits
+
+
+def _require_failpoints(h: Handles, caps: Caps) -> None:
+    """Stop as not run unless the store calls failpoints at all."""
+    lease = leasable(h.a).acquire("probe-failpoints", "prober")
+    hits = _dry_hits(
+        h,
+        caps,
+        lambda: h.a.journal.append("probe-failpoints", entry(0, "a", 0), lease),
+        "a leased append",
+    )
+    if not hits:
+        not_run(
+            "the store never calls rulvar_store._failpoints.hit, so no window can "
+            "be forced open; the thread-races suite races real threads instead"
+        )
+
+
+def _surface_hits(h: Handles, caps: Caps, surface: Surface) -> list[Hit]:
+    run_id = f"probe-{surface.name}"
+    lease = leasable(h.a).acquire(run_id, "prober")
+    prepare(h.a, lease, caps)
+    hits = _dry_hits(
+        h, caps, partial(surface.write, h.a, lease, WINDOW_TAG), surface.name
+    )
+    for point in STRICT_POINTS:
+        require(
+            (surface.operation, point) in hits,
+            f"expected a leased {surface.name} to call failpoint "
+            f"({surface.operation!r}, {point!r}) like the other writes, observed "
+            f"only {hits}",
+        )
+    return hits
+
+
+def _window(
+    h: Handles, caps: Caps, surface: Surface, index: int, run_id: str
+) -> tuple[Lease, Lease, bool]:
+    """Pause the writer at hit ``index`` of its call and compete.
+
+    Returns the writer's lease, the successor's lease, and whether the pause was
+    inside the strict window.
+    """
+    stale = leasable(h.a).acquire(run_id, "owner-a")
+    prepare(h.a, stale, caps)
+    before = state_of(h.c, run_id, caps)
+    pause = FailpointPause(index)
+    with installed(pause.hook):
+        writer = Background(
+            partial(surface.write, h.a, stale, WINDOW_TAG), before=pause.aim
+        ).start()
+        try:
+            await_pause(pause, writer, f"the writer's {surface.name}")
+            strict = pause.seen[index] in {
+                (surface.operation, p) for p in STRICT_POINTS
+            }
+            h.advance_all(WINDOW_TTL_MS + 50)  # the writer's lease is now expired
+            take = partial(leasable(h.b).acquire, run_id, "owner-b")
+            takeover = Competitor(take, h.fail_fast).watch()
+            rival = None
+            if strict and surface.name == "append":
+                rival_call = partial(
+                    h.b.journal.append, run_id, entry(WINDOW_TAG, "b", WINDOW_TAG)
+                )
+                rival = Competitor(rival_call, h.fail_fast).watch()
+            during = state_of(h.c, run_id, caps)
+        finally:
+            pause.release()
+        require(writer.wait(30), f"the writer's {surface.name} never finished")
+        taken = takeover.finish()
+        rival_end = rival.finish() if rival is not None else None
+    where = f"at {pause.where}"
+    done = writer.outcome
+    after = state_of(h.c, run_id, caps)
+    if strict:
+        refused_or_waiting(takeover, "the other handle's acquire", where)
+        require(
+            done.ok,
+            f"expected the writer's {surface.name}, paused {where} after its fence "
+            f"check passed, to commit whole once let go, observed {done.error!r}",
+        )
+        require(
+            surface.lease_row or not after.same_as(before),
+            f"expected the committed {surface.name} visible through another "
+            f"handle, observed the run unchanged: {after}",
+        )
+        if rival is not None and rival_end is not None:
+            refused_or_waiting(
+                rival, "the other handle's append of the same seq", where
+            )
+            require(
+                rival.in_window is not None
+                or isinstance(rival_end.error, JournalOrderViolation),
+                f"expected the other handle's append of seq {WINDOW_TAG}, queued "
+                f"behind the writer's, to raise JournalOrderViolation, observed "
+                f"{rival_end.error or 'success'} (J6)",
+            )
+    elif takeover.won_in_window and during.same_as(before) and not surface.lease_row:
+        expect_refused(
+            done,
+            f"the writer's {surface.name} let go after another handle took the run "
+            f"over while it stood {where} with nothing written yet",
+        )
+        require(
+            after.same_as(during),
+            f"expected the run unchanged after the takeover {where}, observed the "
+            f"superseded {surface.name} land: {during} became {after} (L7, X3)",
+        )
+    if taken.ok and taken.value is not None:
+        return stale, taken.value, strict
+    h.advance_all(3 * WINDOW_TTL_MS)  # past any renew the writer committed
+    return stale, leasable(h.b).acquire(run_id, "owner-b"), strict
+
+
+def _successor_holds(h: Handles, run_id: str, successor: Lease, why: str) -> None:
+    intruder = attempt(partial(leasable(h.c).acquire, run_id, "owner-c"))
+    expect_refused(
+        intruder, f"a third owner's acquire while the successor is live ({why})"
+    )
+    leasable(h.b).renew(successor)
+
+
+def _queued_behind_takeover(
+    h: Handles, caps: Caps, surface: Surface, run_id: str
+) -> None:
+    """Pause the takeover before its commit while the old holder writes."""
+    probe = f"{run_id}-probe"
+    hits = _dry_hits(
+        h, caps, partial(leasable(h.b).acquire, probe, "prober"), "an acquire"
+    )
+    require(
+        ("acquire", "before-commit") in hits,
+        f"expected acquire to call failpoint ('acquire', 'before-commit'), observed {hits}",
+    )
+    stale = leasable(h.a).acquire(run_id, "owner-a")
+    prepare(h.a, stale, caps)
+    h.clock.advance(
+        WINDOW_TTL_MS + 50
+    )  # expired for the world; the writer's clock lags
+    before = state_of(h.c, run_id, caps)
+    pause = FailpointPause(hits.index(("acquire", "before-commit")))
+    with installed(pause.hook):
+        taker = Background(
+            partial(leasable(h.b).acquire, run_id, "owner-b"), before=pause.aim
+        ).start()
+        try:
+            await_pause(pause, taker, "the other handle's acquire")
+            writer = Background(partial(surface.write, h.a, stale, WINDOW_TAG)).start()
+            writer.wait(QUEUE_S)
+            queued = not writer.done
+        finally:
+            pause.release()
+        require(taker.wait(30) and writer.wait(30), "a call never finished")
+    require(
+        taker.outcome.ok,
+        f"expected the takeover of an expired lease to succeed, observed "
+        f"{taker.outcome.error!r}",
+    )
+    successor = taker.outcome.value
+    assert successor is not None
+    if queued:
+        expect_refused(
+            writer.outcome,
+            f"the old holder's {surface.name} that waited for another handle's "
+            "takeover to commit",
+        )
+        after = state_of(h.c, run_id, caps)
+        require(
+            after.same_as(before),
+            f"expected the run unchanged by the refused {surface.name}, observed "
+            f"{before} became {after}: the lease was checked before the write "
+            "transaction (L7, X3)",
+        )
+    _successor_holds(h, run_id, successor, f"after a queued stale {surface.name}")
+
+
+def _forced_window(locations: LocationFactory, caps: Caps, surface: Surface) -> None:
+    require_capability(caps, surface.capability)
+    with at_fresh_location(locations, needs=("shared", "clock")) as site:
+        h = open_handles(site)
+        _require_failpoints(h, caps)
+        hits = _surface_hits(h, caps, surface)
+        checked_everywhere = False
+        for index in range(len(hits)):
+            run_id = f"race-{surface.name}-{index}"
+            stale, successor, strict = _window(h, caps, surface, index, run_id)
+            if strict and not checked_everywhere:
+                checked_everywhere = True
+                stale_everywhere(h.a, stale, h.c, caps, "taken over after its window")
+            _successor_holds(
+                h, run_id, successor, f"after the window at hit {index + 1}"
+            )
+        _queued_behind_takeover(h, caps, surface, f"queued-{surface.name}")
+
+
+def _queued_seq_race(locations: LocationFactory, caps: Caps) -> None:
+    with at_fresh_location(locations, needs=("shared", "clock")) as site:
+        h = open_handles(site)
+        _require_failpoints(h, caps)
+        run_id = "queued-seq"
+        h.c.journal.append(run_id, entry(0, "c", 0))
+        hits = _dry_hits(
+            h,
+            caps,
+            partial(h.b.journal.append, "probe-seq", entry(0, "b", 0)),
+            "append",
+        )
+        pause = FailpointPause(hits.index(("append", "before-commit")))
+        with installed(pause.hook):
+            first = Background(
+                partial(h.b.journal.append, run_id, entry(1, "b", 1)), before=pause.aim
+            ).start()
+            try:
+                await_pause(pause, first, "an append of seq 1")
+                second = Background(
+                    partial(h.a.journal.append, run_id, entry(1, "a", 1))
+                )
+                second.start()
+                second.wait(QUEUE_S)
+            finally:
+                pause.release()
+            require(first.wait(30) and second.wait(30), "an append never finished")
+        outcomes = [first.outcome, second.outcome]
+        require(
+            sum(o.ok for o in outcomes) == 1
+            and all(
+                o.ok or isinstance(o.error, JournalOrderViolation) for o in outcomes
+            ),
+            f"expected one of two appends of seq 1 through two handles to persist and "
+            f"the other to raise JournalOrderViolation, observed "
+            f"{[o.error or 'ok' for o in outcomes]}: the seq guard is not checked in "
+            "the write transaction (J6, Q7)",
+        )
+        seqs = [item.get("seq") for item in h.c.journal.load(run_id)]
+        require(
+            seqs == [0, 1],
+            f"expected seqs [0, 1] through a third handle, observed {seqs} (J6)",
+        )
+
+
+def _queued_epoch_race(locations: LocationFactory, caps: Caps) -> None:
+    with at_fresh_location(locations, needs=("shared", "clock")) as site:
+        h = open_handles(site)
+        _require_failpoints(h, caps)
+        hits = _dry_hits(
+            h, caps, partial(leasable(h.b).acquire, "probe-epoch", "prober"), "acquire"
+        )
+        index = hits.index(("acquire", "before-commit"))
+        for round_no in range(3):
+            run_id = f"queued-epoch-{round_no}"
+
+            def cycle(run_id: str = run_id) -> int:
+                lease = leasable(h.b).acquire(run_id, "owner-b")
+                leasable(h.b).release(lease)
+                return lease.epoch
+
+            pause = FailpointPause(index)
+            with installed(pause.hook):
+                first = Background(cycle, before=pause.aim).start()
+                try:
+                    await_pause(pause, first, "the other handle's acquire")
+                    second = Background(
+                        partial(leasable(h.a).acquire, run_id, "owner-a")
+                    )
+                    second.start()
+                    second.wait(QUEUE_S)
+                finally:
+                    pause.release()
+                require(first.wait(30) and second.wait(30), "an acquire never finished")
+            require(
+                first.outcome.ok, f"acquire and release failed: {first.outcome.error!r}"
+            )
+            b_epoch = first.outcome.value
+            late = second.outcome
+            if late.ok and late.value is not None:
+                require(
+                    b_epoch is not None and late.value.epoch > b_epoch,
+                    f"expected an acquire queued behind another handle's acquire and "
+                    f"release to get an epoch above {b_epoch}, observed "
+                    f"{late.value.epoch}: the epoch was read outside the acquire's "
+                    "transaction (L2, L3)",
+                )
+            else:
+                require(
+                    isinstance(late.error, LeaseHeldError),
+                    f"expected the queued acquire to win or raise LeaseHeldError, "
+                    f"observed {late.error!r}",
+                )
+
+
+def _x3_stale_renew(locations: LocationFactory, caps: Caps) -> None:
+    with at_fresh_location(locations, needs=("shared", "clock")) as site:
+        h = open_handles(site)
+        start = h.clock()
+        stale = leasable(h.a).acquire("x3-run", "owner-a")
+        h.advance_all(150)
+        leasable(h.b).acquire("x3-run", "owner-b")
+        expect_refused(
+            attempt(partial(leasable(h.a).renew, stale)), "the stale renew (X3)"
+        )
+        h.clock.set(start + 240)
+        intruder = attempt(partial(leasable(h.c).acquire, "x3-run", "owner-c"))
+        expect_refused(
+            intruder, "a third owner's acquire at +240 (the successor holds to +250)"
+        )
+        h.clock.set(start + 260)
+        late = attempt(partial(leasable(h.c).acquire, "x3-run", "owner-c"))
+        require(
+            late.ok,
+            f"expected the run acquirable at +260 (the successor's lease ends at +250 "
+            f"and the refused stale renew must not extend it), observed {late.error!r}",
+        )
+
+
+def forced_races_conformance(
+    locations: LocationFactory, capabilities: frozenset[str]
+) -> ConformanceSuite:
+    """Build the forced-races suite over fresh shared locations with a clock (X3, Q13)."""
+    checks = [
+        build_check(
+            f"x3-window-{surface.name}",
+            f"a takeover cannot land inside a {surface.name}'s fence-to-commit window",
+            ("X3", "L7", "Q6", "Q13", "P4", "L6", "F3"),
+            partial(_forced_window, locations, capabilities, surface),
+        )
+        for surface in SURFACES
+    ]
+    checks += [
+        build_check(
+            "x3-queued-seq-race",
+            "an append queued behind another handle's append of the same seq fails",
+            ("J6", "Q7", "L7"),
+            partial(_queued_seq_race, locations, capabilities),
+        ),
+        build_check(
+            "x3-queued-epoch-race",
+            "an acquire queued behind an acquire and release gets a higher epoch",
+            ("L2", "L3"),
+            partial(_queued_epoch_race, locations, capabilities),
+        ),
+        build_check(
+            "x3-stale-renew",
+            "after a takeover at +150 (ttl 100) a stale renew fails; free at +260",
+            ("X3", "L6", "L8"),
+            partial(_x3_stale_renew, locations, capabilities),
+        ),
+    ]
+    return ConformanceSuite("forced-races", tuple(checks))
