@@ -162,6 +162,12 @@ def _forced_races_suite(certification: Certification) -> ConformanceSuite:
     return forced_races_conformance(certification.locations, certification.capabilities)
 
 
+def _thread_races_suite(certification: Certification) -> ConformanceSuite:
+    from rulvar_conformance.thread_races import thread_races_conformance
+
+    return thread_races_conformance(certification.locations, certification.capabilities)
+
+
 def suite_specs() -> tuple[SuiteSpec, ...]:
     """Every registered suite, in the order certification runs them."""
     return (
@@ -194,6 +200,13 @@ def suite_specs() -> tuple[SuiteSpec, ...]:
             "leases",
             True,
             "failpoint-forced check-then-act windows on every fenced surface (X3)",
+        ),
+        SuiteSpec(
+            "thread-races",
+            _thread_races_suite,
+            "leases",
+            True,
+            "real threads race a takeover against leased writes on every surface",
         ),
     )
 
