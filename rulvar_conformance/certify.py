@@ -168,6 +168,12 @@ def _thread_races_suite(certification: Certification) -> ConformanceSuite:
     return thread_races_conformance(certification.locations, certification.capabilities)
 
 
+def _typed_errors_suite(certification: Certification) -> ConformanceSuite:
+    from rulvar_conformance.typed_errors import typed_errors_conformance
+
+    return typed_errors_conformance(certification.locations, certification.capabilities)
+
+
 def suite_specs() -> tuple[SuiteSpec, ...]:
     """Every registered suite, in the order certification runs them."""
     return (
@@ -207,6 +213,13 @@ def suite_specs() -> tuple[SuiteSpec, ...]:
             "leases",
             True,
             "real threads race a takeover against leased writes on every surface",
+        ),
+        SuiteSpec(
+            "typed-errors",
+            _typed_errors_suite,
+            None,
+            True,
+            "contention surfaces as the retryable StoreBusyError (Q5)",
         ),
     )
 
