@@ -180,9 +180,10 @@ class RunState:
         )
 
     def __str__(self) -> str:
-        keys = [item.get("key") for item in self.entries]
+        keys = [item.get("key") for item in self.entries[-3:]]
+        shown = ("..., " if len(self.entries) > 3 else "") + ", ".join(map(str, keys))
         status = None if self.meta is None else self.meta.get("updatedAt")
-        return f"entries {keys}, meta {status!r}, blob {self.blob!r}"
+        return f"{len(self.entries)} entries [{shown}], meta {status!r}, blob {self.blob!r}"
 
 
 def state_of(

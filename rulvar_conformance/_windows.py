@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 from rulvar_conformance._failpause import PAUSE_LIMIT_S, Background, FailpointPause
 from rulvar_conformance._kit import Outcome, require
@@ -78,7 +78,7 @@ def open_handles(site: Site) -> Handles:
     )
 
 
-def await_pause(pause: FailpointPause, writer: Background[None], what: str) -> None:
+def await_pause(pause: FailpointPause, writer: Background[Any], what: str) -> None:
     """Wait until the writer stands at its failpoint; fail if it finished instead."""
     deadline = time.monotonic() + PAUSE_LIMIT_S
     while not pause.reached.wait(0.01):
@@ -125,7 +125,7 @@ class Competitor(Generic[T]):
         return self.in_window is not None and self.in_window.ok
 
 
-def refused_or_waiting(competitor: Competitor[object], what: str, where: str) -> None:
+def refused_or_waiting(competitor: Competitor[Any], what: str, where: str) -> None:
     """Inside a window the competitor may wait, or raise StoreBusyError/LeaseHeldError."""
     seen = competitor.in_window
     if seen is None:

@@ -54,7 +54,7 @@ __all__ = ["thread_races_conformance"]
 
 ROUNDS: Final = 40
 MIN_ROUNDS: Final = 8
-BUDGET_S: Final = 1.5
+BUDGET_S: Final = 0.8
 """Per check: stop after ROUNDS rounds, or after BUDGET_S once MIN_ROUNDS ran."""
 MAX_WRITES: Final = 400
 
