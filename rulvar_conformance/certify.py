@@ -217,7 +217,7 @@ def suite_specs() -> tuple[SuiteSpec, ...]:
         SuiteSpec(
             "typed-errors",
             _typed_errors_suite,
-            None,
+            "leases",
             True,
             "contention surfaces as the retryable StoreBusyError (Q5)",
         ),

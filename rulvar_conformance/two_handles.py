@@ -15,6 +15,7 @@ release and re-acquire, and the clock checks are not run, with the reason.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
 from functools import partial
 from typing import Final
@@ -378,7 +379,7 @@ def _seq_lockstep(a: OpenedStore, b: OpenedStore, observer: OpenedStore) -> None
             require(outcome.ok, f"a lockstep appender failed: {outcome.error!r}")
             landed += outcome.value or 0
         seqs = [int(item["seq"]) for item in observer.journal.load(run_id)]
-        twice = sorted({seq for seq in seqs if seqs.count(seq) > 1})
+        twice = sorted(seq for seq, n in Counter(seqs).items() if n > 1)
         require(
             not twice and seqs == sorted(seqs) and len(seqs) == landed,
             f"two handles appending the same seqs in lockstep: expected each seq "
