@@ -52,7 +52,7 @@ from rulvar_store._locations import LocationFactory
 
 __all__ = ["thread_races_conformance"]
 
-ROUNDS: Final = 40
+ROUNDS: Final = 400
 MIN_ROUNDS: Final = 8
 BUDGET_S: Final = 0.8
 """Per check: stop after ROUNDS rounds, or after BUDGET_S once MIN_ROUNDS ran."""

@@ -158,10 +158,19 @@ def _epochs_concurrent(locations: LocationFactory, caps: frozenset[str]) -> None
             require(outcome.ok, f"handle {index} failed its cycles: {outcome.error!r}")
             assert outcome.value is not None
             lists.append(outcome.value)
+            drops = [
+                (number, before, after)
+                for number, (before, after) in enumerate(
+                    zip(outcome.value, outcome.value[1:], strict=False), start=2
+                )
+                if after <= before
+            ]
             require(
-                outcome.value == sorted(set(outcome.value)),
+                not drops,
                 f"handle {index}: expected strictly increasing epochs, observed "
-                f"{outcome.value}",
+                f"grant {drops[0][0] if drops else 0} at epoch "
+                f"{drops[0][2] if drops else 0} after {drops[0][1] if drops else 0} "
+                f"({len(drops)} such drops in {len(outcome.value)} grants; L2, L3)",
             )
         every = lists[0] + lists[1]
         twice = sorted(set(lists[0]) & set(lists[1]))
