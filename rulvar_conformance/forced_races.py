@@ -384,6 +384,50 @@ def _queued_epoch_race(locations: LocationFactory, caps: Caps) -> None:
                 )
 
 
+def _queued_acquire_race(locations: LocationFactory, caps: Caps) -> None:
+    with at_fresh_location(locations, needs=("shared", "clock")) as site:
+        h = open_handles(site)
+        _require_failpoints(h, caps)
+        hits = _dry_hits(
+            h,
+            caps,
+            partial(leasable(h.b).acquire, "probe-acquire", "prober"),
+            "acquire",
+        )
+        run_id = "queued-acquire"
+        pause = FailpointPause(hits.index(("acquire", "before-commit")))
+        with installed(pause.hook):
+            first = Background(
+                partial(leasable(h.b).acquire, run_id, "owner-b"), before=pause.aim
+            ).start()
+            try:
+                await_pause(pause, first, "the other handle's acquire")
+                second = Background(partial(leasable(h.a).acquire, run_id, "owner-a"))
+                second.start()
+                queued = not second.wait(QUEUE_S)
+            finally:
+                pause.release()
+            require(first.wait(30) and second.wait(30), "an acquire never finished")
+        require(first.outcome.ok, f"the first acquire failed: {first.outcome.error!r}")
+        winner = first.outcome.value
+        assert winner is not None
+        if queued:
+            expect_refused(
+                second.outcome,
+                "an acquire queued behind another handle's acquire of the same run "
+                "(it must find the run leased: L1, L2)",
+            )
+        if second.outcome.ok:  # it ran entirely before the first committed
+            require(
+                False,
+                "expected one of two acquires of a free run to win, observed both "
+                f"granted: {winner} and {second.outcome.value} (L1, L2)",
+            )
+        leasable(h.b).renew(winner)
+        intruder = attempt(partial(leasable(h.c).acquire, run_id, "owner-c"))
+        expect_refused(intruder, "a third acquire while the winner holds the run")
+
+
 def _x3_stale_renew(locations: LocationFactory, caps: Caps) -> None:
     with at_fresh_location(locations, needs=("shared", "clock")) as site:
         h = open_handles(site)
@@ -433,6 +477,12 @@ def forced_races_conformance(
             "an acquire queued behind an acquire and release gets a higher epoch",
             ("L2", "L3"),
             partial(_queued_epoch_race, locations, capabilities),
+        ),
+        build_check(
+            "x3-queued-acquire-race",
+            "an acquire queued behind another handle's acquire finds the run leased",
+            ("L1", "L2", "L7"),
+            partial(_queued_acquire_race, locations, capabilities),
         ),
         build_check(
             "x3-stale-renew",

@@ -184,6 +184,24 @@ class EpochReadThenUnlock(MemoryStore):  # type: ignore[misc]  # final
             return Lease(run_id, owner, epoch)
 
 
+class AcquireCheckThenUnlock(MemoryStore):  # type: ignore[misc]  # final
+    """Finds the run free under the lock, then takes the lease under it anew."""
+
+    def acquire(self, run_id: str, owner: str) -> Lease:
+        with self._domain.lock:
+            now = self._now()
+            row = self._domain.leases.get(run_id)
+            if row is not None and row.expires_at > now:
+                raise LeaseHeldError("held", run_id, row.owner, row.epoch)
+        with self._domain.lock:
+            epoch = self._domain.epochs.get(run_id, 0) + 1
+            self._domain.epochs[run_id] = epoch
+            self._domain.leases[run_id] = _LeaseRow(
+                owner, epoch, now + self.lease_ttl_ms
+            )
+            return Lease(run_id, owner, epoch)
+
+
 def memory_locations(cls: type[MemoryStore]) -> LocationFactory:
     """Fresh shared domains, every handle opened through ``cls``."""
     numbers = count()

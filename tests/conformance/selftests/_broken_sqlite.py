@@ -153,6 +153,30 @@ class SeqGuardBeforeBegin(SqliteStore):
         )
 
 
+class AcquireCheckBeforeBegin(SqliteStore):
+    """acquire finds the run free with a plain SELECT, then upserts the lease row."""
+
+    def acquire(self, run_id: str, owner: str) -> Lease:
+        now = self._now()
+        rows = self._read("acquire", sql.LEASE_ROW, (run_id,))
+        if rows and rows[0][2] > now:  # type: ignore[operator]  # INTEGER column
+            raise LeaseHeldError("held", run_id, None, None)
+
+        def take(cursor: apsw.Cursor) -> Lease:
+            epoch = cursor.execute(sql.BUMP_EPOCH, (run_id,)).fetchall()[0][0]
+            assert isinstance(epoch, int)
+            cursor.execute(
+                "INSERT INTO leases (run_id, owner, epoch, expires_at) "
+                "VALUES (?1, ?2, ?3, ?4) ON CONFLICT (run_id) DO UPDATE SET "
+                "owner = excluded.owner, epoch = excluded.epoch, "
+                "expires_at = excluded.expires_at",
+                (run_id, owner, epoch, now + self.lease_ttl_ms),
+            )
+            return Lease(run_id, owner, epoch)
+
+        return self._write("acquire", lambda: None, take)
+
+
 class RawBusyError(SqliteStore):
     """Lets the driver's busy error escape instead of the typed StoreBusyError."""
 

@@ -27,6 +27,7 @@ CASES: Final = (
     + [
         ("x3-queued-seq-race", "SeqGuardBeforeBegin", "(J6, Q7)"),
         ("x3-queued-epoch-race", "EpochReadBeforeBegin", "(L2, L3)"),
+        ("x3-queued-acquire-race", "AcquireCheckBeforeBegin", "L1, L2)"),
         ("x3-stale-renew", "UnpinnedLeaseRow", "the stale renew (X3)"),
     ]
 )  # fmt: skip

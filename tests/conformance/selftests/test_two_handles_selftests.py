@@ -14,6 +14,8 @@ SUITE: Final = "two-handles"
 # (check id, broken store class, a phrase the failure must contain)
 CASES: Final = [
     ("two-handles-exclusive-acquire", "PerHandleLeases", "exactly one of two"),
+    ("two-handles-exclusive-acquire", "AcquireCheckBeforeBegin", "exactly one of two"),
+    ("two-handles-epochs-concurrent", "AcquireCheckThenUnlock", "L1, L2)"),
     ("two-handles-epochs-interleaved", "PerHandleEpochs", "expected an epoch above"),
     ("two-handles-epochs-concurrent", "EpochReadBeforeBegin", "L2, L3)"),
     ("two-handles-epochs-concurrent", "EpochReadThenUnlock", "L2, L3)"),
