@@ -38,6 +38,7 @@ from rulvar_conformance.fold import (
     fold_state,
     fold_state_sha256,
 )
+from rulvar_conformance.forced_races import forced_races_conformance
 from rulvar_conformance.golden import (
     GOLDEN_FOLD_JOURNAL,
     GOLDEN_FOLD_STATE_JSON,
@@ -46,6 +47,9 @@ from rulvar_conformance.golden import (
 )
 from rulvar_conformance.journal import journal_store_conformance
 from rulvar_conformance.leasable import ExpiryPairing, leasable_store_conformance
+from rulvar_conformance.thread_races import thread_races_conformance
+from rulvar_conformance.two_handles import two_handles_conformance
+from rulvar_conformance.typed_errors import typed_errors_conformance
 
 __all__ = [
     "CLAUSES",
@@ -73,6 +77,7 @@ __all__ = [
     "fold_journal",
     "fold_state",
     "fold_state_sha256",
+    "forced_races_conformance",
     "golden_fold_journal",
     "journal_store_conformance",
     "leasable_store_conformance",
@@ -80,4 +85,7 @@ __all__ = [
     "pytest_params",
     "run_suites",
     "suite_specs",
+    "thread_races_conformance",
+    "two_handles_conformance",
+    "typed_errors_conformance",
 ]
