@@ -57,6 +57,7 @@ MIN_ROUNDS: Final = 8
 BUDGET_S: Final = 0.8
 """Per check: stop after ROUNDS rounds, or after BUDGET_S once MIN_ROUNDS ran."""
 MAX_WRITES: Final = 400
+TAKEOVER_PATIENCE_S: Final = 30.0
 
 Caps = frozenset[str]
 
@@ -99,6 +100,7 @@ class _Writer:
 
 
 def _take_over(h: Handles, run_id: str) -> Lease:
+    deadline = time.monotonic() + TAKEOVER_PATIENCE_S
     while True:  # a busy answer is contention, not a verdict: try again
         taken = attempt(partial(leasable(h.b).acquire, run_id, "owner-b"))
         if taken.ok and taken.value is not None:
@@ -107,6 +109,12 @@ def _take_over(h: Handles, run_id: str) -> Lease:
             isinstance(taken.error, StoreBusyError),
             f"expected the takeover of an expired lease to succeed, observed "
             f"{taken.error!r}",
+        )
+        require(
+            time.monotonic() < deadline,
+            f"expected the takeover to get the write lock within "
+            f"{TAKEOVER_PATIENCE_S:.0f} s of retrying StoreBusyError, observed it "
+            "starved behind the old holder's writes",
         )
 
 
