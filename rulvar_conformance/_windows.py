@@ -13,23 +13,35 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Final, Generic, TypeVar
 
-from rulvar_conformance._failpause import PAUSE_LIMIT_S, Background, FailpointPause
-from rulvar_conformance._kit import Outcome, require
+from rulvar_conformance._failpause import (
+    PAUSE_LIMIT_S,
+    Background,
+    FailpointPause,
+    Hit,
+    hits_of,
+)
+from rulvar_conformance._kit import Outcome, attempt, not_run, require
 from rulvar_conformance._site import ManualClock, Site
-from rulvar_store import LeaseHeldError, OpenedStore, StoreBusyError
+from rulvar_conformance._surfaces import entry, expect_refused, leasable
+from rulvar_store import Lease, LeaseHeldError, OpenedStore, StoreBusyError
 
 __all__ = [
     "FAIL_FAST_PATIENCE_S",
     "QUEUE_S",
     "WAIT_PATIENCE_S",
+    "WINDOW_TAG",
     "WINDOW_TTL_MS",
     "Competitor",
     "Handles",
     "await_pause",
+    "dry_hits",
     "open_handles",
     "refused_or_waiting",
+    "require_failpoints",
+    "successor_holds",
 ]
 
 T = TypeVar("T")
@@ -42,6 +54,9 @@ FAIL_FAST_PATIENCE_S: Final = 5.0
 
 WAIT_PATIENCE_S: Final = 0.3
 """How long a blocking competitor is watched for a win inside a window."""
+
+WINDOW_TAG: Final = 500
+"""Tag (and seq) of a raced write: above every seq a check stores before it."""
 
 QUEUE_S: Final = 0.2
 """Time given to a writer to make its checks and queue behind a paused takeover."""
@@ -141,3 +156,33 @@ def refused_or_waiting(competitor: Competitor[Any], what: str, where: str) -> No
         f"expected {what} inside the window to wait or raise the retryable "
         f"StoreBusyError, observed {seen.error!r} (Q5, 1.6)",
     )
+
+
+def dry_hits(call: Callable[[], object], what: str) -> list[Hit]:
+    """The failpoints ``call`` reaches when nothing races it (it must succeed)."""
+    hits, outcome = hits_of(call)
+    require(outcome.ok, f"{what} (no race) failed: {outcome.error!r}")
+    return hits
+
+
+def require_failpoints(h: Handles) -> None:
+    """Stop as not run unless the store calls failpoints at all."""
+    lease = leasable(h.a).acquire("probe-failpoints", "prober")
+    hits = dry_hits(
+        lambda: h.a.journal.append("probe-failpoints", entry(0, "a", 0), lease),
+        "a leased append",
+    )
+    if not hits:
+        not_run(
+            "the store never calls rulvar_store._failpoints.hit, so no window can "
+            "be forced open; the thread-races suite races real threads instead"
+        )
+
+
+def successor_holds(h: Handles, run_id: str, successor: Lease, why: str) -> None:
+    """The successor's lease is intact: a third owner is refused, its holder renews."""
+    intruder = attempt(partial(leasable(h.c).acquire, run_id, "owner-c"))
+    expect_refused(
+        intruder, f"a third owner's acquire while the successor is live ({why})"
+    )
+    leasable(h.b).renew(successor)

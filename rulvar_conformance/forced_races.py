@@ -35,7 +35,6 @@ Operation names: ``append``, ``put_meta``, ``delete``, ``blob_put``,
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from functools import partial
 from typing import Final
 
@@ -43,15 +42,19 @@ from rulvar_conformance._failpause import (
     Background,
     FailpointPause,
     Hit,
-    hits_of,
     installed,
 )
 from rulvar_conformance._kit import (
     ConformanceSuite,
     attempt,
     build_check,
-    not_run,
     require,
+)
+from rulvar_conformance._queued import (
+    queued_acquire_race,
+    queued_behind_takeover,
+    queued_epoch_race,
+    queued_seq_race,
 )
 from rulvar_conformance._site import at_fresh_location
 from rulvar_conformance._surfaces import (
@@ -66,15 +69,18 @@ from rulvar_conformance._surfaces import (
     state_of,
 )
 from rulvar_conformance._windows import (
-    QUEUE_S,
+    WINDOW_TAG,
     WINDOW_TTL_MS,
     Competitor,
     Handles,
     await_pause,
+    dry_hits,
     open_handles,
     refused_or_waiting,
+    require_failpoints,
+    successor_holds,
 )
-from rulvar_store import JournalOrderViolation, Lease, LeaseHeldError
+from rulvar_store import JournalOrderViolation, Lease
 from rulvar_store._locations import LocationFactory
 
 __all__ = ["STRICT_POINTS", "forced_races_conformance"]
@@ -82,43 +88,15 @@ __all__ = ["STRICT_POINTS", "forced_races_conformance"]
 STRICT_POINTS: Final = ("after-fence-check", "before-commit")
 """Inside these the writer's lease was checked and its write is not yet committed."""
 
-WINDOW_TAG: Final = 500
-"""Tag (and seq) of the paused write: above every seq a check stores before it."""
 
 Caps = frozenset[str]
-
-
-def _dry_hits(
-    h: Handles, caps: Caps, call: Callable[[], object], what: str
-) -> list[Hit]:
-    hits, outcome = hits_of(call)
-    require(outcome.ok, f"{what} (no race) failed: {outcome.error!r}")
-    return hits
-
-
-def _require_failpoints(h: Handles, caps: Caps) -> None:
-    """Stop as not run unless the store calls failpoints at all."""
-    lease = leasable(h.a).acquire("probe-failpoints", "prober")
-    hits = _dry_hits(
-        h,
-        caps,
-        lambda: h.a.journal.append("probe-failpoints", entry(0, "a", 0), lease),
-        "a leased append",
-    )
-    if not hits:
-        not_run(
-            "the store never calls rulvar_store._failpoints.hit, so no window can "
-            "be forced open; the thread-races suite races real threads instead"
-        )
 
 
 def _surface_hits(h: Handles, caps: Caps, surface: Surface) -> list[Hit]:
     run_id = f"probe-{surface.name}"
     lease = leasable(h.a).acquire(run_id, "prober")
     prepare(h.a, lease, caps)
-    hits = _dry_hits(
-        h, caps, partial(surface.write, h.a, lease, WINDOW_TAG), surface.name
-    )
+    hits = dry_hits(partial(surface.write, h.a, lease, WINDOW_TAG), surface.name)
     for point in STRICT_POINTS:
         require(
             (surface.operation, point) in hits,
@@ -208,73 +186,11 @@ def _window(
     return stale, leasable(h.b).acquire(run_id, "owner-b"), strict
 
 
-def _successor_holds(h: Handles, run_id: str, successor: Lease, why: str) -> None:
-    intruder = attempt(partial(leasable(h.c).acquire, run_id, "owner-c"))
-    expect_refused(
-        intruder, f"a third owner's acquire while the successor is live ({why})"
-    )
-    leasable(h.b).renew(successor)
-
-
-def _queued_behind_takeover(
-    h: Handles, caps: Caps, surface: Surface, run_id: str
-) -> None:
-    """Pause the takeover before its commit while the old holder writes."""
-    probe = f"{run_id}-probe"
-    hits = _dry_hits(
-        h, caps, partial(leasable(h.b).acquire, probe, "prober"), "an acquire"
-    )
-    require(
-        ("acquire", "before-commit") in hits,
-        f"expected acquire to call failpoint ('acquire', 'before-commit'), observed {hits}",
-    )
-    stale = leasable(h.a).acquire(run_id, "owner-a")
-    prepare(h.a, stale, caps)
-    h.clock.advance(
-        WINDOW_TTL_MS + 50
-    )  # expired for the world; the writer's clock lags
-    before = state_of(h.c, run_id, caps)
-    pause = FailpointPause(hits.index(("acquire", "before-commit")))
-    with installed(pause.hook):
-        taker = Background(
-            partial(leasable(h.b).acquire, run_id, "owner-b"), before=pause.aim
-        ).start()
-        try:
-            await_pause(pause, taker, "the other handle's acquire")
-            writer = Background(partial(surface.write, h.a, stale, WINDOW_TAG)).start()
-            writer.wait(QUEUE_S)
-            queued = not writer.done
-        finally:
-            pause.release()
-        require(taker.wait(30) and writer.wait(30), "a call never finished")
-    require(
-        taker.outcome.ok,
-        f"expected the takeover of an expired lease to succeed, observed "
-        f"{taker.outcome.error!r}",
-    )
-    successor = taker.outcome.value
-    assert successor is not None
-    if queued:
-        expect_refused(
-            writer.outcome,
-            f"the old holder's {surface.name} that waited for another handle's "
-            "takeover to commit",
-        )
-        after = state_of(h.c, run_id, caps)
-        require(
-            after.same_as(before),
-            f"expected the run unchanged by the refused {surface.name}, observed "
-            f"{before} became {after}: the lease was checked before the write "
-            "transaction (L7, X3)",
-        )
-    _successor_holds(h, run_id, successor, f"after a queued stale {surface.name}")
-
-
 def _forced_window(locations: LocationFactory, caps: Caps, surface: Surface) -> None:
     require_capability(caps, surface.capability)
     with at_fresh_location(locations, needs=("shared", "clock")) as site:
         h = open_handles(site)
-        _require_failpoints(h, caps)
+        require_failpoints(h)
         hits = _surface_hits(h, caps, surface)
         checked_everywhere = False
         for index in range(len(hits)):
@@ -283,149 +199,10 @@ def _forced_window(locations: LocationFactory, caps: Caps, surface: Surface) -> 
             if strict and not checked_everywhere:
                 checked_everywhere = True
                 stale_everywhere(h.a, stale, h.c, caps, "taken over after its window")
-            _successor_holds(
+            successor_holds(
                 h, run_id, successor, f"after the window at hit {index + 1}"
             )
-        _queued_behind_takeover(h, caps, surface, f"queued-{surface.name}")
-
-
-def _queued_seq_race(locations: LocationFactory, caps: Caps) -> None:
-    with at_fresh_location(locations, needs=("shared", "clock")) as site:
-        h = open_handles(site)
-        _require_failpoints(h, caps)
-        run_id = "queued-seq"
-        h.c.journal.append(run_id, entry(0, "c", 0))
-        hits = _dry_hits(
-            h,
-            caps,
-            partial(h.b.journal.append, "probe-seq", entry(0, "b", 0)),
-            "append",
-        )
-        pause = FailpointPause(hits.index(("append", "before-commit")))
-        with installed(pause.hook):
-            first = Background(
-                partial(h.b.journal.append, run_id, entry(1, "b", 1)), before=pause.aim
-            ).start()
-            try:
-                await_pause(pause, first, "an append of seq 1")
-                second = Background(
-                    partial(h.a.journal.append, run_id, entry(1, "a", 1))
-                )
-                second.start()
-                second.wait(QUEUE_S)
-            finally:
-                pause.release()
-            require(first.wait(30) and second.wait(30), "an append never finished")
-        outcomes = [first.outcome, second.outcome]
-        require(
-            sum(o.ok for o in outcomes) == 1
-            and all(
-                o.ok or isinstance(o.error, JournalOrderViolation) for o in outcomes
-            ),
-            f"expected one of two appends of seq 1 through two handles to persist and "
-            f"the other to raise JournalOrderViolation, observed "
-            f"{[o.error or 'ok' for o in outcomes]}: the seq guard is not checked in "
-            "the write transaction (J6, Q7)",
-        )
-        seqs = [item.get("seq") for item in h.c.journal.load(run_id)]
-        require(
-            seqs == [0, 1],
-            f"expected seqs [0, 1] through a third handle, observed {seqs} (J6)",
-        )
-
-
-def _queued_epoch_race(locations: LocationFactory, caps: Caps) -> None:
-    with at_fresh_location(locations, needs=("shared", "clock")) as site:
-        h = open_handles(site)
-        _require_failpoints(h, caps)
-        hits = _dry_hits(
-            h, caps, partial(leasable(h.b).acquire, "probe-epoch", "prober"), "acquire"
-        )
-        index = hits.index(("acquire", "before-commit"))
-        for round_no in range(3):
-            run_id = f"queued-epoch-{round_no}"
-
-            def cycle(run_id: str = run_id) -> int:
-                lease = leasable(h.b).acquire(run_id, "owner-b")
-                leasable(h.b).release(lease)
-                return lease.epoch
-
-            pause = FailpointPause(index)
-            with installed(pause.hook):
-                first = Background(cycle, before=pause.aim).start()
-                try:
-                    await_pause(pause, first, "the other handle's acquire")
-                    second = Background(
-                        partial(leasable(h.a).acquire, run_id, "owner-a")
-                    )
-                    second.start()
-                    second.wait(QUEUE_S)
-                finally:
-                    pause.release()
-                require(first.wait(30) and second.wait(30), "an acquire never finished")
-            require(
-                first.outcome.ok, f"acquire and release failed: {first.outcome.error!r}"
-            )
-            b_epoch = first.outcome.value
-            late = second.outcome
-            if late.ok and late.value is not None:
-                require(
-                    b_epoch is not None and late.value.epoch > b_epoch,
-                    f"expected an acquire queued behind another handle's acquire and "
-                    f"release to get an epoch above {b_epoch}, observed "
-                    f"{late.value.epoch}: the epoch was read outside the acquire's "
-                    "transaction (L2, L3)",
-                )
-            else:
-                require(
-                    isinstance(late.error, LeaseHeldError),
-                    f"expected the queued acquire to win or raise LeaseHeldError, "
-                    f"observed {late.error!r}",
-                )
-
-
-def _queued_acquire_race(locations: LocationFactory, caps: Caps) -> None:
-    with at_fresh_location(locations, needs=("shared", "clock")) as site:
-        h = open_handles(site)
-        _require_failpoints(h, caps)
-        hits = _dry_hits(
-            h,
-            caps,
-            partial(leasable(h.b).acquire, "probe-acquire", "prober"),
-            "acquire",
-        )
-        run_id = "queued-acquire"
-        pause = FailpointPause(hits.index(("acquire", "before-commit")))
-        with installed(pause.hook):
-            first = Background(
-                partial(leasable(h.b).acquire, run_id, "owner-b"), before=pause.aim
-            ).start()
-            try:
-                await_pause(pause, first, "the other handle's acquire")
-                second = Background(partial(leasable(h.a).acquire, run_id, "owner-a"))
-                second.start()
-                queued = not second.wait(QUEUE_S)
-            finally:
-                pause.release()
-            require(first.wait(30) and second.wait(30), "an acquire never finished")
-        require(first.outcome.ok, f"the first acquire failed: {first.outcome.error!r}")
-        winner = first.outcome.value
-        assert winner is not None
-        if queued:
-            expect_refused(
-                second.outcome,
-                "an acquire queued behind another handle's acquire of the same run "
-                "(it must find the run leased: L1, L2)",
-            )
-        if second.outcome.ok:  # it ran entirely before the first committed
-            require(
-                False,
-                "expected one of two acquires of a free run to win, observed both "
-                f"granted: {winner} and {second.outcome.value} (L1, L2)",
-            )
-        leasable(h.b).renew(winner)
-        intruder = attempt(partial(leasable(h.c).acquire, run_id, "owner-c"))
-        expect_refused(intruder, "a third acquire while the winner holds the run")
+        queued_behind_takeover(h, caps, surface, f"queued-{surface.name}")
 
 
 def _x3_stale_renew(locations: LocationFactory, caps: Caps) -> None:
@@ -470,19 +247,19 @@ def forced_races_conformance(
             "x3-queued-seq-race",
             "an append queued behind another handle's append of the same seq fails",
             ("J6", "Q7", "L7"),
-            partial(_queued_seq_race, locations, capabilities),
+            partial(queued_seq_race, locations, capabilities),
         ),
         build_check(
             "x3-queued-epoch-race",
             "an acquire queued behind an acquire and release gets a higher epoch",
             ("L2", "L3"),
-            partial(_queued_epoch_race, locations, capabilities),
+            partial(queued_epoch_race, locations, capabilities),
         ),
         build_check(
             "x3-queued-acquire-race",
             "an acquire queued behind another handle's acquire finds the run leased",
             ("L1", "L2", "L7"),
-            partial(_queued_acquire_race, locations, capabilities),
+            partial(queued_acquire_race, locations, capabilities),
         ),
         build_check(
             "x3-stale-renew",

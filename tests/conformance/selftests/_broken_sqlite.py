@@ -177,6 +177,23 @@ class AcquireCheckBeforeBegin(SqliteStore):
         return self._write("acquire", lambda: None, take)
 
 
+class DeferredBegin(SqliteStore):
+    """Opens write transactions with a plain (deferred) BEGIN, not BEGIN IMMEDIATE."""
+
+    def _write(
+        self,
+        operation: str,
+        fence: Callable[[], None] | None,
+        mutate: Callable[[apsw.Cursor], T],
+    ) -> T:
+        begin = sql.BEGIN
+        try:
+            sql.BEGIN = "BEGIN"  # type: ignore[misc]  # the bug under test
+            return super()._write(operation, fence, mutate)
+        finally:
+            sql.BEGIN = begin  # type: ignore[misc]
+
+
 class RawBusyError(SqliteStore):
     """Lets the driver's busy error escape instead of the typed StoreBusyError."""
 

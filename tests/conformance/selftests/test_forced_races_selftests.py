@@ -25,6 +25,7 @@ CASES: Final = (
     + [(f"x3-window-{name}", "FenceOwnTransaction", "took the run over")
        for name in DATA_SURFACES]
     + [
+        ("x3-window-append", "DeferredBegin", "not one transaction"),
         ("x3-queued-seq-race", "SeqGuardBeforeBegin", "(J6, Q7)"),
         ("x3-queued-epoch-race", "EpochReadBeforeBegin", "(L2, L3)"),
         ("x3-queued-acquire-race", "AcquireCheckBeforeBegin", "L1, L2)"),
