@@ -54,7 +54,7 @@ __all__ = ["thread_races_conformance"]
 
 ROUNDS: Final = 400
 MIN_ROUNDS: Final = 8
-BUDGET_S: Final = 0.8
+BUDGET_S: Final = 0.6
 """Per check: stop after ROUNDS rounds, or after BUDGET_S once MIN_ROUNDS ran."""
 MAX_WRITES: Final = 400
 TAKEOVER_PATIENCE_S: Final = 30.0
