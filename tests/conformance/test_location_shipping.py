@@ -42,7 +42,7 @@ def _write_in_child(location: StoreLocation) -> int:
         return int(lease.epoch)
 
 
-@pytest.mark.clause("K8")
+@pytest.mark.clause("C1")
 def test_closure_location_opens_and_writes_in_a_spawned_child(tmp_path: Path) -> None:
     """The child's leased append and blob are visible through the parent's handle."""
     location = _closure_location(str(tmp_path / "shipped.db"))
