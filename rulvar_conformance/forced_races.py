@@ -89,6 +89,9 @@ STRICT_POINTS: Final = ("after-fence-check", "before-commit")
 """Inside these the writer's lease was checked and its write is not yet committed."""
 
 
+READ_PATIENCE_S: Final = 2.0
+"""How long a read through the observer may take while the writer is paused."""
+
 Caps = frozenset[str]
 
 
@@ -137,13 +140,17 @@ def _window(
                     h.b.journal.append, run_id, entry(WINDOW_TAG, "b", WINDOW_TAG)
                 )
                 rival = Competitor(rival_call, h.fail_fast).watch()
-            during = state_of(h.c, run_id, caps)
+            # A store whose reads wait for its writers cannot be read here; the
+            # reading then stays unknown instead of stalling the window.
+            reading = Background(partial(state_of, h.c, run_id, caps)).start()
+            read_in_window = reading.wait(READ_PATIENCE_S)
         finally:
             pause.release()
         require(writer.wait(30), f"the writer's {surface.name} never finished")
         taken = takeover.finish()
         rival_end = rival.finish() if rival is not None else None
     where = f"at {pause.where}"
+    during = reading.outcome.value if read_in_window else None
     done = writer.outcome
     after = state_of(h.c, run_id, caps)
     if strict:
@@ -169,7 +176,12 @@ def _window(
                 f"behind the writer's, to raise JournalOrderViolation, observed "
                 f"{rival_end.error or 'success'} (J6)",
             )
-    elif takeover.won_in_window and during.same_as(before) and not surface.lease_row:
+    elif (
+        takeover.won_in_window
+        and during is not None
+        and during.same_as(before)
+        and not surface.lease_row
+    ):
         expect_refused(
             done,
             f"the writer's {surface.name} let go after another handle took the run "
