@@ -26,11 +26,13 @@ from rulvar_store import (
     StoreBusyError,
     finite_seq,
 )
+from rulvar_store._failpoints import hit
 from rulvar_store._json import dump_record
 from rulvar_store._locations import LocationFactory, StoreLocation
 from rulvar_store._records import Clock
 from rulvar_store_sqlite import SqliteStore
 from rulvar_store_sqlite import _sql as sql
+from rulvar_store_sqlite._errors import translate_errors
 
 T = TypeVar("T")
 
@@ -178,7 +180,11 @@ class AcquireCheckBeforeBegin(SqliteStore):
 
 
 class DeferredBegin(SqliteStore):
-    """Opens write transactions with a plain (deferred) BEGIN, not BEGIN IMMEDIATE."""
+    """Opens write transactions with a plain (deferred) BEGIN, not BEGIN IMMEDIATE.
+
+    The rest is the honest write path: fence, mutation and commit in that
+    transaction, failpoints at their places.
+    """
 
     def _write(
         self,
@@ -186,12 +192,25 @@ class DeferredBegin(SqliteStore):
         fence: Callable[[], None] | None,
         mutate: Callable[[apsw.Cursor], T],
     ) -> T:
-        begin = sql.BEGIN
-        try:
-            sql.BEGIN = "BEGIN"  # type: ignore[misc]  # the bug under test
-            return super()._write(operation, fence, mutate)
-        finally:
-            sql.BEGIN = begin  # type: ignore[misc]
+        with self._lock:
+            self._ensure_open(operation)
+            self._busy.arm()
+            cursor = self._cursor
+            with translate_errors(operation):
+                cursor.execute("BEGIN")  # the bug: no write lock until the first write
+                try:
+                    hit(operation, "after-begin")
+                    if fence is not None:
+                        fence()
+                    hit(operation, "after-fence-check")
+                    result = mutate(cursor)
+                    hit(operation, "before-commit")
+                    cursor.execute(sql.COMMIT)
+                except BaseException:
+                    self._rollback()
+                    raise
+            hit(operation, "after-commit")
+            return result
 
 
 class RawBusyError(SqliteStore):
