@@ -6,7 +6,8 @@ behind its own lock shows up: lease exclusivity and the seq guard across
 handles (L1, L2, J6), epochs never issued twice by two handles, also across
 delete and expiry (L3-L5), takeover by the second handle fencing the first on
 every surface (L6, F1-F3, X4), the X1 and X2 pitfalls of CONTRACT section 13,
-and X7's shared-instance threads. Visibility is always checked through a handle
+X7's shared-instance threads, and one handle in a spawned child process
+(needs ``processes``). Visibility is always checked through a handle
 other than the one that wrote. Expiry comes from an injected ``ManualClock``
 shared by the handles (needs ``clock``); without one a lease goes stale by
 release and re-acquire, and the clock checks are not run, with the reason.
@@ -30,6 +31,7 @@ from rulvar_conformance._kit import (
     require,
     run_concurrently,
 )
+from rulvar_conformance._process_handles import across_processes
 from rulvar_conformance._site import ManualClock, at_fresh_location
 from rulvar_conformance._surfaces import (
     blob_ref,
@@ -286,6 +288,9 @@ def two_handles_conformance(
         ("two-handles-seq-guard-race",
          "the same seq appended through two handles at once persists once",
          ("J6", "J2", "Q7"), seq_guard_race),
+        ("two-handles-across-processes",
+         "a lease taken in a spawned child holds for this process's handle",
+         ("L1", "L3", "J3"), across_processes),
         ("x7-shared-instance-threads",
          "8 threads on one instance: fenced appends and renews, complete journals",
          ("X7", "Q9"), x7_shared_instance),

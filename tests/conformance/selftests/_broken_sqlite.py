@@ -9,11 +9,12 @@ backend declares (shared, clock, processes, contention).
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from contextlib import suppress
 from itertools import count
 from pathlib import Path
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
 import apsw
 
@@ -211,6 +212,55 @@ class DeferredBegin(SqliteStore):
                     raise
             hit(operation, "after-commit")
             return result
+
+
+class ProcessLocalLeases(SqliteStore):
+    """Decides whether a run is free from a lease table kept in this process.
+
+    Every handle in one interpreter shares the table, so in-process checks pass;
+    a lease taken by another process is invisible to it.
+    """
+
+    _expiry: ClassVar[dict[tuple[str, str], int]] = {}
+    _guard: ClassVar[threading.Lock] = threading.Lock()
+
+    def acquire(self, run_id: str, owner: str) -> Lease:
+        key = (self.path, run_id)
+        with self._guard:
+            now = self._now()
+            if self._expiry.get(key, 0) > now:
+                raise LeaseHeldError("held", run_id, None, None)
+
+            def take(cursor: apsw.Cursor) -> Lease:
+                epoch = cursor.execute(sql.BUMP_EPOCH, (run_id,)).fetchall()[0][0]
+                assert isinstance(epoch, int)
+                cursor.execute(
+                    "INSERT INTO leases (run_id, owner, epoch, expires_at) "
+                    "VALUES (?1, ?2, ?3, ?4) ON CONFLICT (run_id) DO UPDATE SET "
+                    "owner = excluded.owner, epoch = excluded.epoch, "
+                    "expires_at = excluded.expires_at",
+                    (run_id, owner, epoch, now + self.lease_ttl_ms),
+                )
+                return Lease(run_id, owner, epoch)
+
+            lease = self._write("acquire", lambda: None, take)
+            self._expiry[key] = now + self.lease_ttl_ms
+            return lease
+
+    def renew(self, lease: Lease) -> None:
+        super().renew(lease)
+        with self._guard:
+            self._expiry[(self.path, lease.run_id)] = self._now() + self.lease_ttl_ms
+
+    def release(self, lease: Lease) -> None:
+        super().release(lease)
+        with self._guard:
+            self._expiry.pop((self.path, lease.run_id), None)
+
+    def delete(self, run_id: str, lease: Lease | None = None) -> None:
+        super().delete(run_id, lease)
+        with self._guard:
+            self._expiry.pop((self.path, run_id), None)
 
 
 class RawBusyError(SqliteStore):
