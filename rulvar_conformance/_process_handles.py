@@ -12,9 +12,9 @@ to be able to continue the child's lease and follow it with a higher epoch.
 from __future__ import annotations
 
 from functools import partial
-from typing import Final
+from typing import Any, Final
 
-from rulvar_conformance._kit import attempt, require
+from rulvar_conformance._kit import attempt, not_run, require
 from rulvar_conformance._site import at_fresh_location
 from rulvar_conformance._surfaces import blob_ref, entry, expect_refused, leasable
 from rulvar_store import Lease
@@ -26,26 +26,62 @@ RUN: Final = "two-handles-process-run"
 CHILD_TIMEOUT_S: Final = 120.0
 
 
-def _child_takes_the_run(location: StoreLocation, blobs: bool) -> tuple[str, int]:
-    """In the spawned child: acquire, append, put a blob; leave the lease live."""
-    with location.open() as opened:
-        lease = leasable(opened).acquire(RUN, "child-owner")
-        opened.journal.append(RUN, entry(1, "child", 1), lease)
-        if blobs:
-            opened.transcripts.put(blob_ref(RUN), b"from the child", lease)
-        return lease.owner, lease.epoch
+def _child_takes_the_run(location: StoreLocation, blobs: bool, report: Any) -> None:
+    """In the spawned child: acquire, append, put a blob; leave the lease live.
+
+    Sends ``("ok", owner, epoch)`` or ``("error", text)`` through ``report``.
+    """
+    try:
+        with location.open() as opened:
+            lease = leasable(opened).acquire(RUN, "child-owner")
+            opened.journal.append(RUN, entry(1, "child", 1), lease)
+            if blobs:
+                opened.transcripts.put(blob_ref(RUN), b"from the child", lease)
+        report.send(("ok", lease.owner, lease.epoch))
+    except Exception as exc:
+        report.send(("error", f"{type(exc).__name__}: {exc}"))
+    finally:
+        report.close()
+
+
+def _run_child(location: StoreLocation, blobs: bool) -> tuple[str, int]:
+    """Spawn the child and return the lease it took; not run if it cannot start."""
+    import multiprocess  # the spawn machinery is paid for only by this check
+
+    context = multiprocess.get_context("spawn")
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(
+        target=_child_takes_the_run, args=(location, blobs, send), daemon=True
+    )
+    child.start()
+    send.close()
+    try:
+        got = receive.poll(CHILD_TIMEOUT_S)
+        message = receive.recv() if got else None
+    except EOFError:
+        message = None
+    finally:
+        child.join(10)
+        if child.is_alive():
+            child.kill()
+            child.join(10)
+        receive.close()
+    if message is None:
+        not_run(
+            f"a spawned child process exited (code {child.exitcode}) without "
+            "reporting; the calling program's main module must be importable and "
+            "guard its entry point with if __name__ == '__main__'"
+        )
+    assert message is not None
+    require(message[0] == "ok", f"the child's acquire and writes failed: {message[1]}")
+    return str(message[1]), int(message[2])
 
 
 def across_processes(locations: LocationFactory, caps: frozenset[str]) -> None:
-    import multiprocess  # the spawn machinery is paid for only by this check
-
     blobs = "fenced_transcripts" in caps
     with at_fresh_location(locations, needs=("shared", "processes")) as site:
         parent = site.open()
-        context = multiprocess.get_context("spawn")
-        with context.Pool(1) as pool:
-            pending = pool.apply_async(_child_takes_the_run, (site.location, blobs))
-            owner, epoch = pending.get(timeout=CHILD_TIMEOUT_S)
+        owner, epoch = _run_child(site.location, blobs)
         keys = [item.get("key") for item in parent.journal.load(RUN)]
         require(
             keys == ["child-1"],

@@ -99,6 +99,7 @@ class Surface:
     capability: str
     write: Callable[[OpenedStore, Lease, int], None]
     lease_row: bool = False
+    touches: str = "entries"
 
 
 def _append(opened: OpenedStore, lease: Lease, tag: int) -> None:
@@ -114,6 +115,7 @@ SURFACES: Final[tuple[Surface, ...]] = (
         "put_meta",
         "fenced_writes",
         lambda o, lease, tag: o.journal.put_meta(meta(lease.run_id, "a", tag), lease),
+        touches="meta",
     ),
     Surface(
         "delete",
@@ -128,12 +130,14 @@ SURFACES: Final[tuple[Surface, ...]] = (
         lambda o, lease, tag: o.transcripts.put(
             blob_ref(lease.run_id), blob("a", tag), lease
         ),
+        touches="blob",
     ),
     Surface(
         "blob-delete",
         "blob_delete",
         "fenced_transcripts",
         lambda o, lease, tag: o.transcripts.delete(blob_ref(lease.run_id), lease),
+        touches="blob",
     ),
     Surface(
         "renew",
@@ -187,16 +191,27 @@ class RunState:
 
 
 def state_of(
-    opened: OpenedStore, run_id: str, capabilities: frozenset[str]
+    opened: OpenedStore,
+    run_id: str,
+    capabilities: frozenset[str],
+    first: str = "entries",
 ) -> RunState:
-    """Read the run through ``opened`` (call it with a handle that did not write)."""
+    """Read the run through ``opened`` (call it with a handle that did not write).
+
+    ``first`` (``entries``, ``meta`` or ``blob``) is read first: a race check
+    reads the part a racing write would change as soon after the race as it can.
+    """
     blobs = "fenced_transcripts" in capabilities
-    return RunState(
-        entries=opened.journal.load(run_id),
-        meta=read_run_meta(opened.journal, run_id),
-        blob=opened.transcripts.get(blob_ref(run_id)) if blobs else None,
-        refs=opened.transcripts.list_refs(run_id) if blobs else [],
-    )
+    parts: dict[str, Any] = {}
+    readers: dict[str, Callable[[], Any]] = {
+        "entries": lambda: opened.journal.load(run_id),
+        "meta": lambda: read_run_meta(opened.journal, run_id),
+        "blob": lambda: opened.transcripts.get(blob_ref(run_id)) if blobs else None,
+        "refs": lambda: opened.transcripts.list_refs(run_id) if blobs else [],
+    }
+    for name in sorted(readers, key=lambda part: part != first):
+        parts[name] = readers[name]()
+    return RunState(**parts)
 
 
 def prepare(

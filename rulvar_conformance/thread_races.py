@@ -130,7 +130,7 @@ def _round(
     time.sleep(rng.random() * 0.002)
     successor = _take_over(h, run_id)
     taken_at = time.perf_counter()
-    seen = state_of(h.c, run_id, caps)
+    seen = state_of(h.c, run_id, caps, first=surface.touches)
     writer.stop.set()
     require(loop.wait(30), f"the writer's {surface.name} loop never stopped")
     late = [o for began, o in writer.calls if began > taken_at and o.ok]
