@@ -132,8 +132,8 @@ def seq_guard_race(locations: LocationFactory, caps: frozenset[str]) -> None:
             for seq in range(ROUNDS):
                 outcomes = run_concurrently(
                     [
-                        lambda s=seq: a.journal.append(RUN, entry(s, "a", s)),  # type: ignore[misc]
-                        lambda s=seq: b.journal.append(RUN, entry(s, "b", s)),  # type: ignore[misc]
+                        partial(a.journal.append, RUN, entry(seq, "a", seq)),
+                        partial(b.journal.append, RUN, entry(seq, "b", seq)),
                     ]
                 )
                 won = [o for o in outcomes if o.ok]

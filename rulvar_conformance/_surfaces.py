@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Final
 
 from rulvar_conformance._kit import Outcome, attempt, not_run, require, same_json
@@ -256,7 +257,7 @@ def stale_everywhere(
         if surface.capability not in capabilities:
             continue
         tag += 1
-        outcome = attempt(lambda s=surface, t=tag: s.write(writer, stale, t))  # type: ignore[misc]
+        outcome = attempt(partial(surface.write, writer, stale, tag))
         expect_refused(outcome, f"{surface.name} with a lease {why}")
         after = state_of(observer, run_id, capabilities)
         require(
