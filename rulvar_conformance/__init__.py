@@ -39,6 +39,7 @@ from rulvar_conformance.fold import (
     fold_state,
     fold_state_sha256,
 )
+from rulvar_conformance.forced_races import forced_races_conformance
 from rulvar_conformance.golden import (
     GOLDEN_FOLD_JOURNAL,
     GOLDEN_FOLD_STATE_JSON,
@@ -58,6 +59,9 @@ from rulvar_conformance.soak.runner import (
 )
 from rulvar_conformance.soak.tally import DEFAULT_SOAK_QUORUM, SoakQuorum
 from rulvar_conformance.stale_surfaces import stale_surfaces_conformance
+from rulvar_conformance.thread_races import thread_races_conformance
+from rulvar_conformance.two_handles import two_handles_conformance
+from rulvar_conformance.typed_errors import typed_errors_conformance
 
 __all__ = [
     "CLAUSES",
@@ -91,6 +95,7 @@ __all__ = [
     "fold_journal",
     "fold_state",
     "fold_state_sha256",
+    "forced_races_conformance",
     "golden_fold_journal",
     "journal_store_conformance",
     "kill_point_conformance",
@@ -102,5 +107,8 @@ __all__ = [
     "run_suites",
     "stale_surfaces_conformance",
     "suite_specs",
+    "thread_races_conformance",
+    "two_handles_conformance",
+    "typed_errors_conformance",
     "verify_soak_history",
 ]

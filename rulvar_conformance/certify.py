@@ -160,6 +160,30 @@ def _kill_points_suite(certification: Certification) -> ConformanceSuite:
     return kill_point_conformance(certification.locations, certification.capabilities)
 
 
+def _two_handles_suite(certification: Certification) -> ConformanceSuite:
+    from rulvar_conformance.two_handles import two_handles_conformance
+
+    return two_handles_conformance(certification.locations, certification.capabilities)
+
+
+def _forced_races_suite(certification: Certification) -> ConformanceSuite:
+    from rulvar_conformance.forced_races import forced_races_conformance
+
+    return forced_races_conformance(certification.locations, certification.capabilities)
+
+
+def _thread_races_suite(certification: Certification) -> ConformanceSuite:
+    from rulvar_conformance.thread_races import thread_races_conformance
+
+    return thread_races_conformance(certification.locations, certification.capabilities)
+
+
+def _typed_errors_suite(certification: Certification) -> ConformanceSuite:
+    from rulvar_conformance.typed_errors import typed_errors_conformance
+
+    return typed_errors_conformance(certification.locations, certification.capabilities)
+
+
 def suite_specs() -> tuple[SuiteSpec, ...]:
     """Every registered suite, in the order certification runs them."""
     return (
@@ -178,6 +202,34 @@ def suite_specs() -> tuple[SuiteSpec, ...]:
             "fenced_transcripts",
             True,
             "the fenced blob twin (8.6)",
+        ),
+        SuiteSpec(
+            "two-handles",
+            _two_handles_suite,
+            "leases",
+            True,
+            "two handles on one location: exclusivity, epochs, takeover, X1, X2, X7",
+        ),
+        SuiteSpec(
+            "forced-races",
+            _forced_races_suite,
+            "leases",
+            True,
+            "failpoint-forced check-then-act windows on every fenced surface (X3)",
+        ),
+        SuiteSpec(
+            "thread-races",
+            _thread_races_suite,
+            "leases",
+            True,
+            "real threads race a takeover against leased writes on every surface",
+        ),
+        SuiteSpec(
+            "typed-errors",
+            _typed_errors_suite,
+            "leases",
+            True,
+            "contention surfaces as the retryable StoreBusyError (Q5)",
         ),
         SuiteSpec(
             "stale-surfaces",

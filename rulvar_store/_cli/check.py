@@ -38,17 +38,51 @@ def _scratch_dir() -> Iterator[Path]:
         yield Path(name)
 
 
+def _clause_texts(result: CheckResult) -> list[dict[str, str]]:
+    """Each clause the check cites, with its one-line text from the catalogue."""
+    from rulvar_conformance.clauses import CLAUSES
+
+    return [
+        {"id": clause, "text": CLAUSES.get(clause, "")} for clause in result.clauses
+    ]
+
+
+def _detail(result: CheckResult) -> str | None:
+    """A failure's text without the ``store-conformance <id>:`` prefix the row shows."""
+    if result.error is None:
+        return None
+    prefix = f"store-conformance {result.check_id}: "
+    return result.error.removeprefix(prefix)
+
+
 def _result_row(result: CheckResult) -> dict[str, Any]:
+    failed = result.status == "failed"
     return {
         "suite": result.suite,
         "check": result.check_id,
+        "title": result.title,
         "status": result.status,
         "passed": result.passed,
         "duration_ms": round(result.duration_ms, 1),
-        "clauses": list(result.clauses),
-        "error": result.error if result.status == "failed" else None,
+        "clauses": _clause_texts(result),
+        "error": result.error if failed else None,
+        "detail": _detail(result) if failed else None,
         "reason": result.error if result.status == "not-run" else None,
     }
+
+
+def _explain(result: CheckResult) -> list[str]:
+    """The lines under a table row: what failed and why, or why it did not run."""
+    if result.status == "not-run":
+        return [f"        reason: {result.error}"]
+    if result.status != "failed":
+        return []
+    lines = [f"        {result.title}" if result.title else ""]
+    lines += [
+        f"        {clause['id']}: {clause['text']}" for clause in _clause_texts(result)
+    ]
+    lines.append(f"        failed: {_detail(result)}")
+    return [line for line in lines if line]
 
 
 @click.command("check")
@@ -91,8 +125,8 @@ def check_command(
                     f"  {_MARKS[result.status]:<7}  {result.suite:<20} "
                     f"{result.check_id:<42} {result.duration_ms:>8.1f} ms"
                 )
-                if result.error:
-                    click.echo(f"        {result.error}")
+                for line in _explain(result):
+                    click.echo(line)
 
         if not as_json:
             click.echo(f"certifying {parsed.redacted} ({backend.name})")

@@ -157,6 +157,9 @@ def test_certification_builds_the_suites_the_capabilities_call_for() -> None:
         "fenced-writes",
         "fenced-transcripts",
     ]
+    assert {"two-handles", "forced-races", "thread-races", "typed-errors"} <= set(
+        s.name for s in suites
+    )
     assert "lease-ttl-and-renew-cadence" in [c.id for c in suites[1].checks]
 
 
@@ -186,8 +189,11 @@ def test_memory_backend_certifies_through_its_registry_entry() -> None:
     backend = resolve_backend(url)
     assert backend.certify is not None
     with backend.certify(url) as locations:
+        classic = ["journal", "leasable", "fenced-writes", "fenced-transcripts"]
         results = run_suites(
-            certification_suites(Certification(locations, backend.capabilities))
+            certification_suites(
+                Certification(locations, backend.capabilities), classic
+            )
         )
     assert [r.check_id for r in results if not r.passed] == []
     assert {r.suite for r in results} == {s.name for s in suite_specs() if s.default}

@@ -1,0 +1,92 @@
+"""A realistic broken PostgreSQL store: the lease is checked by its own query first.
+
+``SeparateFenceQuery`` checks the presented lease with a plain autocommit SELECT
+and then runs the write as if unleased (the server function's own fence is
+skipped), the classic check-then-act split across two transactions.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Sequence
+from itertools import count
+from typing import Any, final
+
+import psycopg
+import pytest
+
+from rulvar_store import Lease, LeaseHeldError, OpenedStore
+from rulvar_store._locations import LocationFactory, StoreLocation
+from rulvar_store._records import Clock
+from rulvar_store_postgres import PostgresStore
+
+URL_ENV = ("RULVAR_TEST_POSTGRES_URL", "RULVAR_POSTGRES_URL")
+
+
+@final
+class SeparateFenceQuery(PostgresStore):  # type: ignore[misc]  # final; the bug is the point
+    def _fenced(
+        self,
+        operation: str,
+        call: str,
+        head: Sequence[Any],
+        run_id: str,
+        lease: Lease | None,
+    ) -> int:
+        if lease is not None:
+            live = self._query(
+                operation,
+                f'SELECT 1 FROM "{self.schema}".rulvar_leases '
+                "WHERE run_id = %s AND owner = %s AND epoch = %s AND expires_at > "
+                "coalesce(%s, (extract(epoch FROM clock_timestamp()) * 1000)::bigint)",
+                (lease.run_id, lease.owner, lease.epoch, self._clock()),
+            )
+            if not live:
+                raise LeaseHeldError("not live", lease.run_id, lease.owner, lease.epoch)
+        return super()._fenced(operation, call, head, run_id, None)
+
+
+def postgres_url() -> str:
+    """The test server's URL; skip without one (fail under CI=true), as tests/postgres."""
+    url = next((os.environ[name] for name in URL_ENV if os.environ.get(name)), "")
+    reason = "no PostgreSQL server: set RULVAR_TEST_POSTGRES_URL"
+    if url:
+        try:
+            with psycopg.connect(url, connect_timeout=3, autocommit=True) as conn:
+                conn.execute("SELECT 1")
+            return url
+        except psycopg.Error as exc:
+            reason = f"PostgreSQL at RULVAR_TEST_POSTGRES_URL is unreachable: {exc}"
+    if os.environ.get("CI", "").strip().lower() in ("true", "1", "yes"):
+        pytest.fail(f"CI=true and {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def postgres_locations(url: str) -> tuple[LocationFactory, list[str]]:
+    """Fresh schemas on ``url`` opened through the broken class; drop the names after."""
+    prefix, numbers, made = f"rulvar_broken_{secrets.token_hex(4)}", count(), []
+
+    def fresh() -> StoreLocation:
+        schema = f"{prefix}_{next(numbers)}"
+        made.append(schema)
+
+        def opener(
+            ttl_ms: int | None, now: Clock | None, fail_fast: bool
+        ) -> OpenedStore:
+            store = SeparateFenceQuery(
+                url,
+                schema=schema,
+                ttl_ms=ttl_ms or 60_000,
+                now=now,
+                lock_timeout_ms=200 if fail_fast else None,
+            )
+            return OpenedStore(store, store.transcripts(), (store.close,))
+
+        def drop() -> None:
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+        return StoreLocation(name=schema, opener=opener, contention=True, cleanup=drop)
+
+    return fresh, made

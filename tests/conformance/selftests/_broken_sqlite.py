@@ -1,0 +1,323 @@
+"""Realistic broken SQLite stores: the real ``SqliteStore`` with ONE plausible bug each.
+
+Each class overrides the smallest piece a store author could plausibly get
+wrong; ``sqlite_locations(cls, directory)`` makes a ``LocationFactory`` of fresh
+database files opened through that class, with the same abilities the real
+backend declares (shared, clock, processes, contention).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from contextlib import suppress
+from itertools import count
+from pathlib import Path
+from typing import ClassVar, TypeVar
+
+import apsw
+
+from rulvar_store import (
+    JournalEntry,
+    JournalOrderViolation,
+    Lease,
+    LeaseHeldError,
+    OpenedStore,
+    StoreBusyError,
+    finite_seq,
+)
+from rulvar_store._failpoints import hit
+from rulvar_store._json import dump_record
+from rulvar_store._locations import LocationFactory, StoreLocation
+from rulvar_store._records import Clock
+from rulvar_store_sqlite import SqliteStore
+from rulvar_store_sqlite import _sql as sql
+from rulvar_store_sqlite._errors import translate_errors
+
+T = TypeVar("T")
+
+
+class FenceBeforeBegin(SqliteStore):
+    """Checks the lease with a plain SELECT, then opens the write transaction.
+
+    Every failpoint still sits inside the transaction, so only a takeover that
+    commits between the check and BEGIN shows the bug.
+    """
+
+    def _write(
+        self,
+        operation: str,
+        fence: Callable[[], None] | None,
+        mutate: Callable[[apsw.Cursor], T],
+    ) -> T:
+        with self._lock:
+            if fence is not None:
+                fence()
+            return super()._write(operation, None, mutate)
+
+
+class FenceOwnTransaction(SqliteStore):
+    """Checks the lease in a transaction of its own, then writes in a second one."""
+
+    def _write(
+        self,
+        operation: str,
+        fence: Callable[[], None] | None,
+        mutate: Callable[[apsw.Cursor], T],
+    ) -> T:
+        with self._lock:
+            if fence is not None:
+                super()._write(operation, fence, lambda cursor: None)
+            return super()._write(operation, None, mutate)
+
+
+class UnpinnedLeaseRow(SqliteStore):
+    """renew/release touch any live lease row of the run: no owner or epoch pinned."""
+
+    def renew(self, lease: Lease) -> None:
+        def extend(cursor: apsw.Cursor) -> None:
+            now = self._now()
+            cursor.execute(
+                "UPDATE leases SET expires_at = ? WHERE run_id = ? AND expires_at > ?",
+                (now + self.lease_ttl_ms, lease.run_id, now),
+            )
+            if self._conn.changes() == 0:
+                raise LeaseHeldError(
+                    "renew: not live", lease.run_id, lease.owner, lease.epoch
+                )
+
+        self._write("renew", None, extend)
+
+    def release(self, lease: Lease) -> None:
+        def drop(cursor: apsw.Cursor) -> None:
+            cursor.execute(
+                "DELETE FROM leases WHERE run_id = ? AND expires_at > ?",
+                (lease.run_id, self._now()),
+            )
+            if self._conn.changes() == 0:
+                raise LeaseHeldError(
+                    "release: not live", lease.run_id, lease.owner, lease.epoch
+                )
+
+        self._write("release", None, drop)
+
+
+class EpochReadBeforeBegin(SqliteStore):
+    """acquire reads the epoch counter before its transaction and writes counter + 1."""
+
+    def acquire(self, run_id: str, owner: str) -> Lease:
+        rows = self._read(
+            "acquire", "SELECT epoch FROM epochs WHERE run_id = ?", (run_id,)
+        )
+        epoch = int(rows[0][0] if rows else 0) + 1  # type: ignore[arg-type]  # INTEGER
+        now = self._now()
+
+        def check_free() -> None:
+            row = self._cursor.execute(sql.LEASE_ROW, (run_id,)).fetchall()
+            if row and row[0][2] > now:  # type: ignore[operator]  # INTEGER column
+                raise LeaseHeldError("held", run_id, None, None)
+
+        def take(cursor: apsw.Cursor) -> Lease:
+            cursor.execute(
+                "INSERT INTO epochs (run_id, epoch) VALUES (?1, ?2) "
+                "ON CONFLICT (run_id) DO UPDATE SET epoch = ?2",
+                (run_id, epoch),
+            )
+            cursor.execute(
+                sql.TAKE_LEASE, (run_id, owner, epoch, now + self.lease_ttl_ms, now)
+            )
+            return Lease(run_id, owner, epoch)
+
+        return self._write("acquire", check_free, take)
+
+
+class SeqGuardBeforeBegin(SqliteStore):
+    """append compares the seq with a tail read before its transaction, then inserts."""
+
+    def append(
+        self, run_id: str, entry: JournalEntry, lease: Lease | None = None
+    ) -> None:
+        seq = finite_seq(entry)
+        if seq is not None:
+            rows = self._read(
+                "append",
+                "SELECT max(json_extract(payload, '$.seq')) FROM entries WHERE run_id = ?",
+                (run_id,),
+            )
+            tail = rows[0][0]
+            if tail is not None and tail >= seq:  # type: ignore[operator]  # numeric
+                raise JournalOrderViolation("seq not above tail", run_id, seq)
+        text = dump_record(entry)
+        self._write(
+            "append",
+            self._fence(lease),
+            lambda cursor: cursor.execute(sql.INSERT_ENTRY, (run_id, text)),
+        )
+
+
+class AcquireCheckBeforeBegin(SqliteStore):
+    """acquire finds the run free with a plain SELECT, then upserts the lease row."""
+
+    def acquire(self, run_id: str, owner: str) -> Lease:
+        now = self._now()
+        rows = self._read("acquire", sql.LEASE_ROW, (run_id,))
+        if rows and rows[0][2] > now:  # type: ignore[operator]  # INTEGER column
+            raise LeaseHeldError("held", run_id, None, None)
+
+        def take(cursor: apsw.Cursor) -> Lease:
+            epoch = cursor.execute(sql.BUMP_EPOCH, (run_id,)).fetchall()[0][0]
+            assert isinstance(epoch, int)
+            cursor.execute(
+                "INSERT INTO leases (run_id, owner, epoch, expires_at) "
+                "VALUES (?1, ?2, ?3, ?4) ON CONFLICT (run_id) DO UPDATE SET "
+                "owner = excluded.owner, epoch = excluded.epoch, "
+                "expires_at = excluded.expires_at",
+                (run_id, owner, epoch, now + self.lease_ttl_ms),
+            )
+            return Lease(run_id, owner, epoch)
+
+        return self._write("acquire", lambda: None, take)
+
+
+class DeferredBegin(SqliteStore):
+    """Opens write transactions with a plain (deferred) BEGIN, not BEGIN IMMEDIATE.
+
+    The rest is the honest write path: fence, mutation and commit in that
+    transaction, failpoints at their places.
+    """
+
+    def _write(
+        self,
+        operation: str,
+        fence: Callable[[], None] | None,
+        mutate: Callable[[apsw.Cursor], T],
+    ) -> T:
+        with self._lock:
+            self._ensure_open(operation)
+            self._busy.arm()
+            cursor = self._cursor
+            with translate_errors(operation):
+                cursor.execute("BEGIN")  # the bug: no write lock until the first write
+                try:
+                    hit(operation, "after-begin")
+                    if fence is not None:
+                        fence()
+                    hit(operation, "after-fence-check")
+                    result = mutate(cursor)
+                    hit(operation, "before-commit")
+                    cursor.execute(sql.COMMIT)
+                except BaseException:
+                    self._rollback()
+                    raise
+            hit(operation, "after-commit")
+            return result
+
+
+class ProcessLocalLeases(SqliteStore):
+    """Decides whether a run is free from a lease table kept in this process.
+
+    Every handle in one interpreter shares the table, so in-process checks pass;
+    a lease taken by another process is invisible to it.
+    """
+
+    _expiry: ClassVar[dict[tuple[str, str], int]] = {}
+    _guard: ClassVar[threading.Lock] = threading.Lock()
+
+    def acquire(self, run_id: str, owner: str) -> Lease:
+        key = (self.path, run_id)
+        with self._guard:
+            now = self._now()
+            if self._expiry.get(key, 0) > now:
+                raise LeaseHeldError("held", run_id, None, None)
+
+            def take(cursor: apsw.Cursor) -> Lease:
+                epoch = cursor.execute(sql.BUMP_EPOCH, (run_id,)).fetchall()[0][0]
+                assert isinstance(epoch, int)
+                cursor.execute(
+                    "INSERT INTO leases (run_id, owner, epoch, expires_at) "
+                    "VALUES (?1, ?2, ?3, ?4) ON CONFLICT (run_id) DO UPDATE SET "
+                    "owner = excluded.owner, epoch = excluded.epoch, "
+                    "expires_at = excluded.expires_at",
+                    (run_id, owner, epoch, now + self.lease_ttl_ms),
+                )
+                return Lease(run_id, owner, epoch)
+
+            lease = self._write("acquire", lambda: None, take)
+            self._expiry[key] = now + self.lease_ttl_ms
+            return lease
+
+    def renew(self, lease: Lease) -> None:
+        super().renew(lease)
+        with self._guard:
+            self._expiry[(self.path, lease.run_id)] = self._now() + self.lease_ttl_ms
+
+    def release(self, lease: Lease) -> None:
+        super().release(lease)
+        with self._guard:
+            self._expiry.pop((self.path, lease.run_id), None)
+
+    def delete(self, run_id: str, lease: Lease | None = None) -> None:
+        super().delete(run_id, lease)
+        with self._guard:
+            self._expiry.pop((self.path, run_id), None)
+
+
+class RawBusyError(SqliteStore):
+    """Lets the driver's busy error escape instead of the typed StoreBusyError."""
+
+    def _write(
+        self,
+        operation: str,
+        fence: Callable[[], None] | None,
+        mutate: Callable[[apsw.Cursor], T],
+    ) -> T:
+        try:
+            return super()._write(operation, fence, mutate)
+        except StoreBusyError as exc:
+            cause = exc.__cause__
+            raise cause if isinstance(cause, apsw.Error) else exc from None
+
+
+class _NoLock:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc_info: object) -> None:
+        return None
+
+
+class NoInstanceLock(SqliteStore):
+    """Shares its one connection between threads without the instance lock (Q9)."""
+
+    def __init__(self, path: str, **options: object) -> None:
+        super().__init__(path, **options)  # type: ignore[arg-type]  # pass-through
+        self._lock = _NoLock()  # type: ignore[assignment]  # the bug under test
+
+
+def sqlite_locations(cls: type[SqliteStore], directory: Path) -> LocationFactory:
+    """Fresh database files in ``directory``, every handle opened through ``cls``."""
+    numbers = count()
+
+    def fresh() -> StoreLocation:
+        path = str(directory / f"{cls.__name__}-{next(numbers)}.db")
+
+        def opener(
+            ttl_ms: int | None, now: Clock | None, fail_fast: bool
+        ) -> OpenedStore:
+            store = cls(
+                path,
+                ttl_ms=ttl_ms or 60_000,
+                now=now,
+                busy_timeout_ms=100 if fail_fast else 5_000,
+            )
+            return OpenedStore(store, store.transcripts(), (store.close,))
+
+        def cleanup() -> None:
+            for suffix in ("", "-wal", "-shm"):
+                with suppress(FileNotFoundError):
+                    os.remove(path + suffix)
+
+        return StoreLocation(name=path, opener=opener, contention=True, cleanup=cleanup)
+
+    return fresh

@@ -1,0 +1,58 @@
+"""Running one named check against a broken store, for the self-test modules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Final
+
+from rulvar_conformance import (
+    Certification,
+    CheckNotRun,
+    ConformanceFailure,
+    certification_suites,
+)
+from rulvar_store import MemoryStore
+from rulvar_store._locations import LocationFactory
+from rulvar_store_sqlite import SqliteStore
+from tests.conformance.selftests import _broken_memory_races, _broken_sqlite
+
+FULL: Final = frozenset(
+    {"leases", "meta_lookup", "fenced_writes", "fenced_transcripts"}
+)
+"""What every broken store declares (each is a real fenced store with one bug)."""
+
+
+def broken_locations(name: str, directory: Path) -> LocationFactory:
+    """The location factory of the broken store class ``name`` (SQLite or memory)."""
+    sqlite_cls = getattr(_broken_sqlite, name, None)
+    if isinstance(sqlite_cls, type) and issubclass(sqlite_cls, SqliteStore):
+        return _broken_sqlite.sqlite_locations(sqlite_cls, directory)
+    memory_cls = getattr(_broken_memory_races, name)
+    assert isinstance(memory_cls, type)
+    assert issubclass(memory_cls, MemoryStore)
+    return _broken_memory_races.memory_locations(memory_cls)
+
+
+def failure_of(locations: LocationFactory, suite: str, check_id: str) -> str:
+    """Run ``check_id`` of ``suite``; it must fail. Return the failure's detail."""
+    (built,) = certification_suites(Certification(locations, FULL), [suite])
+    try:
+        built.check(check_id).run()
+    except ConformanceFailure as failure:
+        named = failure
+    except CheckNotRun as skipped:
+        raise AssertionError(f"{check_id} did not run: {skipped.reason}") from None
+    else:
+        raise AssertionError(f"{check_id} passed against the broken store")
+    assert named.check_id == check_id
+    return named.detail
+
+
+def not_run_reason(locations: LocationFactory, suite: str, check_id: str) -> str:
+    """Run ``check_id``; it must report not run. Return the reason."""
+    (built,) = certification_suites(Certification(locations, FULL), [suite])
+    try:
+        built.check(check_id).run()
+    except CheckNotRun as skipped:
+        return skipped.reason
+    raise AssertionError(f"{check_id} ran although it should not")

@@ -1,0 +1,77 @@
+"""C4 self-tests of the forced-races suite: failpoint windows catch outside-fence stores."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Final
+
+import pytest
+
+from rulvar_conformance._surfaces import SURFACES
+from tests.conformance.selftests._support import (
+    broken_locations,
+    failure_of,
+    not_run_reason,
+)
+
+SUITE: Final = "forced-races"
+DATA_SURFACES: Final = [s.name for s in SURFACES if not s.lease_row]
+
+# A fence checked before BEGIN fails every window (the queued write lands); a fence
+# in its own transaction fails the data surfaces (the write lands after a takeover
+# at the fence transaction's commit). Its pinned renew/release stay harmless.
+CASES: Final = (
+    [(f"x3-window-{s.name}", "FenceBeforeBegin", "") for s in SURFACES]
+    + [(f"x3-window-{name}", "FenceOwnTransaction", "took the run over")
+       for name in DATA_SURFACES]
+    + [
+        ("x3-window-append", "DeferredBegin", "not one transaction"),
+        ("x3-queued-seq-race", "SeqGuardBeforeBegin", "(J6, Q7)"),
+        ("x3-queued-epoch-race", "EpochReadBeforeBegin", "(L2, L3)"),
+        ("x3-queued-acquire-race", "AcquireCheckBeforeBegin", "L1, L2)"),
+        ("x3-stale-renew", "UnpinnedLeaseRow", "the stale renew (X3)"),
+    ]
+)  # fmt: skip
+
+SELF_TESTED: frozenset[str] = frozenset(
+    {
+        "x3-queued-acquire-race",
+        "x3-queued-epoch-race",
+        "x3-queued-seq-race",
+        "x3-stale-renew",
+        "x3-window-append",
+        "x3-window-blob-delete",
+        "x3-window-blob-put",
+        "x3-window-delete",
+        "x3-window-put-meta",
+        "x3-window-release",
+        "x3-window-renew",
+    }
+)
+
+
+@pytest.mark.clause("C4")
+@pytest.mark.parametrize(
+    ("check_id", "broken", "phrase"), CASES, ids=[f"{c}-{b}" for c, b, _ in CASES]
+)
+def test_broken_store_fails_the_named_forced_race_check(
+    check_id: str, broken: str, phrase: str, tmp_path: Path
+) -> None:
+    """A real SQLite store with one plausible atomicity bug fails its window check."""
+    detail = failure_of(broken_locations(broken, tmp_path), SUITE, check_id)
+    assert phrase in detail, detail
+
+
+@pytest.mark.clause("C4")
+def test_windows_are_not_run_for_a_store_without_failpoints(tmp_path: Path) -> None:
+    """A store that never calls failpoints gets the windows as not run, with why."""
+    reason = not_run_reason(
+        broken_locations("FenceThenUnlock", tmp_path), SUITE, "x3-window-append"
+    )
+    assert "never calls rulvar_store._failpoints.hit" in reason
+    assert "thread-races" in reason
+
+
+def test_self_tested_names_exactly_the_checks_exercised_here() -> None:
+    """SELF_TESTED (a literal, for the meta-test) lists the checks CASES runs."""
+    assert frozenset(check for check, _, _ in CASES) == SELF_TESTED

@@ -1,0 +1,117 @@
+"""Every built-in backend passes its full default certification (C4 positive control).
+
+Runs exactly what ``rulvar check URL`` runs (``Backend.certify`` yielding a
+``LocationFactory``, every default suite the backend's capabilities call for)
+for memory, file, SQLite and PostgreSQL: no check may fail, and every check
+reported as not run must be explained by an ability the backend's locations do
+not offer (or by a store that never calls failpoints), never by anything else.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Final
+
+import psycopg
+import pytest
+
+from rulvar_conformance import Certification, certification_suites, run_suites
+from rulvar_conformance._failpause import hits_of
+from rulvar_conformance._site import FEATURE_REASONS
+from rulvar_store import LeasableStore
+from rulvar_store._locations import LOCATION_FEATURES, LocationFactory
+from rulvar_store._plugins import resolve_backend
+from rulvar_store._urls import parse_store_url
+
+NO_FAILPOINTS: Final = "never calls rulvar_store._failpoints.hit"
+PG_ENV: Final = ("RULVAR_TEST_POSTGRES_URL", "RULVAR_POSTGRES_URL")
+
+
+def _calls_failpoints(locations: LocationFactory) -> bool:
+    location = locations()
+    try:
+        with location.open() as opened:
+            journal = opened.journal
+            if not isinstance(journal, LeasableStore):
+                return False
+            lease = journal.acquire("probe", "prober")
+            hits, _ = hits_of(lambda: journal.append("probe", {"seq": 1}, lease))
+            return bool(hits)
+    finally:
+        location.remove()
+
+
+def _certify(url: str) -> None:
+    parsed = parse_store_url(url)
+    backend = resolve_backend(parsed)
+    assert backend.certify is not None
+    with backend.certify(parsed) as locations:
+        sample = locations()
+        missing = set(LOCATION_FEATURES) - sample.features
+        sample.remove()
+        failpoints = _calls_failpoints(locations)
+        results = run_suites(
+            certification_suites(
+                Certification(
+                    locations, backend.capabilities, backend.certify_expiry_ttl_ms
+                )
+            )
+        )
+    failed = [f"{r.check_id}: {r.error}" for r in results if r.status == "failed"]
+    assert failed == []
+    explanations = [FEATURE_REASONS[name] for name in missing]
+    if not failpoints:
+        explanations.append(NO_FAILPOINTS)
+    unexplained = [
+        f"{r.check_id}: {r.error}"
+        for r in results
+        if r.status == "not-run"
+        and not any(reason in (r.error or "") for reason in explanations)
+    ]
+    assert unexplained == []
+    if not missing and failpoints:
+        assert [r.check_id for r in results if r.status == "not-run"] == []
+
+
+@pytest.mark.clause("C4")
+def test_memory_backend_passes_every_default_check() -> None:
+    """memory:// passes; its not-run checks lack contention or failpoints, nothing else."""
+    _certify("memory://")
+
+
+@pytest.mark.clause("C4")
+def test_file_backend_passes_every_default_check(tmp_path: Path) -> None:
+    """file:// (journal and meta lookup only) passes every check it is given."""
+    _certify(f"file://{tmp_path / 'store'}")
+
+
+@pytest.mark.clause("C4")
+def test_sqlite_backend_passes_every_default_check_and_runs_them_all(
+    tmp_path: Path,
+) -> None:
+    """sqlite:// locations offer every ability and call failpoints: all checks run."""
+    _certify(f"sqlite:///{tmp_path / 'check.db'}")
+
+
+def _postgres_url() -> str:
+    url = next((os.environ[name] for name in PG_ENV if os.environ.get(name)), "")
+    in_ci = os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+    reason = "no PostgreSQL server: set RULVAR_TEST_POSTGRES_URL"
+    if url:
+        try:
+            with psycopg.connect(url, connect_timeout=3, autocommit=True) as conn:
+                conn.execute("SELECT 1")
+            return url
+        except psycopg.Error as exc:
+            reason = f"PostgreSQL at RULVAR_TEST_POSTGRES_URL is unreachable: {exc}"
+    if in_ci:
+        pytest.fail(f"CI=true and {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.mark.postgres
+@pytest.mark.clause("C4")
+def test_postgres_backend_passes_every_default_check_and_runs_them_all() -> None:
+    """postgresql:// passes with every check run (fresh schemas, dropped after)."""
+    _certify(_postgres_url())
