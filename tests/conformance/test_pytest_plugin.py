@@ -43,13 +43,18 @@ def _never_opened() -> StoreLocation:
     raise AssertionError("only the check list is read")
 
 
-def default_suites(capabilities: frozenset[str]) -> list[ConformanceSuite]:
-    """The default suites a certification with ``capabilities`` builds (nothing opened)."""
-    return certification_suites(Certification(_never_opened, capabilities))
+CLASSIC_SUITES = ("journal", "leasable", "fenced-writes", "fenced-transcripts")
 
 
-def default_check_count(capabilities: frozenset[str]) -> int:
-    return sum(len(suite.checks) for suite in default_suites(capabilities))
+def classic_suites(capabilities: frozenset[str]) -> list[ConformanceSuite]:
+    """The four classic suites a certification with ``capabilities`` builds."""
+    return certification_suites(
+        Certification(_never_opened, capabilities), CLASSIC_SUITES
+    )
+
+
+def classic_check_count(capabilities: frozenset[str]) -> int:
+    return sum(len(suite.checks) for suite in classic_suites(capabilities))
 
 
 REORDERING_CONFTEST = textwrap.dedent(
@@ -79,11 +84,7 @@ REORDERING_CONFTEST = textwrap.dedent(
 
 # The four suites of CONTRACT 8.2-8.6, whose item counts these tests pin; the
 # newer suites (two handles, races, ...) have plugin tests of their own.
-CLASSIC = tuple(
-    arg
-    for name in ("journal", "leasable", "fenced-writes", "fenced-transcripts")
-    for arg in ("--rulvar-suite", name)
-)
+CLASSIC = tuple(arg for name in CLASSIC_SUITES for arg in ("--rulvar-suite", name))
 
 
 def run_pytest(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -121,7 +122,7 @@ def test_store_url_certifies_memory_with_every_suite(tmp_path: Path) -> None:
     """--rulvar-store=memory:// runs all 27 checks as items named by suite and check."""
     done = run_pytest(tmp_path, "--rulvar-store=memory://", "-v", *CLASSIC)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert f"{default_check_count(EVERY_CAPABILITY)} passed" in done.stdout
+    assert f"{classic_check_count(EVERY_CAPABILITY)} passed" in done.stdout
     for item in (
         "rulvar-conformance[memory]::test_journal[a1-append-atomicity] PASSED",
         "rulvar-conformance[memory]::test_leasable[lease-ttl-and-renew-cadence] PASSED",
@@ -143,7 +144,7 @@ def test_clause_ids_select_kit_items(tmp_path: Path) -> None:
     selected = sorted(line for line in done.stdout.splitlines() if "::" in line)
     expected = sorted(
         f"rulvar-conformance[memory]::test_{suite.name.replace('-', '_')}[{check.id}]"
-        for suite in default_suites(EVERY_CAPABILITY)
+        for suite in classic_suites(EVERY_CAPABILITY)
         for check in suite.checks
         if "L5" in check.clauses
     )
@@ -153,7 +154,8 @@ def test_clause_ids_select_kit_items(tmp_path: Path) -> None:
     )
     marked = run_pytest(tmp_path, "--rulvar-store=memory://", "--collect-only", "-q",
                         "-m", "clause", *CLASSIC)  # fmt: skip
-    assert len([line for line in marked.stdout.splitlines() if "::" in line]) == 27
+    marked_items = [line for line in marked.stdout.splitlines() if "::" in line]
+    assert len(marked_items) == classic_check_count(EVERY_CAPABILITY) == 27
 
 
 def test_unknown_store_url_is_a_usage_error(tmp_path: Path) -> None:
@@ -184,10 +186,10 @@ def test_conftest_factory_is_certified_under_its_directory(tmp_path: Path) -> No
         )
         if word in ("passed", "skipped", "failed")
     }
-    # The plain test plus every default check; what a leases-only factory cannot
-    # serve (fenced suites, a clock, a second handle) is skipped, never passed.
+    # The plain test plus every classic check; what a leases-only factory cannot
+    # serve (the fenced suites) is skipped, never passed.
     assert "failed" not in counts, summary
-    assert counts["passed"] + counts["skipped"] == 1 + default_check_count(
+    assert counts["passed"] + counts["skipped"] == 1 + classic_check_count(
         EVERY_CAPABILITY
     )
     assert counts["skipped"] >= 11

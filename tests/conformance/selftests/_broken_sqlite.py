@@ -288,10 +288,13 @@ class _NoLock:
 
 
 class NoInstanceLock(SqliteStore):
-    """Shares its one connection between threads without the instance lock (Q9)."""
+    """Shares its one connection between threads without the instance lock (Q9).
+
+    Group commit is off: its queue would serialize the writers on its own.
+    """
 
     def __init__(self, path: str, **options: object) -> None:
-        super().__init__(path, **options)  # type: ignore[arg-type]  # pass-through
+        super().__init__(path, group_commit=False, **options)  # type: ignore[arg-type]  # pass-through
         self._lock = _NoLock()  # type: ignore[assignment]  # the bug under test
 
 
