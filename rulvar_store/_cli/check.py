@@ -128,9 +128,10 @@ def check_command(
                 for line in _explain(result):
                     click.echo(line)
 
-        if not as_json:
-            click.echo(f"certifying {parsed.redacted} ({backend.name})")
+        # certify() validates the URL first: a mistake is one line, nothing else.
         with backend.certify(parsed) as locations:
+            if not as_json:
+                click.echo(f"certifying {parsed.redacted} ({backend.name})")
             certification = Certification(
                 locations, backend.capabilities, backend.certify_expiry_ttl_ms
             )
