@@ -38,10 +38,16 @@ cli.add_command(soak_command)
 
 
 def _document_exit_codes(group: click.Group) -> None:
-    """Every command's --help ends with the exit codes, whoever registered it."""
+    """Every command's --help ends with exit codes, whoever registered it.
+
+    A command that documents its own keeps them; subcommands of a group inherit
+    the group's.
+    """
     for command in group.commands.values():
         if not command.epilog:
-            command.epilog = EXIT_CODES_HELP
+            command.epilog = group.epilog or EXIT_CODES_HELP
+        if isinstance(command, click.Group):
+            _document_exit_codes(command)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -20,7 +20,7 @@ from typing import Any, Final
 
 import click
 
-from rulvar_store._cli._common import EXIT_FAILED
+from rulvar_store._cli._common import EXIT_FAILED, RUNS_EXIT_CODES_HELP
 from rulvar_store._cli._operator import (
     DEFAULT_TIMEOUT_S,
     Progress,
@@ -68,7 +68,7 @@ def _store(
         watchdog.stop()
 
 
-@click.group("runs")
+@click.group("runs", epilog=RUNS_EXIT_CODES_HELP)
 def runs_command() -> None:
     """Inspect, audit and clean up the runs of a store (URL as for 'rulvar check')."""
 
@@ -76,7 +76,7 @@ def runs_command() -> None:
 # -- list -----------------------------------------------------------------------
 
 
-@runs_command.command("list")
+@runs_command.command("list", epilog=RUNS_EXIT_CODES_HELP)
 @click.argument("url")
 @click.option(
     "--status",
@@ -166,7 +166,7 @@ def list_command(
 # -- show -----------------------------------------------------------------------
 
 
-@runs_command.command("show")
+@runs_command.command("show", epilog=RUNS_EXIT_CODES_HELP)
 @click.argument("url")
 @click.argument("run_id", metavar="RUN")
 @click.option(
@@ -200,7 +200,7 @@ def show_command(
 # -- audit ----------------------------------------------------------------------
 
 
-@runs_command.command("audit")
+@runs_command.command("audit", epilog=RUNS_EXIT_CODES_HELP)
 @click.argument("url")
 @click.option(
     "--repair",
@@ -307,7 +307,7 @@ def _retention(
         sys.exit(EXIT_FAILED)
 
 
-@runs_command.command("delete")
+@runs_command.command("delete", epilog=RUNS_EXIT_CODES_HELP)
 @click.argument("url")
 @click.argument("run_ids", metavar="RUN...", nargs=-1, required=True)
 @_timeout_option
@@ -320,7 +320,7 @@ def delete_command(url: str, run_ids: tuple[str, ...], timeout_s: float) -> None
     _retention(url, run_ids, prune=False, timeout_s=timeout_s)
 
 
-@runs_command.command("prune")
+@runs_command.command("prune", epilog=RUNS_EXIT_CODES_HELP)
 @click.argument("url")
 @click.argument("run_ids", metavar="RUN...", nargs=-1, required=True)
 @_timeout_option
