@@ -9,11 +9,9 @@ not offer (or by a store that never calls failpoints), never by anything else.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Final
 
-import psycopg
 import pytest
 
 from rulvar_conformance import Certification, certification_suites, run_suites
@@ -23,9 +21,9 @@ from rulvar_store import LeasableStore
 from rulvar_store._locations import LOCATION_FEATURES, LocationFactory
 from rulvar_store._plugins import resolve_backend
 from rulvar_store._urls import parse_store_url
+from tests._postgres_gate import postgres_url as _postgres_url
 
 NO_FAILPOINTS: Final = "never calls rulvar_store._failpoints.hit"
-PG_ENV: Final = ("RULVAR_TEST_POSTGRES_URL", "RULVAR_POSTGRES_URL")
 
 
 def _calls_failpoints(locations: LocationFactory) -> bool:
@@ -98,22 +96,6 @@ def test_sqlite_backend_passes_every_default_check_and_runs_them_all(
 ) -> None:
     """sqlite:// locations offer every ability and call failpoints: all checks run."""
     _certify(f"sqlite:///{tmp_path / 'check.db'}")
-
-
-def _postgres_url() -> str:
-    url = next((os.environ[name] for name in PG_ENV if os.environ.get(name)), "")
-    in_ci = os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
-    reason = "no PostgreSQL server: set RULVAR_TEST_POSTGRES_URL"
-    if url:
-        try:
-            with psycopg.connect(url, connect_timeout=3, autocommit=True) as conn:
-                conn.execute("SELECT 1")
-            return url
-        except psycopg.Error as exc:
-            reason = f"PostgreSQL at RULVAR_TEST_POSTGRES_URL is unreachable: {exc}"
-    if in_ci:
-        pytest.fail(f"CI=true and {reason}", pytrace=False)
-    pytest.skip(reason)
 
 
 @pytest.mark.postgres

@@ -10,7 +10,6 @@ clock and the transcript twin. The PostgreSQL case needs RULVAR_TEST_POSTGRES_UR
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Final
 
@@ -19,20 +18,9 @@ import pytest
 from rulvar_conformance import Certification, certification_suites, run_suites
 from rulvar_store._plugins import resolve_backend
 from rulvar_store._urls import parse_store_url
+from tests._postgres_gate import postgres_url as _postgres_url
 
 EDGE_SUITES: Final = ("stale-surfaces", "lease-lifetime", "data-edges")
-
-
-def _postgres_url() -> str:
-    url = os.environ.get("RULVAR_TEST_POSTGRES_URL") or os.environ.get(
-        "RULVAR_POSTGRES_URL", ""
-    )
-    if not url:
-        reason = "no PostgreSQL server: set RULVAR_TEST_POSTGRES_URL"
-        if os.environ.get("CI", "").strip().lower() in ("true", "1", "yes"):
-            pytest.fail(f"CI=true and {reason}", pytrace=False)
-        pytest.skip(reason)
-    return url
 
 
 def _certify(url: str) -> None:

@@ -12,7 +12,6 @@ reason (under ``CI=true`` they fail), as in ``tests/postgres``.
 
 from __future__ import annotations
 
-import os
 import secrets
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from typing import Any
 import pytest
 
 from rulvar_store import Lease, MemoryStore, open_store
+from tests._postgres_gate import postgres_url as postgres_url
 
 BACKENDS = ("memory", "file", "sqlite", "postgresql")
 GOOD_RUN = "good-run"
@@ -42,18 +42,6 @@ class Rig:
     @property
     def leases(self) -> bool:
         return self.lease is not None
-
-
-def postgres_url() -> str:
-    url = os.environ.get("RULVAR_TEST_POSTGRES_URL") or os.environ.get(
-        "RULVAR_POSTGRES_URL", ""
-    )
-    if not url:
-        reason = "no PostgreSQL server: set RULVAR_TEST_POSTGRES_URL"
-        if os.environ.get("CI", "").lower() in ("true", "1", "yes"):
-            pytest.fail(f"CI=true and {reason}", pytrace=False)
-        pytest.skip(reason)
-    return url
 
 
 def _seed(journal: Any, blobs: Any, leases: bool) -> Lease | None:

@@ -10,7 +10,6 @@ exactly as in ``tests/postgres``.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,35 +20,7 @@ from rulvar_conformance.kill_points import kill_point_conformance
 from rulvar_store._locations import LocationFactory
 from rulvar_store._plugins import resolve_backend
 from rulvar_store._urls import parse_store_url
-
-URL_ENV_VARS = ("RULVAR_TEST_POSTGRES_URL", "RULVAR_POSTGRES_URL")
-
-
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
-
-
-def _unavailable(reason: str) -> None:
-    if _in_ci():
-        pytest.fail(f"CI=true and {reason}", pytrace=False)
-    pytest.skip(reason)
-
-
-def _postgres_url() -> str:
-    import psycopg
-
-    url = next((os.environ[name] for name in URL_ENV_VARS if os.environ.get(name)), "")
-    if not url:
-        _unavailable(
-            "no PostgreSQL server: set RULVAR_TEST_POSTGRES_URL, e.g. "
-            "postgresql://postgres@127.0.0.1:5432/test"
-        )
-    try:
-        with psycopg.connect(url, connect_timeout=3, autocommit=True) as conn:
-            conn.execute("SELECT 1")
-    except psycopg.Error as exc:
-        _unavailable(f"PostgreSQL at RULVAR_TEST_POSTGRES_URL is unreachable: {exc}")
-    return url
+from tests._postgres_gate import postgres_url as _postgres_url
 
 
 def _suite_for(url: str) -> Iterator[ConformanceSuite]:

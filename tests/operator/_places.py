@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
 import secrets
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -27,8 +26,8 @@ from click.testing import CliRunner
 
 from rulvar_store import MemoryStore, OpenedStore, open_store
 from rulvar_store._cli import main
+from tests._postgres_gate import postgres_url as postgres_url
 
-URL_ENV_VARS = ("RULVAR_TEST_POSTGRES_URL", "RULVAR_POSTGRES_URL")
 PG_TABLES = (
     ("rulvar_entries", "id"),
     ("rulvar_meta", "run_id"),
@@ -36,31 +35,6 @@ PG_TABLES = (
     ("rulvar_epochs", "run_id"),
     ("rulvar_blobs", "ref"),
 )
-
-
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
-
-
-def postgres_url() -> str:
-    """The test server's URL, or skip (locally) / fail (CI) with the reason."""
-    url = next((os.environ[name] for name in URL_ENV_VARS if os.environ.get(name)), "")
-    reason = ""
-    if not url:
-        reason = "no PostgreSQL server: set RULVAR_TEST_POSTGRES_URL"
-    else:
-        import psycopg
-
-        try:
-            with psycopg.connect(url, connect_timeout=3, autocommit=True) as conn:
-                conn.execute("SELECT 1")
-        except psycopg.Error as exc:
-            reason = f"PostgreSQL at RULVAR_TEST_POSTGRES_URL is unreachable: {exc}"
-    if reason:
-        if _in_ci():
-            pytest.fail(f"CI=true and {reason}", pytrace=False)
-        pytest.skip(reason)
-    return url
 
 
 def with_query(url: str, **options: str) -> str:

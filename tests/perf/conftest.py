@@ -6,7 +6,6 @@ without it the PostgreSQL cases skip locally and fail under ``CI=true``.
 
 from __future__ import annotations
 
-import os
 import secrets
 import sys
 from collections.abc import Callable, Iterator
@@ -20,6 +19,7 @@ if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
 from rulvar_store import JsonlFileStore, MemoryStore  # noqa: E402  (after the path setup)
+from tests._postgres_gate import postgres_url as postgres_url  # noqa: E402
 
 BACKENDS = (
     "memory",
@@ -28,17 +28,6 @@ BACKENDS = (
     pytest.param("postgresql", marks=pytest.mark.postgres),
 )
 StoreMaker = Callable[[], Any]
-
-
-def postgres_url() -> str:
-    url = os.environ.get("RULVAR_TEST_POSTGRES_URL") or os.environ.get(
-        "RULVAR_POSTGRES_URL", ""
-    )
-    if not url:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("RULVAR_TEST_POSTGRES_URL is not set under CI")
-        pytest.skip("no PostgreSQL server: set RULVAR_TEST_POSTGRES_URL")
-    return url
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ store it opens is closed.
 
 from __future__ import annotations
 
-import os
 import secrets
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -22,34 +21,8 @@ import psycopg
 import pytest
 
 from rulvar_store_postgres import PostgresStore
-
-URL_ENV_VARS = ("RULVAR_TEST_POSTGRES_URL", "RULVAR_POSTGRES_URL")
-
-
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
-
-
-def _unavailable(reason: str) -> None:
-    if _in_ci():
-        pytest.fail(f"CI=true and {reason}", pytrace=False)
-    pytest.skip(reason)
-
-
-def server_url() -> str:
-    """The test server's URL, or skip/fail as the module docstring says."""
-    url = next((os.environ[name] for name in URL_ENV_VARS if os.environ.get(name)), "")
-    if not url:
-        _unavailable(
-            "no PostgreSQL server: set RULVAR_TEST_POSTGRES_URL, e.g. "
-            "postgresql://postgres@127.0.0.1:5432/test"
-        )
-    try:
-        with psycopg.connect(url, connect_timeout=3, autocommit=True) as conn:
-            conn.execute("SELECT 1")
-    except psycopg.Error as exc:
-        _unavailable(f"PostgreSQL at RULVAR_TEST_POSTGRES_URL is unreachable: {exc}")
-    return url
+from tests._postgres_gate import URL_ENV_VARS as URL_ENV_VARS
+from tests._postgres_gate import postgres_url as server_url
 
 
 def new_schema_name(prefix: str = "rulvar_t") -> str:

@@ -9,7 +9,6 @@ locally and fail under ``CI=true``, like tests/postgres.
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,30 +22,7 @@ if _ROOT not in sys.path:
 from rulvar_store import LocationFactory  # noqa: E402  (after the path setup)
 from rulvar_store._plugins import resolve_backend  # noqa: E402
 from rulvar_store._urls import parse_store_url  # noqa: E402
-
-
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
-
-
-def postgres_url() -> str:
-    """The test server's URL; skip locally (fail under CI=true) without a reachable one."""
-    url = os.environ.get("RULVAR_TEST_POSTGRES_URL") or os.environ.get(
-        "RULVAR_POSTGRES_URL"
-    )
-    reason = "no PostgreSQL server: set RULVAR_TEST_POSTGRES_URL"
-    if url:
-        import psycopg
-
-        try:
-            with psycopg.connect(url, connect_timeout=3, autocommit=True) as conn:
-                conn.execute("SELECT 1")
-            return url
-        except psycopg.Error as exc:
-            reason = f"PostgreSQL at RULVAR_TEST_POSTGRES_URL is unreachable: {exc}"
-    if _in_ci():
-        pytest.fail(f"CI=true and {reason}", pytrace=False)
-    pytest.skip(reason)
+from tests._postgres_gate import postgres_url  # noqa: E402  (after the path setup)
 
 
 @pytest.fixture

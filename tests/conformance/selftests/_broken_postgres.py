@@ -7,19 +7,18 @@ skipped), the classic check-then-act split across two transactions.
 
 from __future__ import annotations
 
-import os
 import secrets
 from collections.abc import Sequence
 from itertools import count
 from typing import Any, final
 
 import psycopg
-import pytest
 
 from rulvar_store import Lease, LeaseHeldError, OpenedStore
 from rulvar_store._locations import LocationFactory, StoreLocation
 from rulvar_store._records import Clock
 from rulvar_store_postgres import PostgresStore
+from tests._postgres_gate import postgres_url as postgres_url
 
 URL_ENV = ("RULVAR_TEST_POSTGRES_URL", "RULVAR_POSTGRES_URL")
 
@@ -45,22 +44,6 @@ class SeparateFenceQuery(PostgresStore):  # type: ignore[misc]  # final; the bug
             if not live:
                 raise LeaseHeldError("not live", lease.run_id, lease.owner, lease.epoch)
         return super()._fenced(operation, call, head, run_id, None)
-
-
-def postgres_url() -> str:
-    """The test server's URL; skip without one (fail under CI=true), as tests/postgres."""
-    url = next((os.environ[name] for name in URL_ENV if os.environ.get(name)), "")
-    reason = "no PostgreSQL server: set RULVAR_TEST_POSTGRES_URL"
-    if url:
-        try:
-            with psycopg.connect(url, connect_timeout=3, autocommit=True) as conn:
-                conn.execute("SELECT 1")
-            return url
-        except psycopg.Error as exc:
-            reason = f"PostgreSQL at RULVAR_TEST_POSTGRES_URL is unreachable: {exc}"
-    if os.environ.get("CI", "").strip().lower() in ("true", "1", "yes"):
-        pytest.fail(f"CI=true and {reason}", pytrace=False)
-    pytest.skip(reason)
 
 
 def postgres_locations(url: str) -> tuple[LocationFactory, list[str]]:
