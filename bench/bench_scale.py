@@ -32,6 +32,7 @@ import statistics
 import tempfile
 import time
 import tracemalloc
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -63,20 +64,23 @@ def meta(n: int) -> dict[str, Any]:
     return {"runId": f"run-{n:06d}", "status": status, "updatedAt": "t", "name": "job"}
 
 
-class Backend:
+class Backend(ABC):
     """A store plus raw access to the same database, for bulk setup and the floor."""
 
     name: str
     store: Any
 
+    @abstractmethod
     def bulk_entries(self, run: str, count: int) -> None:
-        raise NotImplementedError
+        """Insert ``count`` entries of ``run`` in bulk, bypassing the store."""
 
+    @abstractmethod
     def bulk_metas(self, count: int) -> None:
-        raise NotImplementedError
+        """Insert ``count`` metas in bulk, bypassing the store."""
 
+    @abstractmethod
     def floor_load(self, run: str) -> list[Any]:
-        raise NotImplementedError
+        """Load ``run`` the fastest raw way: the SELECT + orjson floor."""
 
 
 class SqliteBackend(Backend):

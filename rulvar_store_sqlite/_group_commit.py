@@ -47,6 +47,7 @@ import copy
 import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from typing import Any, Final, Generic, TypeVar, final
 
 import apsw
@@ -294,11 +295,9 @@ def _fail_all(
 def _rollback(conn: apsw.Connection, cursor: apsw.Cursor) -> None:
     # As in SqliteStore._rollback: SQLite may already have rolled back, and a
     # failing ROLLBACK never hides the error that caused it.
-    try:
+    with suppress(apsw.Error):
         if conn.in_transaction:
             cursor.execute(sql.ROLLBACK)
-    except apsw.Error:
-        pass
 
 
 def _spi_error(exc: BaseException, operation: str) -> BaseException:
