@@ -20,15 +20,12 @@ the file and line and nothing is dropped.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import threading
-import zlib
 from contextlib import suppress
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, final
+from typing import Final, final
 
 from rulvar_store import _intake
 from rulvar_store._failpoints import armed, hit
@@ -47,6 +44,17 @@ from rulvar_store._file_io import (
 )
 from rulvar_store._incremental import JournalTail, parse_cursor
 from rulvar_store._json import load_record
+from rulvar_store._jsonl_file import (
+    CachedTail,
+    CorruptFileError,
+    ParsedJournal,
+    TornTail,
+    file_stamp,
+    parse_journal,
+    read_all,
+    read_from,
+    tail_crc,
+)
 from rulvar_store._records import (
     JournalEntry,
     Lease,
@@ -58,7 +66,6 @@ from rulvar_store._records import (
 from rulvar_store._refs import check_safe_token, is_safe_token
 from rulvar_store.errors import (
     ConfigError,
-    ContractError,
     JournalOrderViolation,
     StoreClosedError,
 )
@@ -87,156 +94,6 @@ else:
         flight as a torn tail, and never both pass the J6 check for one seq.
         """
         fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-
-
-class CorruptFileError(ContractError):
-    """A store file holds bytes the store did not write as they are; nothing was dropped.
-
-    ``line`` is the 1-based journal line (``None`` for a meta file). ``torn`` is
-    true for a torn last line that a ``repair=False`` store refused to append
-    after; reopen with ``repair=True`` to truncate it. Retrying cannot help: an
-    operator must restore or repair the file.
-    """
-
-    code = "corrupt_file"
-
-    def __init__(
-        self,
-        message: str,
-        run_id: str | None = None,
-        path: str | None = None,
-        line: int | None = None,
-        torn: bool = False,
-    ) -> None:
-        super().__init__(message, run_id, path, line, torn)
-        self.run_id = run_id
-        self.path = path
-        self.line = line
-        self.torn = torn
-
-    @property
-    def data(self) -> dict[str, Any]:
-        return {
-            "runId": self.run_id,
-            "path": self.path,
-            "line": self.line,
-            "torn": self.torn,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class TornTail:
-    """A last journal line a crash left incomplete, as the store found it.
-
-    Attributes:
-        run_id: the run whose journal it ends.
-        path: the journal file.
-        line: 1-based number of the torn line.
-        offset: bytes of complete lines before it (the file's length once repaired).
-        dropped_bytes: length of the torn line in bytes.
-        repaired: whether this store truncated it away.
-    """
-
-    run_id: str
-    path: str
-    line: int
-    offset: int
-    dropped_bytes: int
-    repaired: bool
-
-
-@dataclass(frozen=True, slots=True)
-class _Parsed:
-    entries: list[JournalEntry]
-    max_seq: int | float | None
-    torn: TornTail | None  # ``repaired`` still False: the caller decides
-
-
-# (device, inode, size, mtime, ctime): any write, truncate or replace by any
-# handle changes at least one of them.
-_Stamp = tuple[int, int, int, int, int]
-
-
-@dataclass(frozen=True, slots=True)
-class _Tail:
-    stamp: _Stamp
-    max_seq: int | float | None
-
-
-def _stamp(fd: int) -> _Stamp:
-    st = os.fstat(fd)
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-
-
-def _read_fd(fd: int) -> bytes:
-    chunks: list[bytes] = []
-    offset = 0
-    while chunk := os.pread(fd, 1 << 20, offset):
-        chunks.append(chunk)
-        offset += len(chunk)
-    return b"".join(chunks)
-
-
-def _read_fd_from(fd: int, offset: int) -> bytes:
-    chunks: list[bytes] = []
-    while chunk := os.pread(fd, 1 << 20, offset):
-        chunks.append(chunk)
-        offset += len(chunk)
-    return b"".join(chunks)
-
-
-# How many bytes before a cursor's offset its CRC covers: enough to tell a
-# recreated journal from the one read, O(1) to check.
-_CURSOR_CRC_BYTES: Final = 64
-
-
-def _tail_crc(fd: int, offset: int) -> int:
-    """CRC-32 of the bytes just before ``offset`` (0 at offset 0 or past the end)."""
-    if offset == 0:
-        return 0
-    size = min(offset, _CURSOR_CRC_BYTES)
-    data = os.pread(fd, size, offset - size)
-    return zlib.crc32(data) if len(data) == size else -1
-
-
-def _parse_journal(data: bytes, run_id: str, path: Path) -> _Parsed:
-    """Parse complete lines; report a torn last line; raise on any other bad line."""
-    entries: list[JournalEntry] = []
-    max_seq: int | float | None = None
-    start = 0
-    line = 0
-    while start < len(data):
-        line += 1
-        end = data.find(b"\n", start)
-        last = end == -1 or end + 1 == len(data)
-        raw = data[start:] if end == -1 else data[start:end]
-        entry: object = None
-        problem = "has no newline" if end == -1 else ""
-        if not problem:
-            try:
-                entry = load_record(raw.decode("utf-8"))
-            except UnicodeDecodeError as exc:
-                problem = f"is not UTF-8 (byte {exc.start})"
-            except json.JSONDecodeError as exc:
-                problem = f"is not valid JSON ({exc.msg}: byte {exc.pos})"
-        if problem and last:
-            torn = TornTail(run_id, str(path), line, start, len(data) - start, False)
-            return _Parsed(entries, max_seq, torn)
-        if problem or not isinstance(entry, dict):
-            raise CorruptFileError(
-                f"journal of run {run_id!r} is corrupt at {path}:{line}: the line "
-                f"{problem or 'is not a JSON object'}; no entry was dropped, "
-                "restore or repair the file",
-                run_id,
-                str(path),
-                line,
-            )
-        seq = finite_seq(entry)
-        if seq is not None and (max_seq is None or seq > max_seq):
-            max_seq = seq
-        entries.append(entry)
-        start = end + 1
-    return _Parsed(entries, max_seq, None)
 
 
 def _safe_run_id(run_id: object, operation: str, argument: str = "run_id") -> str:
@@ -285,7 +142,7 @@ class JsonlFileStore:
         self.root: Final = resolve_root(root)
         self.repair: Final = repair
         self._lock = threading.RLock()
-        self._tails: dict[str, _Tail] = {}
+        self._tails: dict[str, CachedTail] = {}
         self._torn: dict[str, TornTail] = {}
         self._closed = False
 
@@ -327,14 +184,14 @@ class JsonlFileStore:
         if report is not None and not report.repaired:
             del self._torn[run_id]
 
-    def _settle_tail(self, run_id: str, path: Path, fd: int) -> _Parsed:
+    def _settle_tail(self, run_id: str, path: Path, fd: int) -> ParsedJournal:
         """Parse the journal under an exclusive flock; repair or refuse a torn tail.
 
         Raises:
             CorruptFileError: a bad line before the last, or a torn tail while
                 ``repair`` is off.
         """
-        parsed = _parse_journal(_read_fd(fd), run_id, path)
+        parsed = parse_journal(read_all(fd), run_id, path)
         torn = parsed.torn
         if torn is not None:
             if not self.repair:
@@ -361,7 +218,7 @@ class JsonlFileStore:
             )
         else:
             self._note_clean(run_id)
-        self._tails[run_id] = _Tail(_stamp(fd), parsed.max_seq)
+        self._tails[run_id] = CachedTail(file_stamp(fd), parsed.max_seq)
         return parsed
 
     # -- journal ---------------------------------------------------------------
@@ -399,7 +256,7 @@ class JsonlFileStore:
             try:
                 _flock(fd, exclusive=True)
                 tail = self._tails.get(run_id)
-                if tail is None or tail.stamp != _stamp(fd):
+                if tail is None or tail.stamp != file_stamp(fd):
                     max_seq = self._settle_tail(run_id, path, fd).max_seq
                 else:
                     max_seq = tail.max_seq
@@ -413,7 +270,9 @@ class JsonlFileStore:
                 self._write_line(run_id, fd, line)
                 if created:
                     fsync_dir(directory)
-                self._tails[run_id] = _Tail(_stamp(fd), max_seq if seq is None else seq)
+                self._tails[run_id] = CachedTail(
+                    file_stamp(fd), max_seq if seq is None else seq
+                )
             finally:
                 os.close(fd)
             hit("append", "after-commit")
@@ -459,13 +318,13 @@ class JsonlFileStore:
                 return []
             try:
                 _flock(fd, exclusive=False)
-                stamp = _stamp(fd)
-                parsed = _parse_journal(_read_fd(fd), run_id, path)
+                stamp = file_stamp(fd)
+                parsed = parse_journal(read_all(fd), run_id, path)
             finally:
                 os.close(fd)
             if parsed.torn is None:
                 self._note_clean(run_id)
-                self._tails[run_id] = _Tail(stamp, parsed.max_seq)
+                self._tails[run_id] = CachedTail(stamp, parsed.max_seq)
                 return parsed.entries
             if not self.repair:
                 self._torn[run_id] = parsed.torn
@@ -501,18 +360,18 @@ class JsonlFileStore:
                 if position is not None and position[1] > 0:
                     if (
                         position[0] == inode
-                        and _tail_crc(fd, position[1]) == position[2]
+                        and tail_crc(fd, position[1]) == position[2]
                     ):
                         start = position[1]
                     else:
                         restarted = True
-                data = _read_fd_from(fd, start)
+                data = read_from(fd, start)
                 end = data.rfind(b"\n") + 1  # complete lines only
-                parsed = _parse_journal(data[:end], run_id, path)
+                parsed = parse_journal(data[:end], run_id, path)
                 if parsed.torn is not None:  # an invalid last line: not yet read
                     end = parsed.torn.offset
                 offset = start + end
-                crc = _tail_crc(fd, offset)
+                crc = tail_crc(fd, offset)
             finally:
                 os.close(fd)
         return JournalTail(parsed.entries, f"file:{inode}:{offset}:{crc}", restarted)
