@@ -16,6 +16,11 @@ entries and ``torn_tails()`` reports what it skipped, and ``append`` refuses
 (``CorruptFileError``) rather than glue a line onto a partial one. A bad line
 anywhere else is corruption, never a crash residue: ``CorruptFileError`` names
 the file and line and nothing is dropped.
+
+A delete is all or nothing across a crash: it first writes and syncs a
+``delete~intent`` file in the run directory, then removes meta and journal; a
+death midway is finished by the next call that touches the run. Parsing and file
+identity live in ``_jsonl_file``.
 """
 
 from __future__ import annotations
