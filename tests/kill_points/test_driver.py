@@ -260,7 +260,7 @@ def test_a_failed_renew_cancels_before_the_next_provider_call() -> None:
             time.sleep(0.2)  # the renewer (every 10 ms) fails meanwhile
 
         def tool(self, target: str) -> None:
-            pass
+            """The workflow under test calls no tool."""
 
     provider = ScriptedProvider(SlowFirstCall())
     with pytest.raises(LeaseHeldError):

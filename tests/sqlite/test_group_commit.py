@@ -468,7 +468,7 @@ def test_random_mixed_outcomes_under_concurrency_match_the_serial_model(
                     )
                     wrong.append(f"repeat of seq {seq - 1} in m{n} was accepted")
                 except JournalOrderViolation:
-                    pass
+                    pass  # the expected refusal: the seq is not above the tail
             else:
                 target = rng.randrange(6)
                 stale = Lease(f"m{target}", f"w{n}", leases[target].epoch + 1 + n)
@@ -476,7 +476,7 @@ def test_random_mixed_outcomes_under_concurrency_match_the_serial_model(
                     store.append(f"m{target}", {"seq": 10**6 + step, "stale": n}, stale)
                     wrong.append(f"stale append to m{target} was accepted")
                 except LeaseHeldError:
-                    pass
+                    pass  # the expected refusal: a never-issued epoch
 
     calls = Calls()
     for n in range(6):
