@@ -5,31 +5,37 @@ A ``SqliteStore`` owns one connection, so its writers queue on the instance lock
 With group commit, the threads writing through one store at the same time share
 a transaction instead:
 
-1. A caller queues its operation (fence check + mutation closures).
-2. If no other caller is leading, it becomes the leader; otherwise it waits
-   until its operation is done or leadership is free.
-3. The leader takes the instance lock, then takes EVERYTHING queued at that
-   moment (its own operation included) as one batch. It never waits for
-   company: a lone caller forms a batch of one at once. (When the previous
-   batch was shared, the leader first yields the GIL once, ``time.sleep(0)``,
-   so the callers just released can queue again; no timed wait.)
-4. A batch of one runs exactly as without group commit (``run_solo``). A
-   larger batch runs as ONE ``BEGIN IMMEDIATE`` transaction (``run_batch``) in
-   which every operation has its own ``SAVEPOINT``: its failpoints
-   (``after-begin``, ``after-fence-check``), its fence check, its mutation with
-   its seq guard. An operation that raises is rolled back to its savepoint
-   only and its caller gets the error; its batch-mates go on.
-5. Operations queued while the batch ran join it before the commit ("late
+1. A caller queues its operation (fence check + mutation closures). If no
+   other caller is leading, it becomes the leader; otherwise it sleeps on its
+   operation's own lock until the operation is decided or leadership is
+   handed to it.
+2. The leader takes the instance lock, then EVERYTHING queued at that moment
+   (its own operation included) as one batch, and runs it as ONE ``BEGIN
+   IMMEDIATE`` transaction (``run_batch``). It never waits for company: a lone
+   caller's batch of one runs at once, with exactly the statements of a
+   transaction of its own.
+3. Each operation has its failpoints (``after-begin``, ``after-fence-check``),
+   its fence check and its mutation with its seq guard. One that raises is
+   undone alone and its caller gets the error; its batch-mates go on. A
+   multi-statement mutation (``acquire``, ``delete``) runs inside its own
+   ``SAVEPOINT`` once an earlier operation of the batch is applied; a
+   single-statement one (``append``, ``put_meta``, ``renew``, ``release``, blob
+   writes) needs none, since SQLite undoes a failed statement by itself (one
+   that changed rows and raised anyway cannot be undone alone: its whole
+   batch fails instead). A failure while nothing is applied yet rolls the
+   whole transaction back, as a transaction of its own would.
+4. Operations queued while the batch ran join it before the commit ("late
    joiners", up to ``MAX_BATCH`` in all: nobody waits for them, they just ride
    along). Then ``before-commit`` is hit for each applied operation and the
-   ONE COMMIT runs. It is all or nothing: if anything fails from here on (a failpoint, a
-   busy or I/O error at COMMIT), the whole transaction is rolled back and every
-   caller whose operation was applied gets an error; nothing of the batch is
-   visible. A process killed anywhere before COMMIT returns leaves none of the
-   batch behind (SQLite's own atomic commit).
-6. Each caller returns only after the shared COMMIT has returned, that is, is
+   ONE COMMIT runs. It is all or nothing: if anything fails from here on (a
+   failpoint, a busy or I/O error at COMMIT), the whole transaction is rolled
+   back and every caller whose operation was applied gets an error; nothing of
+   the batch is visible. A process killed anywhere before COMMIT returns leaves
+   none of the batch behind (SQLite's own atomic commit).
+5. Each caller returns only after the shared COMMIT has returned, that is, is
    durable at the store's ``synchronous`` level, and hits its own
-   ``after-commit`` failpoint in its own thread.
+   ``after-commit`` failpoint in its own thread. A leader that finds callers
+   queued behind its batch hands leadership to the first of them.
 
 Operations of one batch execute in queue order, each seeing the ones before it,
 as if run one after another; each caller's operation runs between its call and
@@ -39,13 +45,18 @@ COMMIT fails every caller of the batch with ``StoreBusyError`` (nothing
 written). A thread that already holds the instance lock (re-entrant use) runs
 its operation alone, since queueing behind a leader that needs the same lock
 would deadlock.
+
+What it buys is bounded twice over (``bench/bench_group_commit.py`` measures
+both): a commit's flush grows with the pages it writes (appends to N runs
+touch about 2N index pages), so even raw apsw batching N appends per
+transaction gains less than N; and every caller of a batch must be woken,
+one GIL hand-off after another, once the commit has returned.
 """
 
 from __future__ import annotations
 
 import copy
 import threading
-import time
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from typing import Any, Final, Generic, TypeVar, final
@@ -53,7 +64,6 @@ from typing import Any, Final, Generic, TypeVar, final
 import apsw
 
 from rulvar_store._failpoints import hit
-from rulvar_store.errors import ContractError
 from rulvar_store_sqlite import _sql as sql
 from rulvar_store_sqlite._errors import translate
 
@@ -69,24 +79,48 @@ RELEASE: Final = "RELEASE rulvar_py_op"
 ROLLBACK_TO: Final = "ROLLBACK TO rulvar_py_op"
 
 
+def _no_more() -> bool:
+    return False
+
+
 @final
 class Operation(Generic[T]):
-    """One caller's write: its closures, then its outcome once the batch is decided."""
+    """One caller's write: its closures, then its outcome once the batch is decided.
 
-    __slots__ = ("done", "error", "fence", "mutate", "name", "result")
+    ``atomic`` says the mutation is a single statement, which SQLite undoes by
+    itself when it fails, so it needs no savepoint of its own.
+    """
+
+    __slots__ = (
+        "_wake",
+        "atomic",
+        "done",
+        "error",
+        "fence",
+        "mutate",
+        "name",
+        "result",
+    )
 
     def __init__(
         self,
         name: str,
         fence: Callable[[], None] | None,
         mutate: Callable[[apsw.Cursor], T],
+        atomic: bool = False,
     ) -> None:
         self.name = name
         self.fence = fence
         self.mutate = mutate
+        self.atomic = atomic
         self.done = False
         self.result: T | None = None
         self.error: BaseException | None = None
+        # Held until the caller may go on (decided, or made leader); a plain
+        # lock per waiter wakes exactly one thread, with no shared lock to
+        # queue on again when it wakes.
+        self._wake = threading.Lock()
+        self._wake.acquire()
 
     def succeed(self, result: T) -> None:
         self.result = result
@@ -102,6 +136,13 @@ class Operation(Generic[T]):
             raise self.error
         return self.result  # type: ignore[return-value]  # set by succeed()
 
+    def wait(self) -> None:
+        """Sleep until ``wake``: the operation is decided, or its caller leads."""
+        self._wake.acquire()
+
+    def wake(self) -> None:
+        self._wake.release()
+
 
 @final
 class GroupCommitter:
@@ -109,18 +150,16 @@ class GroupCommitter:
 
     ``store_lock`` is the store's instance RLock (Q9); the leader holds it for
     the whole batch, so reads and other writes of the store never interleave
-    with the transaction. ``run_solo`` runs a batch of one, ``run_batch`` a
-    larger one; both must decide every operation (``succeed`` or ``fail``).
+    with the transaction. ``run_batch(batch, more)`` runs the batch as one
+    transaction and must decide every operation (``succeed`` or ``fail``);
+    ``more()`` moves operations queued meanwhile into it.
     """
 
     __slots__ = (
-        "_cond",
         "_leading",
+        "_mutex",
         "_queue",
         "_run_batch",
-        "_run_solo",
-        "_shared",
-        "_shared",
         "_store_lock",
         "batches",
         "operations",
@@ -129,52 +168,63 @@ class GroupCommitter:
     def __init__(
         self,
         store_lock: threading.RLock,
-        run_solo: Callable[[Operation[Any]], None],
         run_batch: Callable[[list[Operation[Any]], Callable[[], bool]], None],
     ) -> None:
         self._store_lock = store_lock
-        self._run_solo = run_solo
         self._run_batch = run_batch
-        self._cond = threading.Condition(threading.Lock())
+        self._mutex = threading.Lock()
         self._queue: list[Operation[Any]] = []
         self._leading = False
-        self._shared = False
         # Transactions run and operations carried, for benchmarks and tests.
         self.batches = 0
         self.operations = 0
+
+    def queued(self) -> int:
+        """Operations waiting for the next batch (tests park a leader and count)."""
+        with self._mutex:
+            return len(self._queue)
 
     def submit(self, op: Operation[T]) -> T:
         """Run ``op`` in the next batch and return its result (or raise its error)."""
         if self._store_lock._is_owned():  # type: ignore[attr-defined]  # CPython RLock
             with self._store_lock:
-                self._run_solo(op)
+                self._decide([op], _no_more)
             return op.outcome()
-        with self._cond:
+        with self._mutex:
             self._queue.append(op)
-            while self._leading and not op.done:
-                self._cond.wait()
+            lead = not self._leading
+            self._leading = True
+        if not lead:
+            op.wait()
             if op.done:
                 return op.outcome()
-            self._leading = True
+        self._lead(op)
+        return op.outcome()
+
+    def _lead(self, own: Operation[Any]) -> None:
+        """Run everything queued as one batch, then wake its callers."""
+        batch: list[Operation[Any]] = []
         try:
             with self._store_lock:
-                if self._shared:
-                    time.sleep(0)
-                with self._cond:
+                with self._mutex:
                     batch, self._queue = self._queue, []
-                self._shared = len(batch) > 1
                 self.batches += 1
                 self.operations += len(batch)
-                self._decide(batch)
+                self._decide(batch, lambda: self._take_more(batch))
         finally:
-            with self._cond:
-                self._leading = False
-                self._cond.notify_all()
-        return op.outcome()
+            with self._mutex:
+                successor = self._queue[0] if self._queue else None
+                if successor is None:
+                    self._leading = False
+            if successor is not None:
+                successor.wake()  # not decided: it leads the next batch
+            for op in batch:
+                if op is not own:
+                    op.wake()
 
     def _take_more(self, batch: list[Operation[Any]]) -> bool:
         """Move what was queued meanwhile into the running ``batch``."""
-        with self._cond:
+        with self._mutex:
             if not self._queue:
                 return False
             batch += self._queue
@@ -182,24 +232,15 @@ class GroupCommitter:
             self._queue = []
         return True
 
-    def _decide(self, batch: list[Operation[Any]]) -> None:
+    def _decide(self, batch: list[Operation[Any]], more: Callable[[], bool]) -> None:
         try:
-            if len(batch) == 1:
-                self._run_solo(batch[0])
-            else:
-                self._run_batch(batch, lambda: self._take_more(batch))
+            self._run_batch(batch, more)
         except BaseException as exc:
             # Never leave a waiter hanging: whatever escaped fails the rest.
             for op in batch:
                 if not op.done:
                     op.fail(_copy_for_caller(exc))
             raise
-        finally:
-            for op in batch:
-                if not op.done:  # pragma: no cover - a runner bug
-                    op.fail(
-                        ContractError(f"sqlite {op.name}: the batch left it undecided")
-                    )
 
 
 def run_batch(
@@ -208,25 +249,26 @@ def run_batch(
     batch: list[Operation[Any]],
     more: Callable[[], bool],
 ) -> None:
-    """Run ``batch`` as ONE transaction with a savepoint per operation.
+    """Run ``batch`` as ONE transaction, each operation with its own outcome.
 
     The caller holds the store lock, has checked the store is open and armed
     the busy deadline. Before committing, ``more()`` moves operations queued
     meanwhile into ``batch`` (late joiners ride the same COMMIT; nobody waits
     for them), up to ``MAX_BATCH``. Decides every operation of ``batch``.
     """
-    try:
-        cursor.execute(sql.BEGIN)
-    except apsw.Error as exc:
-        _fail_all(batch, conn, cursor, exc)
-        return
     applied: list[tuple[Operation[Any], Any]] = []
     index = 0
     while index < len(batch) or (len(batch) < MAX_BATCH and more()):
         op = batch[index]
         index += 1
+        # Nothing applied yet: the operation's failure is the transaction's.
+        savepoint = bool(applied) and not op.atomic
+        changes = conn.total_changes()
         try:
-            cursor.execute(SAVEPOINT)
+            if not conn.in_transaction:
+                cursor.execute(sql.BEGIN)
+            if savepoint:
+                cursor.execute(SAVEPOINT)
         except apsw.Error as exc:
             _fail_all(batch, conn, cursor, exc)
             return
@@ -236,9 +278,10 @@ def run_batch(
                 op.fence()
             hit(op.name, "after-fence-check")
             result = op.mutate(cursor)
-            cursor.execute(RELEASE)
+            if savepoint:
+                cursor.execute(RELEASE)
         except Exception as exc:
-            if not _undo_savepoint(conn, cursor):
+            if not _undo_failed(conn, cursor, savepoint, bool(applied), changes):
                 # The error ended the whole transaction (SQLite rolls back on
                 # some I/O and busy errors): nothing of the batch survives.
                 _fail_all(batch, conn, cursor, exc)
@@ -264,6 +307,28 @@ def run_batch(
         raise
     for op, result in applied:
         op.succeed(result)
+
+
+def _undo_failed(
+    conn: apsw.Connection,
+    cursor: apsw.Cursor,
+    savepoint: bool,
+    others_applied: bool,
+    changes_before: int,
+) -> bool:
+    """Undo a failed operation alone; False if the whole transaction is gone.
+
+    Without a savepoint, SQLite has undone the failed statement by itself
+    (``total_changes`` counts no row of a failed statement). If rows changed
+    anyway, the operation raised after a statement that succeeded: it cannot
+    be undone alone, so the whole batch fails rather than commit part of it.
+    """
+    if not others_applied:
+        _rollback(conn, cursor)  # nothing to keep: as a transaction of its own
+        return True
+    if savepoint:
+        return _undo_savepoint(conn, cursor)
+    return conn.in_transaction and conn.total_changes() == changes_before
 
 
 def _undo_savepoint(conn: apsw.Connection, cursor: apsw.Cursor) -> bool:

@@ -46,6 +46,7 @@ class SqliteOptions:
     synchronous: Synchronous
     now: Clock
     readonly: bool = False
+    group_commit: bool = True
 
 
 def _path(path: object) -> str:
@@ -87,6 +88,7 @@ def validate_options(
     synchronous: object,
     now: object,
     readonly: object = False,
+    group_commit: object = True,
 ) -> SqliteOptions:
     """Return the checked options.
 
@@ -102,6 +104,10 @@ def validate_options(
         raise ConfigError(f"readonly must be a bool, got {type(readonly).__name__}")
     if readonly and checked_path == MEMORY_PATH:
         raise ConfigError("readonly needs a database file: ':memory:' starts empty")
+    if not isinstance(group_commit, bool):
+        raise ConfigError(
+            f"sqlite: group_commit must be a bool, got {type(group_commit).__name__}"
+        )
     return SqliteOptions(
         path=checked_path,
         in_memory=checked_path == MEMORY_PATH,
@@ -110,4 +116,5 @@ def validate_options(
         synchronous=_synchronous(synchronous),
         now=clock,
         readonly=readonly,
+        group_commit=group_commit,
     )

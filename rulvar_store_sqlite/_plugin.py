@@ -3,7 +3,8 @@
 URLs: ``sqlite:///relative.db`` (relative to the working directory),
 ``sqlite:////absolute/path.db``, ``sqlite://:memory:``; options in the query
 string or as keywords: ``ttl_ms``, ``busy_timeout_ms``, ``synchronous``,
-``readonly`` (open the existing file read-only, for observers).
+``readonly`` (open the existing file read-only, for observers),
+``group_commit`` (default true).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ __all__ = ["rulvar_store_backends"]
 
 _MEMORY: Final = ":memory:"
 _OPTIONS: Final = frozenset(
-    {"ttl_ms", "busy_timeout_ms", "synchronous", "now", "readonly"}
+    {"ttl_ms", "busy_timeout_ms", "synchronous", "now", "readonly", "group_commit"}
 )
 # A fail-fast handle (kit contention checks) gives up on a held write lock quickly.
 _FAIL_FAST_BUSY_TIMEOUT_MS: Final = 100
@@ -74,6 +75,8 @@ def _target(url: StoreUrl) -> _Target:
     }
     if "readonly" in url.options:
         options["readonly"] = option_bool(url.options, "readonly", False)
+    if "group_commit" in url.options:
+        options["group_commit"] = option_bool(url.options, "group_commit", True)
     if url.options.get("now") is not None:
         options["now"] = url.options["now"]  # a keyword only; SqliteStore checks it
     return _Target(location, options)

@@ -24,8 +24,6 @@ from rulvar_store._records import (
     meta_matches_filter,
 )
 from rulvar_store.errors import (
-    ConfigError,
-    ContractError,
     JournalOrderViolation,
     LeaseHeldError,
     StoreClosedError,
@@ -84,8 +82,8 @@ class SqliteStore:
             file must already hold a store.
         group_commit: let threads writing through this instance at the same
             time share one transaction and one durable COMMIT, each operation
-            in its own savepoint with its own fence check, seq guard and
-            outcome (default True; see ``_group_commit``). A lone caller never
+            with its own fence check, seq guard and outcome, undone alone if
+            it fails (default True; see ``_group_commit``). A lone caller never
             waits for company.
 
     Raises:
@@ -108,10 +106,6 @@ class SqliteStore:
         group_commit: bool = True,
         _boot_attempt: BootAttempt = bootstrap,
     ) -> None:
-        if not isinstance(group_commit, bool):
-            raise ConfigError(
-                f"sqlite: group_commit must be a bool, got {type(group_commit).__name__}"
-            )
         options = validate_options(
             path,
             ttl_ms=ttl_ms,
@@ -119,6 +113,7 @@ class SqliteStore:
             synchronous=synchronous,
             now=now,
             readonly=readonly,
+            group_commit=group_commit,
         )
         self.readonly: bool = options.readonly
         self.path: str = options.path
@@ -132,10 +127,10 @@ class SqliteStore:
         self._conn = open_connection(options, _boot_attempt, self._busy)
         self._cursor = self._conn.cursor()
         self._closed = False
-        self.group_commit: bool = group_commit
+        self.group_commit: bool = options.group_commit
         self._group: GroupCommitter | None = (
-            GroupCommitter(self._lock, self._run_solo, self._run_batch)
-            if group_commit
+            GroupCommitter(self._lock, self._run_batch)
+            if options.group_commit
             else None
         )
 
@@ -209,6 +204,7 @@ class SqliteStore:
         operation: str,
         fence: Callable[[], None] | None,
         mutate: Callable[[apsw.Cursor], T],
+        atomic: bool = False,
     ) -> T:
         """Run ``fence`` and ``mutate`` as ONE ``BEGIN IMMEDIATE`` transaction (Q6).
 
@@ -219,33 +215,27 @@ class SqliteStore:
         match and argument checks happen before this, without database work.
 
         With group commit (the default) concurrent callers of this store share
-        the transaction, each operation in its own savepoint, and each returns
-        after the shared COMMIT (``_group_commit``).
+        the transaction, each operation undone alone if it fails, and each
+        returns after the shared COMMIT (``_group_commit``). ``atomic`` says
+        ``mutate`` is a single statement, which needs no savepoint there.
         """
-        op = Operation(operation, fence, mutate)
         if self._group is None:
             with self._lock:
-                self._run_solo(op)
-            result = op.outcome()
+                result = self._transaction(operation, fence, mutate)
         else:
-            result = self._group.submit(op)
+            result = self._group.submit(Operation(operation, fence, mutate, atomic))
         hit(operation, "after-commit")
         return result
 
-    def _run_solo(self, op: Operation[T]) -> None:
-        """Run one operation as its own transaction and record its outcome."""
-        try:
-            result = self._transaction(op.name, op.fence, op.mutate)
-        except BaseException as exc:
-            op.fail(exc)
-            return
-        op.succeed(result)
-
     def _run_batch(self, batch: list[Operation[Any]], more: Callable[[], bool]) -> None:
-        """Run several callers' operations in one transaction (``run_batch``)."""
+        """Run queued callers' operations as one transaction (``run_batch``)."""
         if self._closed:
             for op in batch:
-                op.fail(ContractError(f"sqlite {op.name}: the store is closed"))
+                op.fail(
+                    StoreClosedError(
+                        f"sqlite {op.name} on {self.path}: the store is closed", op.name
+                    )
+                )
             return
         self._busy.arm()
         run_batch(self._conn, self._cursor, batch, more)
@@ -345,7 +335,7 @@ class SqliteStore:
                     seq,
                 )
 
-        self._write("append", self._fence(lease), mutate)
+        self._write("append", self._fence(lease), mutate, atomic=True)
 
     def load(self, run_id: str) -> list[JournalEntry]:
         """Return the run's entries in append order, freshly parsed; [] if unknown."""
@@ -389,6 +379,7 @@ class SqliteStore:
             "put_meta",
             self._fence(lease),
             lambda cursor: cursor.execute(sql.UPSERT_META, (run_id, text)),
+            atomic=True,
         )
 
     def get_meta(self, run_id: str) -> RunMeta | None:
@@ -510,7 +501,7 @@ class SqliteStore:
                 ),
             )
 
-        self._write("renew", self._fence(lease), extend)
+        self._write("renew", self._fence(lease), extend, atomic=True)
 
     def release(self, lease: Lease) -> None:
         """Give up the live lease; its epoch can never write again (L6).
@@ -525,4 +516,5 @@ class SqliteStore:
             lambda cursor: cursor.execute(
                 sql.RELEASE_LEASE, (lease.run_id, lease.owner, lease.epoch)
             ),
+            atomic=True,
         )

@@ -1,10 +1,10 @@
 """Group commit of one SqliteStore with real threads (J1, J2, J6, J7, L7, Q6, Q7, Q9).
 
 Threads writing through one store share a transaction: each operation keeps its
-own fence check, seq guard and outcome (savepoint per operation), and the batch
-commits all or nothing. To make a batch deterministic, a failpoint hook parks
-the current leader inside its transaction until the other callers are queued;
-the next leader then takes all of them as one batch.
+own fence check, seq guard and outcome (a refused one is undone alone), and the
+batch commits all or nothing. To make a batch deterministic, a failpoint hook
+parks the current leader inside its transaction until the other callers are
+queued; they then join the leader's transaction before its commit.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import apsw
 import pytest
 
 from rulvar_store import (
@@ -31,6 +32,8 @@ from rulvar_store import (
     set_failpoint_hook,
 )
 from rulvar_store_sqlite import SqliteStore
+from rulvar_store_sqlite import _sql as sql
+from rulvar_store_sqlite._group_commit import SAVEPOINT, Operation, run_batch
 
 DEADLINE_S = 20.0
 
@@ -84,8 +87,7 @@ class Calls:
 def queued(store: SqliteStore) -> int:
     group = store._group
     assert group is not None
-    with group._cond:
-        return len(group._queue)
+    return group.queued()
 
 
 def park_leader(
@@ -97,7 +99,7 @@ def park_leader(
     """Run one leased append that parks inside its transaction until ``behind`` queue.
 
     ``behind`` callers start while the parked leader holds the connection, so
-    the next leader takes exactly them as one batch.
+    they join its transaction as late joiners: one batch of all of them.
     """
     parked = threading.Event()
     release = threading.Event()
@@ -163,8 +165,8 @@ def test_refused_operations_fail_alone_while_their_batch_mates_commit(
     assert store.load("other") == [{"seq": 5}]
     assert store.get_meta("good") == {"runId": "good", "status": "running"}
     assert store.load("lead") == [{"seq": 0}]
-    # The four queued callers went in ONE transaction after the leader's own.
-    assert (group.batches - before[0], group.operations - before[1]) == (2, 5)
+    # The four queued callers joined the leader's transaction: ONE commit.
+    assert (group.batches - before[0], group.operations - before[1]) == (1, 5)
     assert not store._conn.in_transaction
 
 
@@ -217,8 +219,8 @@ def test_a_failure_at_commit_fails_the_whole_batch_and_leaves_nothing(
         release.set()
         calls.join()
     outcomes = calls.outcomes
-    assert (group.batches - before[0], group.operations - before[1]) == (2, 5)
-    # The leader's own solo transaction also hit before-commit after arming.
+    assert (group.batches - before[0], group.operations - before[1]) == (1, 5)
+    # The leader's own operation shares the failed commit.
     assert outcomes["leader"][0] == "error"
     for n in range(3):
         kind, error = outcomes[f"r{n}"]
@@ -227,8 +229,8 @@ def test_a_failure_at_commit_fails_the_whole_batch_and_leaves_nothing(
         assert str(error) == "injected commit failure"
     assert isinstance(outcomes["stale"][1], LeaseHeldError)
     # Each caller got its own exception object.
-    errors = [outcomes[f"r{n}"][1] for n in range(3)]
-    assert len({id(error) for error in errors}) == 3
+    errors = [outcomes[name][1] for name in ("leader", "r0", "r1", "r2")]
+    assert len({id(error) for error in errors}) == 4
     for n in range(3):
         assert store.load(f"r{n}") == []
     assert store.load("lead") == []
@@ -307,17 +309,140 @@ def test_many_threads_through_one_store_give_complete_ordered_journals(
     assert group.batches - batches_before <= 8 * 60
 
 
+@contextmanager
+def statements(store: SqliteStore) -> Iterator[list[str]]:
+    """Record every SQL statement the store's connection runs meanwhile."""
+    seen: list[str] = []
+
+    def trace(cursor: object, statement: str, bindings: object) -> bool:
+        seen.append(statement)
+        return True
+
+    store._conn.exec_trace = trace
+    try:
+        yield seen
+    finally:
+        store._conn.exec_trace = None
+
+
 @pytest.mark.clause("Q6")
+@pytest.mark.clause("Q7")
 def test_a_lone_caller_runs_alone_without_savepoints(gc_store: SqliteStore) -> None:
-    """One thread never waits for company: one batch of one per call."""
+    """One thread never waits for company: one batch of one per call.
+
+    Its transaction is exactly that of ``group_commit=False``: BEGIN IMMEDIATE,
+    the fence check, the one guarded insert, COMMIT; no savepoint.
+    """
     store = gc_store
     group = store._group
     assert group is not None
     lease = store.acquire("solo", "w")
     before = (group.batches, group.operations)
-    for seq in range(20):
-        store.append("solo", {"seq": seq}, lease)
+    with statements(store) as seen:
+        for seq in range(20):
+            store.append("solo", {"seq": seq}, lease)
     assert (group.batches - before[0], group.operations - before[1]) == (20, 20)
+    assert (
+        seen
+        == [
+            sql.BEGIN,
+            sql.LIVE_LEASE_MATCHES,
+            sql.INSERT_ENTRY_ABOVE_TAIL,
+            sql.COMMIT,
+        ]
+        * 20
+    )
+    with statements(store) as seen, pytest.raises(JournalOrderViolation):
+        store.append("solo", {"seq": 3}, lease)
+    assert seen == [
+        sql.BEGIN,
+        sql.LIVE_LEASE_MATCHES,
+        sql.INSERT_ENTRY_ABOVE_TAIL,
+        sql.ROLLBACK,
+    ]
+
+
+def _op(
+    name: str, *statements_: str, atomic: bool, fail: bool = False
+) -> Operation[None]:
+    """An operation running ``statements_``, then raising if ``fail``."""
+
+    def mutate(cursor: apsw.Cursor) -> None:
+        for statement in statements_:
+            cursor.execute(statement)
+        if fail:
+            raise JournalOrderViolation(f"{name} refused", name, 0)
+
+    return Operation(name, None, mutate, atomic)
+
+
+def _insert(run_id: str, seq: int) -> str:
+    return f"INSERT INTO entries (run_id, payload) VALUES ('{run_id}', '{{\"seq\": {seq}}}')"
+
+
+@pytest.mark.clause("J1")
+@pytest.mark.clause("Q6")
+def test_each_way_an_operation_fails_undoes_it_alone(gc_store: SqliteStore) -> None:
+    """A failing operation leaves no trace; its batch-mates commit (run_batch).
+
+    First in the batch (nothing else applied: the whole transaction is rolled
+    back and begun again), multi-statement after an applied one (its
+    savepoint), a single statement refused by SQLite (its own statement
+    rollback) and a single-statement operation refused before any change.
+    """
+    store = gc_store
+    null_payload = "INSERT INTO entries (run_id, payload) VALUES ('bad', NULL)"
+    batch = [
+        _op("first", _insert("first", 1), atomic=False, fail=True),
+        _op("a", _insert("a", 1), atomic=True),
+        _op("multi", _insert("multi", 1), _insert("multi", 2), atomic=False, fail=True),
+        _op("b", _insert("b", 1), atomic=True),
+        _op("constraint", null_payload, atomic=True),
+        _op("c", _insert("c", 1), atomic=False),
+        _op("refused", atomic=True, fail=True),
+    ]
+    with statements(store) as seen, store._lock:
+        run_batch(store._conn, store._cursor, batch, lambda: False)
+    assert [op.done for op in batch] == [True] * 7
+    failed = {op.name: type(op.error).__name__ for op in batch if op.error}
+    assert failed == {
+        "first": "JournalOrderViolation",
+        "multi": "JournalOrderViolation",
+        "constraint": "ContractError",
+        "refused": "JournalOrderViolation",
+    }
+    for run_id in ("first", "multi", "bad"):
+        assert store.load(run_id) == []
+    for run_id in ("a", "b", "c"):
+        assert store.load(run_id) == [{"seq": 1}]
+    assert seen.count(sql.BEGIN) == 2  # the first failure rolled back and began anew
+    assert seen.count(sql.COMMIT) == 1
+    assert seen.count(SAVEPOINT) == 2  # only multi-statement ops after an applied one
+    assert not store._conn.in_transaction
+
+
+@pytest.mark.clause("J1")
+def test_an_atomic_operation_raising_after_its_change_fails_the_whole_batch(
+    gc_store: SqliteStore,
+) -> None:
+    """Declared single-statement but raising after a row changed: nothing commits.
+
+    Such an operation cannot be undone alone without a savepoint, so the batch
+    fails as a whole (each applied caller gets the error) instead of
+    committing the refused operation's row.
+    """
+    store = gc_store
+    batch = [
+        _op("a", _insert("a", 1), atomic=True),
+        _op("liar", _insert("liar", 1), atomic=True, fail=True),
+        _op("b", _insert("b", 1), atomic=True),
+    ]
+    with store._lock:
+        run_batch(store._conn, store._cursor, batch, lambda: False)
+    assert all(isinstance(op.error, JournalOrderViolation) for op in batch)
+    for run_id in ("a", "liar", "b"):
+        assert store.load(run_id) == []
+    assert not store._conn.in_transaction
 
 
 def test_group_commit_can_be_turned_off_and_is_validated(tmp_path: Path) -> None:
@@ -390,19 +515,17 @@ KILL_IN_BATCH = textwrap.dedent(
         name = threading.current_thread().name
         if name == "leader" and point == "after-fence-check" and not release.is_set():
             parked.set(); release.wait(30)
-        elif point == "before-commit" and release.is_set() and name != "leader":
-            # Only a batched leader (not the parked one) reaches this with the
-            # whole batch applied: kill the process before the shared COMMIT.
+        elif point == "before-commit" and release.is_set():
+            # The two queued appends joined the leader's transaction: all three
+            # are applied, and the process dies before the shared COMMIT.
             os.kill(os.getpid(), signal.SIGKILL)
     set_failpoint_hook(hook)
     lead = threading.Thread(name="leader", target=lambda: store.append("k0", {"seq": 1}, leases[0]))
     lead.start(); parked.wait(30)
     for n in (1, 2):
         threading.Thread(name=f"t{n}", target=lambda n=n: store.append(f"k{n}", {"seq": 1}, leases[n])).start()
-    while len(store._group._queue) < 2:
+    while store._group.queued() < 2:
         time.sleep(0.001)
-    # The leader's own solo transaction would hit before-commit in its thread
-    # ("leader"), which the hook lets pass; the next batch is killed.
     release.set()
     time.sleep(30)
     """
@@ -424,7 +547,7 @@ def test_a_kill_before_the_shared_commit_leaves_none_of_the_batch(
     assert child.returncode == -9, child.stderr
     with SqliteStore(path) as store:
         assert store._conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-        assert store.load("k0") == [{"seq": 0}, {"seq": 1}]  # the leader's solo commit
+        assert store.load("k0") == [{"seq": 0}]
         assert store.load("k1") == [{"seq": 0}]
         assert store.load("k2") == [{"seq": 0}]
 

@@ -67,6 +67,17 @@ def test_relative_absolute_and_memory_urls_open(
         assert opened.journal.lease_ttl_ms == 99
 
 
+def test_group_commit_is_a_url_option(tmp_path: Path) -> None:
+    """On by default; ``group_commit=false`` in the query string turns it off."""
+    with open_store(f"sqlite:///{tmp_path / 'on.db'}") as opened:
+        assert isinstance(opened.journal, SqliteStore)
+        assert opened.journal.group_commit is True
+    with open_store(f"sqlite:///{tmp_path / 'off.db'}?group_commit=false") as opened:
+        assert isinstance(opened.journal, SqliteStore)
+        assert opened.journal.group_commit is False
+        assert opened.journal._group is None
+
+
 @pytest.mark.parametrize(
     "url",
     [
@@ -78,6 +89,7 @@ def test_relative_absolute_and_memory_urls_open(
         "sqlite:///x.db?ttl_ms=0",
         "sqlite:///x.db?synchronous=OFF",
         "sqlite:///x.db?busy_timeout_ms=-1",
+        "sqlite:///x.db?group_commit=sometimes",
     ],
 )
 def test_bad_urls_raise_config_error_and_create_nothing(

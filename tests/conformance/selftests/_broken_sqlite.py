@@ -50,11 +50,12 @@ class FenceBeforeBegin(SqliteStore):
         operation: str,
         fence: Callable[[], None] | None,
         mutate: Callable[[apsw.Cursor], T],
+        atomic: bool = False,
     ) -> T:
         with self._lock:
             if fence is not None:
                 fence()
-            return super()._write(operation, None, mutate)
+            return super()._write(operation, None, mutate, atomic)
 
 
 class FenceOwnTransaction(SqliteStore):
@@ -65,11 +66,12 @@ class FenceOwnTransaction(SqliteStore):
         operation: str,
         fence: Callable[[], None] | None,
         mutate: Callable[[apsw.Cursor], T],
+        atomic: bool = False,
     ) -> T:
         with self._lock:
             if fence is not None:
                 super()._write(operation, fence, lambda cursor: None)
-            return super()._write(operation, None, mutate)
+            return super()._write(operation, None, mutate, atomic)
 
 
 class UnpinnedLeaseRow(SqliteStore):
@@ -192,6 +194,7 @@ class DeferredBegin(SqliteStore):
         operation: str,
         fence: Callable[[], None] | None,
         mutate: Callable[[apsw.Cursor], T],
+        atomic: bool = False,
     ) -> T:
         with self._lock:
             self._ensure_open(operation)
@@ -271,9 +274,10 @@ class RawBusyError(SqliteStore):
         operation: str,
         fence: Callable[[], None] | None,
         mutate: Callable[[apsw.Cursor], T],
+        atomic: bool = False,
     ) -> T:
         try:
-            return super()._write(operation, fence, mutate)
+            return super()._write(operation, fence, mutate, atomic)
         except StoreBusyError as exc:
             cause = exc.__cause__
             raise cause if isinstance(cause, apsw.Error) else exc from None
