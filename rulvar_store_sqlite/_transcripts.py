@@ -50,6 +50,7 @@ class SqliteFencedTranscriptStore:
             "blob_put",
             self._store._fence(lease),
             lambda cursor: cursor.execute(sql.UPSERT_BLOB, (ref, run_id, data)),
+            atomic=True,
         )
 
     def get(self, ref: str) -> bytes | None:
@@ -86,7 +87,9 @@ class SqliteFencedTranscriptStore:
         def remove(cursor: apsw.Cursor) -> None:
             cursor.execute(sql.DELETE_BLOB, (ref,))
 
-        self._store._write("blob_delete", self._store._fence(lease), remove)
+        self._store._write(
+            "blob_delete", self._store._fence(lease), remove, atomic=True
+        )
 
     def close(self) -> None:
         """Nothing to do: the twin ends when its store closes (T7)."""

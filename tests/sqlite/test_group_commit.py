@@ -90,6 +90,10 @@ def queued(store: SqliteStore) -> int:
     return group.queued()
 
 
+def has_queued(store: SqliteStore, count: int) -> bool:
+    return queued(store) == count
+
+
 def park_leader(
     store: SqliteStore,
     calls: Calls,
@@ -99,7 +103,9 @@ def park_leader(
     """Run one leased append that parks inside its transaction until ``behind`` queue.
 
     ``behind`` callers start while the parked leader holds the connection, so
-    they join its transaction as late joiners: one batch of all of them.
+    they join its transaction as late joiners: one batch of all of them. Each
+    starts only once the one before it is queued, so the batch runs them in
+    the order given.
     """
     parked = threading.Event()
     release = threading.Event()
@@ -112,9 +118,9 @@ def park_leader(
     with hook(pause):
         calls.start("leader", lambda: store.append(lease.run_id, {"seq": 0}, lease))
         assert parked.wait(DEADLINE_S)
-        for name, call in behind:
+        for count, (name, call) in enumerate(behind, 1):
             calls.start(name, call)
-        wait_until(lambda: queued(store) == len(behind))
+            wait_until(partial(has_queued, store, count))
         release.set()
         calls.join()
 
@@ -360,6 +366,58 @@ def test_a_lone_caller_runs_alone_without_savepoints(gc_store: SqliteStore) -> N
         sql.INSERT_ENTRY_ABOVE_TAIL,
         sql.ROLLBACK,
     ]
+
+
+@pytest.mark.clause("Q6")
+@pytest.mark.clause("L7")
+@pytest.mark.clause("T6")
+def test_only_multi_statement_writes_take_a_savepoint_in_a_batch(
+    gc_store: SqliteStore,
+) -> None:
+    """Every write surface in one batch: savepoints for acquire and delete alone.
+
+    The single-statement writes (append, put_meta, renew, release, blob put and
+    delete) rely on SQLite undoing a failed statement; each still commits.
+    """
+    store = gc_store
+    blobs = store.transcripts()
+    lead = store.acquire("lead", "w")
+    mine = store.acquire("mine", "w")
+    store.append("doomed", {"seq": 0})
+    blobs.put("mine/old", b"old", mine)
+    calls = Calls()
+    with statements(store) as seen:
+        park_leader(
+            store,
+            calls,
+            lead,
+            [
+                ("append", lambda: store.append("mine", {"seq": 1}, mine)),
+                (
+                    "meta",
+                    lambda: store.put_meta({"runId": "mine", "status": "ok"}, mine),
+                ),
+                ("renew", lambda: store.renew(mine)),
+                ("put", lambda: blobs.put("mine/new", b"new", mine)),
+                ("blob-delete", lambda: blobs.delete("mine/old", mine)),
+                ("acquire", lambda: store.acquire("fresh", "w")),
+                ("delete", lambda: store.delete("doomed")),
+                ("release", lambda: store.release(lease=mine)),
+            ],
+        )
+    names = ["leader", "append", "meta", "renew", "put", "blob-delete"]
+    names += ["acquire", "delete", "release"]
+    outcomes = {name: kind for name, (kind, _) in calls.outcomes.items()}
+    assert outcomes == dict.fromkeys(names, "ok"), calls.outcomes
+    assert seen.count(sql.BEGIN) == 1
+    assert seen.count(sql.COMMIT) == 1
+    assert seen.count(SAVEPOINT) == 2  # acquire and delete
+    assert store.load("mine") == [{"seq": 1}]
+    assert store.get_meta("mine") == {"runId": "mine", "status": "ok"}
+    assert blobs.list_refs("mine") == ["mine/new"]
+    assert store.load("doomed") == []
+    assert store.peek_lease("mine") is None
+    assert store.peek_lease("fresh") is not None
 
 
 def _op(
