@@ -50,6 +50,7 @@ from rulvar_conformance.journal import journal_store_conformance
 from rulvar_conformance.kill_points import kill_point_conformance
 from rulvar_conformance.leasable import ExpiryPairing, leasable_store_conformance
 from rulvar_conformance.lease_lifetime import lease_lifetime_conformance
+from rulvar_conformance.shared_handle import shared_handle_conformance
 from rulvar_conformance.soak.referee import verify_soak_history
 from rulvar_conformance.soak.runner import (
     ChaosPlan,
@@ -105,6 +106,7 @@ __all__ = [
     "pytest_params",
     "run_multi_process_soak",
     "run_suites",
+    "shared_handle_conformance",
     "stale_surfaces_conformance",
     "suite_specs",
     "thread_races_conformance",

@@ -42,6 +42,7 @@ __all__ = [
     "refused_or_waiting",
     "require_failpoints",
     "successor_holds",
+    "take_over",
 ]
 
 T = TypeVar("T")
@@ -58,6 +59,8 @@ WAIT_PATIENCE_S: Final = 0.3
 WINDOW_TAG: Final = 500
 """Tag (and seq) of a raced write: above every seq a check stores before it."""
 
+TAKEOVER_PATIENCE_S: Final = 30.0
+"""How long a takeover may keep getting StoreBusyError behind racing writers."""
 QUEUE_S: Final = 0.2
 """Time given to a writer to make its checks and queue behind a paused takeover."""
 
@@ -186,3 +189,27 @@ def successor_holds(h: Handles, run_id: str, successor: Lease, why: str) -> None
         intruder, f"a third owner's acquire while the successor is live ({why})"
     )
     leasable(h.b).renew(successor)
+
+
+def take_over(h: Handles, run_id: str) -> Lease:
+    """Take ``run_id`` over through handle ``b`` (its lease expired for the world).
+
+    A busy answer is contention behind the racing writers, not a verdict: the
+    takeover is tried again for up to ``TAKEOVER_PATIENCE_S``.
+    """
+    deadline = time.monotonic() + TAKEOVER_PATIENCE_S
+    while True:
+        taken = attempt(partial(leasable(h.b).acquire, run_id, "owner-b"))
+        if taken.ok and taken.value is not None:
+            return taken.value
+        require(
+            isinstance(taken.error, StoreBusyError),
+            f"expected the takeover of an expired lease to succeed, observed "
+            f"{taken.error!r}",
+        )
+        require(
+            time.monotonic() < deadline,
+            f"expected the takeover to get the write lock within "
+            f"{TAKEOVER_PATIENCE_S:.0f} s of retrying StoreBusyError, observed it "
+            "starved behind the old holder's writes",
+        )

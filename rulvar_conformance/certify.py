@@ -178,6 +178,14 @@ def _thread_races_suite(certification: Certification) -> ConformanceSuite:
     return thread_races_conformance(certification.locations, certification.capabilities)
 
 
+def _shared_handle_suite(certification: Certification) -> ConformanceSuite:
+    from rulvar_conformance.shared_handle import shared_handle_conformance
+
+    return shared_handle_conformance(
+        certification.locations, certification.capabilities
+    )
+
+
 def _typed_errors_suite(certification: Certification) -> ConformanceSuite:
     from rulvar_conformance.typed_errors import typed_errors_conformance
 
@@ -223,6 +231,13 @@ def suite_specs() -> tuple[SuiteSpec, ...]:
             "leases",
             True,
             "real threads race a takeover against leased writes on every surface",
+        ),
+        SuiteSpec(
+            "shared-handle",
+            _shared_handle_suite,
+            "leases",
+            True,
+            "threads of ONE handle (batched or not): own outcomes, takeover races",
         ),
         SuiteSpec(
             "typed-errors",

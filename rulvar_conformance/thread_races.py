@@ -46,8 +46,13 @@ from rulvar_conformance._surfaces import (
     require_capability,
     state_of,
 )
-from rulvar_conformance._windows import WINDOW_TTL_MS, Handles, open_handles
-from rulvar_store import Lease, StoreBusyError
+from rulvar_conformance._windows import (
+    WINDOW_TTL_MS,
+    Handles,
+    open_handles,
+    take_over,
+)
+from rulvar_store import Lease
 from rulvar_store._locations import LocationFactory
 
 __all__ = ["thread_races_conformance"]
@@ -57,7 +62,6 @@ MIN_ROUNDS: Final = 8
 BUDGET_S: Final = 0.6
 """Per check: stop after ROUNDS rounds, or after BUDGET_S once MIN_ROUNDS ran."""
 MAX_WRITES: Final = 400
-TAKEOVER_PATIENCE_S: Final = 30.0
 
 Caps = frozenset[str]
 
@@ -99,25 +103,6 @@ class _Writer:
                 return
 
 
-def _take_over(h: Handles, run_id: str) -> Lease:
-    deadline = time.monotonic() + TAKEOVER_PATIENCE_S
-    while True:  # a busy answer is contention, not a verdict: try again
-        taken = attempt(partial(leasable(h.b).acquire, run_id, "owner-b"))
-        if taken.ok and taken.value is not None:
-            return taken.value
-        require(
-            isinstance(taken.error, StoreBusyError),
-            f"expected the takeover of an expired lease to succeed, observed "
-            f"{taken.error!r}",
-        )
-        require(
-            time.monotonic() < deadline,
-            f"expected the takeover to get the write lock within "
-            f"{TAKEOVER_PATIENCE_S:.0f} s of retrying StoreBusyError, observed it "
-            "starved behind the old holder's writes",
-        )
-
-
 def _round(
     h: Handles, caps: Caps, surface: Surface, run_id: str, rng: random.Random
 ) -> None:
@@ -128,7 +113,7 @@ def _round(
     loop = Background(writer.run).start()
     require(writer.started.wait(30), "the writer never started")
     time.sleep(rng.random() * 0.002)
-    successor = _take_over(h, run_id)
+    successor = take_over(h, run_id)
     taken_at = time.perf_counter()
     seen = state_of(h.c, run_id, caps, first=surface.touches)
     writer.stop.set()

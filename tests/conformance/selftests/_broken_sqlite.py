@@ -8,13 +8,14 @@ backend declares (shared, clock, processes, contention).
 
 from __future__ import annotations
 
+import copy
 import os
 import threading
 from collections.abc import Callable
 from contextlib import suppress
 from itertools import count
 from pathlib import Path
-from typing import ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import apsw
 
@@ -34,6 +35,7 @@ from rulvar_store._records import Clock
 from rulvar_store_sqlite import SqliteStore
 from rulvar_store_sqlite import _sql as sql
 from rulvar_store_sqlite._errors import translate_errors
+from rulvar_store_sqlite._group_commit import Operation
 
 T = TypeVar("T")
 
@@ -300,6 +302,79 @@ class NoInstanceLock(SqliteStore):
     def __init__(self, path: str, **options: object) -> None:
         super().__init__(path, group_commit=False, **options)  # type: ignore[arg-type]  # pass-through
         self._lock = _NoLock()  # type: ignore[assignment]  # the bug under test
+
+
+def _unfenced_after_first(batch: list[Operation[Any]]) -> None:
+    for op in batch[1:]:
+        op.fence = None
+
+
+class FenceFirstOfBatch(SqliteStore):
+    """Group commit that checks the lease of each batch's first operation only.
+
+    The callers queued behind it and the late joiners ride on that one check,
+    so a write with a dead lease commits whenever it shares a transaction with
+    a live one. A caller alone (every other suite) is fenced as it should be.
+    """
+
+    def _run_batch(self, batch: list[Operation[Any]], more: Callable[[], bool]) -> None:
+        def more_unfenced() -> bool:
+            grew = more()
+            _unfenced_after_first(batch)
+            return grew
+
+        _unfenced_after_first(batch)
+        super()._run_batch(batch, more_unfenced)
+
+
+class _Refusal(BaseException):
+    """Carries one operation's refusal out of the shared transaction."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+def _as_refusal(call: Callable[..., T]) -> Callable[..., T]:
+    def raising(*args: Any) -> T:
+        try:
+            return call(*args)
+        except Exception as exc:
+            raise _Refusal(exc) from exc
+
+    return raising
+
+
+class RefusalFailsBatch(SqliteStore):
+    """Group commit where one refused operation rolls back and fails its whole batch.
+
+    Nothing wrong is stored, but every batch-mate of a refused write (a live
+    lease, a fine seq) is told ``LeaseHeldError`` or ``JournalOrderViolation``
+    for someone else's mistake, and its write is lost.
+    """
+
+    def _run_batch(self, batch: list[Operation[Any]], more: Callable[[], bool]) -> None:
+        wrapped: set[int] = set()
+
+        def wrap_new() -> None:
+            for op in batch:
+                if id(op) not in wrapped:
+                    wrapped.add(id(op))
+                    op.fence = None if op.fence is None else _as_refusal(op.fence)
+                    op.mutate = _as_refusal(op.mutate)
+
+        def more_wrapped() -> bool:
+            grew = more()
+            wrap_new()
+            return grew
+
+        wrap_new()
+        try:
+            super()._run_batch(batch, more_wrapped)
+        except _Refusal as refusal:  # the transaction was rolled back
+            for op in batch:
+                if not op.done:
+                    op.fail(copy.copy(refusal.error))
 
 
 def sqlite_locations(cls: type[SqliteStore], directory: Path) -> LocationFactory:
