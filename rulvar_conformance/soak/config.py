@@ -57,6 +57,8 @@ class SoakWriterConfig:
         stop_path: the writer finishes its tenure and exits once this file exists.
         location_path: dill pickle of the ``StoreLocation`` to open.
         sys_path: the referee's import path, so a store author's modules import.
+        companions: threads appending to runs of their own through the writer's
+            handle (``soak.companions``), so its calls share the handle.
     """
 
     writer: int
@@ -68,6 +70,7 @@ class SoakWriterConfig:
     stop_path: str = ""
     location_path: str = ""
     sys_path: tuple[str, ...] = field(default=())
+    companions: int = 0
 
     @property
     def owner(self) -> str:

@@ -2,7 +2,9 @@
 
 A profile is data: writer count, ttl, shared runs, the chaos budget and the
 quorum the storm must reach before it stops; ``seconds`` is the cap, reaching it
-first is a violation (S7).
+first is a violation (S7). ``companions`` threads per writer process append to
+runs of their own through the writer's handle, so stores that batch one
+handle's callers (group commit) are soaked batching.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ class SoakProfile:
     chaos: ChaosPlan
     quorum: SoakQuorum
     seed: int = 1
+    companions: int = 2
 
     def scaled(self, factor: int, name: str) -> SoakProfile:
         """This profile with every count and the cap multiplied by ``factor``."""

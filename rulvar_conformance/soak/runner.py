@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from rulvar_conformance._kit import ConformanceFailure
+from rulvar_conformance.soak.companions import verify_companions
 from rulvar_conformance.soak.config import (
     DEFAULT_SOAK_RUNS,
     SoakWriterConfig,
@@ -86,12 +87,17 @@ def run_multi_process_soak(
     report_dir: str | os.PathLike[str] | None = None,
     on_progress: Callable[[float, dict[str, int]], None] | None = None,
     raise_on_violation: bool = True,
+    companions: int = 0,
 ) -> SoakResult:
     """Storm ``location`` with ``writers`` processes until ``quorum`` (or ``seconds``, a violation).
 
     Writers open the location themselves (bare, all at once), so the location must
     declare ``processes``. ``report_dir`` keeps the writers' logs and the runner's
     chaos records; without it they go to a temporary directory that is removed.
+    ``companions``: threads per writer process appending to runs of their own
+    through the writer's handle, each held to its log afterwards
+    (``soak.companions``), so a store that batches one handle's callers is
+    soaked batching.
 
     Raises:
         ConfigError: the location cannot be opened in a child process, or bad settings.
@@ -103,9 +109,10 @@ def run_multi_process_soak(
             f"location {location.name!r} cannot be soaked: it does not open in a spawned "
             "child process (processes=False); soak a file or server backend instead"
         )
-    if writers < 1 or seconds <= 0 or ttl_ms < 1 or not runs:
+    if writers < 1 or seconds <= 0 or ttl_ms < 1 or not runs or companions < 0:
         raise ConfigError(
-            "soak needs writers >= 1, seconds > 0, ttl_ms >= 1 and at least one run"
+            "soak needs writers >= 1, seconds > 0, ttl_ms >= 1, at least one run "
+            "and companions >= 0"
         )
     import dill
 
@@ -127,6 +134,7 @@ def run_multi_process_soak(
             ttl_ms=ttl_ms,
             runs=tuple(runs),
             sys_path=tuple(p for p in sys.path if p),
+            companions=companions,
         )
         storm = Storm(workdir, location_path, base, random.Random(seed))
         settings = {
@@ -136,6 +144,7 @@ def run_multi_process_soak(
             "seed": seed,
             "ttl_ms": ttl_ms,
             "runs": list(runs),
+            "companions": companions,
             "chaos": dataclasses.asdict(chaos),
             "quorum": dataclasses.asdict(quorum),
         }
@@ -215,13 +224,17 @@ def _storm(
             opened.journal, opened.transcripts, events, settings["runs"]
         )
         journal_entries = sum(len(opened.journal.load(run)) for run in settings["runs"])
+        company = verify_companions(opened.journal, storm.logs)
     finally:
         opened.close()
+    activity = storm.tally.snapshot()
+    activity["companion_runs"] = company.runs
+    activity["companion_appends"] = company.appends
     return SoakResult(
-        activity=storm.tally.snapshot(),
+        activity=activity,
         storm_ms=storm_ms,
         journal_entries=journal_entries,
-        violations=storm.violations + verdict.violations,
+        violations=storm.violations + verdict.violations + company.violations,
         events=events,
         chaos=storm.chaos,
         unknown=verdict.unknown,

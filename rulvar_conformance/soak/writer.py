@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol, cast
 
 from rulvar_conformance.soak import probes
+from rulvar_conformance.soak.companions import start_companions, stop_companions
 from rulvar_conformance.soak.config import (
     AIM_HOLD_S,
     SoakHooks,
@@ -401,9 +402,11 @@ def main() -> int:
             }
         )
         raise
+    company = start_companions(opened.journal, config)
     try:
         run_soak_writer(opened.journal, opened.transcripts, config, sink, hooks)
     finally:
+        stop_companions(*company)
         opened.close()
         sink.close()
     return 0

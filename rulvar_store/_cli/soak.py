@@ -96,6 +96,11 @@ def _rows(
             "first write after the spawn",
             f"{(h.get('first_write_ms') or 0) / 1000:.1f} s (boot)",
         ),
+        (
+            "companion appends / runs",
+            f"{a.get('companion_appends', 0)} / {a.get('companion_runs', 0)} "
+            "(threads sharing each writer's handle)",
+        ),
         ("journal entries at the end", str(result.journal_entries)),
         ("storm / wall time", f"{result.storm_ms / 1000:.1f} s / {wall_s:.1f} s"),
         ("violations", str(len(result.violations))),
@@ -128,6 +133,12 @@ def _inside(row: dict[str, Any]) -> str:
     help="Writer processes (default: the profile's).",
 )
 @click.option(
+    "--companions",
+    type=click.IntRange(min=0),
+    help="Threads per writer process appending through its handle (default: the "
+    "profile's; 0: the writer alone).",
+)
+@click.option(
     "--seconds",
     type=click.FloatRange(min=0.1),
     help="Cap in seconds; reaching it before the quorum is a violation.",
@@ -153,6 +164,7 @@ def soak_command(
     url: str,
     profile_name: str,
     writers: int | None,
+    companions: int | None,
     seconds: float | None,
     seed: int | None,
     json_path: str | None,
@@ -221,6 +233,7 @@ def soak_command(
                     report_dir=folder,
                     on_progress=progress,
                     raise_on_violation=False,
+                    companions=profile.companions if companions is None else companions,
                 )
             finally:
                 location.remove()

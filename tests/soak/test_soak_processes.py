@@ -66,6 +66,9 @@ def test_rulvar_soak_quick_on_sqlite_passes_and_writes_a_report(tmp_path: Path) 
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["violations"] == []
     _quorum_met(summary["activity"], profile_named("quick").quorum)
+    # Companion threads shared every writer's handle, and each was held to its log.
+    assert summary["settings"]["companions"] == profile_named("quick").companions
+    assert summary["activity"]["companion_appends"] > 0
     assert (report / "tenures.png").stat().st_size > 10_000
     assert (
         len(list((report / "logs").glob("*.jsonl"))) == summary["activity"]["processes"]
@@ -94,10 +97,12 @@ def test_quick_soak_on_postgres_has_no_violations(
         runs=profile.runs,
         chaos=profile.chaos,
         quorum=profile.quorum,
+        companions=profile.companions,
     )
     assert result.violations == []
     _quorum_met(result.activity, profile.quorum)
     assert result.journal_entries >= 1
+    assert result.activity["companion_appends"] > 0
 
 
 @pytest.mark.clause("C4")
@@ -119,6 +124,7 @@ def test_a_soak_over_a_seeded_defect_reports_violations(
             ttl_ms=200,
             chaos=ChaosPlan(pauses=1, kills=1, interval_ms=1000),
             quorum=SoakQuorum(pauses=1, kills=1),
+            companions=2,
         )
     text = str(caught.value)
     assert text.startswith("store-conformance multi-process-soak: ")
