@@ -79,10 +79,12 @@ class _Companion:
                     self.journal.append(self.run_id, entry)
                 except StoreBusyError:
                     self.log(f"busy {seq}")  # nothing was written: the same seq again
+                    time.sleep(PAUSE_S)
                     continue
                 except StoreUnavailableError:
                     self.log(f"unknown {seq}")  # may have landed: try it again
                     unsure = True
+                    time.sleep(PAUSE_S)
                     continue
                 except JournalOrderViolation:
                     if not unsure:
