@@ -6,14 +6,15 @@ processes unpickle the location's opener and import this module by name.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from rulvar_store import Lease, LeaseHeldError, OpenedStore
 from rulvar_store._records import Clock
 from rulvar_store_sqlite import SqliteStore
-from rulvar_store_sqlite._group_commit import Operation
+
+# The group-commit defect the kit's self-tests use; only companion threads expose it.
+from tests.conformance.selftests._broken_sqlite import FenceFirstOfBatch
 
 DEFECTS: Final = (
     "expired-lease-accepted",
@@ -47,26 +48,6 @@ class StaleReleaseDeletesSuccessor(SqliteStore):
                 "DELETE FROM leases WHERE run_id = ?", (lease.run_id,)
             ),
         )
-
-
-class FenceFirstOfBatch(SqliteStore):
-    """Defect: group commit checks the lease of each batch's first operation only.
-
-    A lone caller is fenced; a stale probe that shares a transaction with a
-    companion's append rides on its (absent) check. Only a soak with companion
-    threads on the writers' handles can make such batches.
-    """
-
-    def _run_batch(self, batch: list[Operation[Any]], more: Callable[[], bool]) -> None:
-        def more_unfenced() -> bool:
-            grew = more()
-            for op in batch[1:]:
-                op.fence = None
-            return grew
-
-        for op in batch[1:]:
-            op.fence = None
-        super()._run_batch(batch, more_unfenced)
 
 
 _CLASSES: Final = {
