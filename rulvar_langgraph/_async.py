@@ -1,0 +1,239 @@
+"""AsyncRulvarSaver: the fenced checkpointer over the asyncio store SPI."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from rulvar_langgraph import _plans
+from rulvar_langgraph._core import STRIPES, SaverCore, check_stores
+from rulvar_langgraph._hold import AsyncRenewer, held_config
+from rulvar_langgraph._layout import run_for_thread
+from rulvar_langgraph._opening import open_async_stores
+from rulvar_langgraph._plans import Plan, T
+
+__all__ = ["AsyncRulvarSaver"]
+
+
+class AsyncRulvarSaver(SaverCore):
+    """The asyncio LangGraph checkpointer: same mapping and fencing as ``RulvarSaver``.
+
+    The sync methods work from threads other than the saver's event loop,
+    which they call into (as LangGraph's own async savers do).
+    """
+
+    def __init__(
+        self,
+        journal: Any,
+        transcripts: Any,
+        *,
+        owner: str,
+        serde: SerializerProtocol | None = None,
+    ) -> None:
+        super().__init__(owner=owner, serde=serde)
+        check_stores(journal, transcripts)
+        self.journal = journal
+        self.transcripts = transcripts
+        self._locks = [asyncio.Lock() for _ in range(STRIPES)]
+        self.loop = asyncio.get_running_loop()
+
+    @classmethod
+    @asynccontextmanager
+    async def from_url(
+        cls,
+        url: str,
+        *,
+        owner: str,
+        serde: SerializerProtocol | None = None,
+        **options: Any,
+    ) -> AsyncIterator[AsyncRulvarSaver]:
+        """Open the store ``url`` names (options as keywords or in the URL); close it at exit."""
+        async with open_async_stores(url, **options) as (journal, transcripts):
+            yield cls(journal, transcripts, owner=owner, serde=serde)
+
+    async def _run(self, plan: Plan[T]) -> T:
+        return await _plans.adrive(plan, self.journal, self.transcripts)
+
+    async def _run_locked(self, run_id: str, plan: Plan[T]) -> T:
+        async with self._locks[self._stripe(run_id)]:
+            return await self._run(plan)
+
+    # --- ownership ----------------------------------------------------------------
+
+    @asynccontextmanager
+    async def hold(
+        self, thread_id: str, config: RunnableConfig | None = None
+    ) -> AsyncIterator[RunnableConfig]:
+        """Own ``thread_id`` for one invocation; yield the config to invoke with.
+
+        Renews every third of the ttl and releases at exit. Once superseded,
+        writes with this config raise ``LeaseHeldError``: stop the invocation.
+
+        Raises:
+            LeaseHeldError: another worker holds the thread.
+        """
+        run_id = run_for_thread(thread_id)
+        lease = await self.journal.acquire(run_id, self.owner)
+        ttl_ms: int = getattr(self.journal, "lease_ttl_ms", 60_000)
+        renewer = AsyncRenewer(self.journal.renew, lease, ttl_ms / 3000)
+        try:
+            yield held_config(thread_id, lease, config)
+        finally:
+            await renewer.stop()
+            await self._run(_plans.release(lease))
+
+    # --- BaseCheckpointSaver, async -------------------------------------------------------
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        run_id, ns, checkpoint_id = self._address(config)
+        found = await self._run(_plans.get_tuple(run_id, ns, checkpoint_id))
+        return None if found is None else self._tuple(found)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        plan = _plans.list_checkpoints(
+            *self._list_args(config, before), self._keep(filter), limit
+        )
+        for found in await self._run(plan):
+            yield self._tuple(found)
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        run_id, ns, _ = self._address(config)
+        record = self._record(config, checkpoint, metadata)
+        plan = _plans.put(
+            run_id, ns, checkpoint["id"], record, self._held(config), self.owner
+        )
+        await self._run_locked(run_id, plan)
+        return self._stored_config(config, checkpoint)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        run_id, ns, checkpoint_id = self._address(config)
+        stored = self._writes(writes, task_id, task_path)
+        plan = _plans.put_writes(
+            run_id, ns, str(checkpoint_id), stored, self._held(config), self.owner
+        )
+        await self._run_locked(run_id, plan)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        run_id = run_for_thread(thread_id)
+        await self._run_locked(run_id, _plans.delete_thread(run_id, None, self.owner))
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await self._run(
+            _plans.delete_for_runs(run_ids, self._metadata_run_id, self.owner)
+        )
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        source, target = (
+            run_for_thread(source_thread_id),
+            run_for_thread(target_thread_id),
+        )
+        await self._run_locked(target, _plans.copy_thread(source, target, self.owner))
+
+    async def aprune(
+        self, thread_ids: Sequence[str], *, strategy: str = "keep_latest"
+    ) -> None:
+        strategy = self._strategy(strategy)
+        for thread_id in thread_ids:
+            run_id = run_for_thread(thread_id)
+            await self._run_locked(run_id, _plans.prune(run_id, strategy, self.owner))
+
+    # --- sync twins: call into the saver's loop from another thread --------------------------
+
+    def _call(self, coro: Any) -> Any:
+        try:
+            if asyncio.get_running_loop() is self.loop:
+                coro.close()
+                raise asyncio.InvalidStateError(
+                    "AsyncRulvarSaver's sync methods cannot run on its own event loop; "
+                    "await the a-prefixed method instead"
+                )
+        except RuntimeError:
+            pass  # no loop in this thread: the normal case for a sync caller
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        result: CheckpointTuple | None = self._call(self.aget_tuple(config))
+        return result
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        async def collect() -> list[CheckpointTuple]:
+            return [
+                item
+                async for item in self.alist(
+                    config, filter=filter, before=before, limit=limit
+                )
+            ]
+
+        yield from self._call(collect())
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        result: RunnableConfig = self._call(
+            self.aput(config, checkpoint, metadata, new_versions)
+        )
+        return result
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        self._call(self.aput_writes(config, writes, task_id, task_path))
+
+    def delete_thread(self, thread_id: str) -> None:
+        self._call(self.adelete_thread(thread_id))
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self._call(self.adelete_for_runs(run_ids))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self._call(self.acopy_thread(source_thread_id, target_thread_id))
+
+    def prune(
+        self, thread_ids: Sequence[str], *, strategy: str = "keep_latest"
+    ) -> None:
+        self._call(self.aprune(thread_ids, strategy=strategy))

@@ -1,0 +1,223 @@
+"""RulvarSaver: a fenced LangGraph checkpointer over the sync store SPI."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from rulvar_langgraph import _plans
+from rulvar_langgraph._core import STRIPES, SaverCore, check_stores
+from rulvar_langgraph._hold import Renewer, held_config
+from rulvar_langgraph._layout import run_for_thread
+from rulvar_langgraph._plans import Plan, T
+from rulvar_store import JournalStore, TranscriptStore, open_store
+
+__all__ = ["RulvarSaver"]
+
+
+class RulvarSaver(SaverCore):
+    """A LangGraph checkpointer whose writes a superseded worker cannot land.
+
+    Each thread is one run of the store; ``hold`` takes its lease for an
+    invocation, and a write outside a hold takes a brief lease of its own.
+    The async methods run the sync ones on a worker thread; use
+    ``AsyncRulvarSaver`` in asyncio code.
+    """
+
+    def __init__(
+        self,
+        journal: JournalStore,
+        transcripts: TranscriptStore,
+        *,
+        owner: str,
+        serde: SerializerProtocol | None = None,
+    ) -> None:
+        super().__init__(owner=owner, serde=serde)
+        check_stores(journal, transcripts)
+        self.journal = journal
+        self.transcripts = transcripts
+        self._locks = [threading.Lock() for _ in range(STRIPES)]
+
+    @classmethod
+    @contextmanager
+    def from_url(
+        cls,
+        url: str,
+        *,
+        owner: str,
+        serde: SerializerProtocol | None = None,
+        **options: Any,
+    ) -> Iterator[RulvarSaver]:
+        """Open the store ``url`` names (options as keywords or in the URL); close it at exit."""
+        with open_store(url, **options) as opened:
+            yield cls(opened.journal, opened.transcripts, owner=owner, serde=serde)
+
+    def _run(self, plan: Plan[T]) -> T:
+        return _plans.drive(plan, self.journal, self.transcripts)
+
+    def _run_locked(self, run_id: str, plan: Plan[T]) -> T:
+        # One saver serializes its own writes per thread: a brief lease would
+        # refuse a sibling's concurrent acquire, and put_writes reads then writes.
+        with self._locks[self._stripe(run_id)]:
+            return self._run(plan)
+
+    # --- ownership ----------------------------------------------------------------
+
+    @contextmanager
+    def hold(
+        self, thread_id: str, config: RunnableConfig | None = None
+    ) -> Iterator[RunnableConfig]:
+        """Own ``thread_id`` for one invocation; yield the config to invoke with.
+
+        Renews every third of the ttl and releases at exit. Once superseded,
+        writes with this config raise ``LeaseHeldError``: stop the invocation.
+
+        Raises:
+            LeaseHeldError: another worker holds the thread.
+        """
+        run_id = run_for_thread(thread_id)
+        lease = self.journal.acquire(run_id, self.owner)  # type: ignore[attr-defined]  # check_stores saw acquire
+        ttl_ms: int = getattr(self.journal, "lease_ttl_ms", 60_000)
+        renewer = Renewer(self.journal.renew, lease, ttl_ms / 3000)  # type: ignore[attr-defined]  # check_stores saw leases
+        try:
+            yield held_config(thread_id, lease, config)
+        finally:
+            renewer.stop()
+            _plans.drive(_plans.release(lease), self.journal, self.transcripts)
+
+    # --- BaseCheckpointSaver ----------------------------------------------------------
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        run_id, ns, checkpoint_id = self._address(config)
+        found = self._run(_plans.get_tuple(run_id, ns, checkpoint_id))
+        return None if found is None else self._tuple(found)
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        plan = _plans.list_checkpoints(
+            *self._list_args(config, before), self._keep(filter), limit
+        )
+        for found in self._run(plan):
+            yield self._tuple(found)
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        run_id, ns, _ = self._address(config)
+        record = self._record(config, checkpoint, metadata)
+        plan = _plans.put(
+            run_id, ns, checkpoint["id"], record, self._held(config), self.owner
+        )
+        self._run_locked(run_id, plan)
+        return self._stored_config(config, checkpoint)
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        run_id, ns, checkpoint_id = self._address(config)
+        stored = self._writes(writes, task_id, task_path)
+        plan = _plans.put_writes(
+            run_id, ns, str(checkpoint_id), stored, self._held(config), self.owner
+        )
+        self._run_locked(run_id, plan)
+
+    def delete_thread(self, thread_id: str) -> None:
+        run_id = run_for_thread(thread_id)
+        self._run_locked(run_id, _plans.delete_thread(run_id, None, self.owner))
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self._run(_plans.delete_for_runs(run_ids, self._metadata_run_id, self.owner))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        source, target = (
+            run_for_thread(source_thread_id),
+            run_for_thread(target_thread_id),
+        )
+        self._run_locked(target, _plans.copy_thread(source, target, self.owner))
+
+    def prune(
+        self, thread_ids: Sequence[str], *, strategy: str = "keep_latest"
+    ) -> None:
+        strategy = self._strategy(strategy)
+        for thread_id in thread_ids:
+            run_id = run_for_thread(thread_id)
+            self._run_locked(run_id, _plans.prune(run_id, strategy, self.owner))
+
+    # --- async twins: the sync methods on a worker thread --------------------------------
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await asyncio.to_thread(self.get_tuple, config)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        found = await asyncio.to_thread(
+            lambda: list(self.list(config, filter=filter, before=before, limit=limit))
+        )
+        for item in found:
+            yield item
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return await asyncio.to_thread(
+            self.put, config, checkpoint, metadata, new_versions
+        )
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await asyncio.to_thread(self.delete_thread, thread_id)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await asyncio.to_thread(self.delete_for_runs, run_ids)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+
+    async def aprune(
+        self, thread_ids: Sequence[str], *, strategy: str = "keep_latest"
+    ) -> None:
+        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
