@@ -20,8 +20,9 @@ from rulvar_langgraph import _plans
 from rulvar_langgraph._core import STRIPES, SaverCore, check_stores
 from rulvar_langgraph._hold import AsyncRenewer, held_config
 from rulvar_langgraph._layout import run_for_thread
-from rulvar_langgraph._opening import open_async_stores
+from rulvar_langgraph._opening import async_stores, open_async_stores
 from rulvar_langgraph._plans import Plan, T
+from rulvar_store import OpenedStore
 
 __all__ = ["AsyncRulvarSaver"]
 
@@ -62,6 +63,18 @@ class AsyncRulvarSaver(SaverCore):
         async with open_async_stores(url, **options) as (journal, transcripts):
             yield cls(journal, transcripts, owner=owner, serde=serde)
 
+    @classmethod
+    def over(
+        cls,
+        opened: OpenedStore,
+        *,
+        owner: str,
+        serde: SerializerProtocol | None = None,
+    ) -> AsyncRulvarSaver:
+        """A saver over an opened store; the caller keeps closing it."""
+        journal, transcripts = async_stores(opened)
+        return cls(journal, transcripts, owner=owner, serde=serde)
+
     async def _run(self, plan: Plan[T]) -> T:
         return await _plans.adrive(plan, self.journal, self.transcripts)
 
@@ -87,9 +100,11 @@ class AsyncRulvarSaver(SaverCore):
         lease = await self.journal.acquire(run_id, self.owner)
         ttl_ms: int = getattr(self.journal, "lease_ttl_ms", 60_000)
         renewer = AsyncRenewer(self.journal.renew, lease, ttl_ms / 3000)
+        self._holding[run_id] = lease
         try:
             yield held_config(thread_id, lease, config)
         finally:
+            del self._holding[run_id]
             await renewer.stop()
             await self._run(_plans.release(lease))
 
@@ -124,7 +139,12 @@ class AsyncRulvarSaver(SaverCore):
         run_id, ns, _ = self._address(config)
         record = self._record(config, checkpoint, metadata)
         plan = _plans.put(
-            run_id, ns, checkpoint["id"], record, self._held(config), self.owner
+            run_id,
+            ns,
+            checkpoint["id"],
+            record,
+            self._lease(run_id, config),
+            self.owner,
         )
         await self._run_locked(run_id, plan)
         return self._stored_config(config, checkpoint)
@@ -139,17 +159,26 @@ class AsyncRulvarSaver(SaverCore):
         run_id, ns, checkpoint_id = self._address(config)
         stored = self._writes(writes, task_id, task_path)
         plan = _plans.put_writes(
-            run_id, ns, str(checkpoint_id), stored, self._held(config), self.owner
+            run_id,
+            ns,
+            str(checkpoint_id),
+            stored,
+            self._lease(run_id, config),
+            self.owner,
         )
         await self._run_locked(run_id, plan)
 
     async def adelete_thread(self, thread_id: str) -> None:
         run_id = run_for_thread(thread_id)
-        await self._run_locked(run_id, _plans.delete_thread(run_id, None, self.owner))
+        await self._run_locked(
+            run_id, _plans.delete_thread(run_id, self._holding.get(run_id), self.owner)
+        )
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         await self._run(
-            _plans.delete_for_runs(run_ids, self._metadata_run_id, self.owner)
+            _plans.delete_for_runs(
+                run_ids, self._metadata_run_id, self._holding.get, self.owner
+            )
         )
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
@@ -157,7 +186,10 @@ class AsyncRulvarSaver(SaverCore):
             run_for_thread(source_thread_id),
             run_for_thread(target_thread_id),
         )
-        await self._run_locked(target, _plans.copy_thread(source, target, self.owner))
+        await self._run_locked(
+            target,
+            _plans.copy_thread(source, target, self._holding.get(target), self.owner),
+        )
 
     async def aprune(
         self, thread_ids: Sequence[str], *, strategy: str = "keep_latest"
@@ -165,7 +197,10 @@ class AsyncRulvarSaver(SaverCore):
         strategy = self._strategy(strategy)
         for thread_id in thread_ids:
             run_id = run_for_thread(thread_id)
-            await self._run_locked(run_id, _plans.prune(run_id, strategy, self.owner))
+            await self._run_locked(
+                run_id,
+                _plans.prune(run_id, strategy, self._holding.get(run_id), self.owner),
+            )
 
     # --- sync twins: call into the saver's loop from another thread --------------------------
 

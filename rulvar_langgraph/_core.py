@@ -82,6 +82,13 @@ class SaverCore(BaseCheckpointSaver[int]):
         if not isinstance(owner, str) or not owner:
             raise ConfigError(f"owner must be a non-empty string, got {owner!r}")
         self.owner = owner
+        # The leases of this saver's open holds, by run: bounded by the holds
+        # open at once, never by the threads the saver has touched.
+        self._holding: dict[str, Lease] = {}
+
+    def _lease(self, run_id: str, config: RunnableConfig) -> Lease | None:
+        """The config's lease, else this saver's open hold of the thread, else none."""
+        return self._held(config) or self._holding.get(run_id)
 
     # --- config ---------------------------------------------------------------
 

@@ -12,9 +12,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from rulvar_store import open_store
+from rulvar_store import OpenedStore, open_store
 
-__all__ = ["ThreadHop", "open_async_stores"]
+__all__ = ["ThreadHop", "async_stores", "open_async_stores"]
 
 
 class ThreadHop:
@@ -34,11 +34,16 @@ class ThreadHop:
         return hop
 
 
+def async_stores(opened: OpenedStore) -> tuple[Any, Any]:
+    """The opened store's journal and blob twin with awaitable methods."""
+    return ThreadHop(opened.journal), ThreadHop(opened.transcripts)
+
+
 @asynccontextmanager
 async def open_async_stores(url: str, **options: Any) -> AsyncIterator[tuple[Any, Any]]:
     """Yield ``(journal, transcripts)`` with async methods; close the store at exit."""
     opened = await asyncio.to_thread(open_store, url, **options)
     try:
-        yield ThreadHop(opened.journal), ThreadHop(opened.transcripts)
+        yield async_stores(opened)
     finally:
         await asyncio.to_thread(opened.close)

@@ -354,10 +354,10 @@ def _drop(
                 yield ("blobs", "delete", (writes_ref(run_id, ns, cid), lease))
 
 
-def prune(run_id: str, strategy: str, owner: str) -> Plan[None]:
+def prune(run_id: str, strategy: str, held: Lease | None, owner: str) -> Plan[None]:
     """Keep only each namespace's newest checkpoint, or delete the thread."""
     if strategy == "delete":
-        return (yield from delete_thread(run_id, None, owner))
+        return (yield from delete_thread(run_id, held, owner))
 
     def body(lease: Lease) -> Plan[None]:
         inventory = _inventory((yield ("blobs", "list_refs", (run_id,))))
@@ -374,12 +374,13 @@ def prune(run_id: str, strategy: str, owner: str) -> Plan[None]:
             for cid in sorted(ids):
                 yield ("blobs", "delete", (writes_ref(run_id, ns, cid), lease))
 
-    return (yield from _leased(run_id, None, owner, body))
+    return (yield from _leased(run_id, held, owner, body))
 
 
 def delete_for_runs(
     run_ids: Sequence[str],
     metadata_run_id: Callable[[CheckpointRecord], object],
+    holding: Callable[[str], Lease | None],
     owner: str,
 ) -> Plan[None]:
     """Delete, in every thread, the checkpoints (and writes) whose metadata names a run."""
@@ -400,13 +401,15 @@ def delete_for_runs(
         if doomed:
             yield from _leased(
                 run,
-                None,
+                holding(run),
                 owner,
                 partial(_drop, run, inventory, doomed),
             )
 
 
-def copy_thread(source_run: str, target_run: str, owner: str) -> Plan[None]:
+def copy_thread(
+    source_run: str, target_run: str, held: Lease | None, owner: str
+) -> Plan[None]:
     """Copy every checkpoint and writes blob, then the pointers, under a lease on the target."""
 
     def body(lease: Lease) -> Plan[None]:
@@ -422,4 +425,4 @@ def copy_thread(source_run: str, target_run: str, owner: str) -> Plan[None]:
         if refs:
             yield from _ensure_meta(target_run, lease)
 
-    return (yield from _leased(target_run, None, owner, body))
+    return (yield from _leased(target_run, held, owner, body))

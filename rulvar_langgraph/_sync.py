@@ -22,7 +22,7 @@ from rulvar_langgraph._core import STRIPES, SaverCore, check_stores
 from rulvar_langgraph._hold import Renewer, held_config
 from rulvar_langgraph._layout import run_for_thread
 from rulvar_langgraph._plans import Plan, T
-from rulvar_store import JournalStore, TranscriptStore, open_store
+from rulvar_store import JournalStore, OpenedStore, TranscriptStore, open_store
 
 __all__ = ["RulvarSaver"]
 
@@ -64,6 +64,17 @@ class RulvarSaver(SaverCore):
         with open_store(url, **options) as opened:
             yield cls(opened.journal, opened.transcripts, owner=owner, serde=serde)
 
+    @classmethod
+    def over(
+        cls,
+        opened: OpenedStore,
+        *,
+        owner: str,
+        serde: SerializerProtocol | None = None,
+    ) -> RulvarSaver:
+        """A saver over an opened store; the caller keeps closing it."""
+        return cls(opened.journal, opened.transcripts, owner=owner, serde=serde)
+
     def _run(self, plan: Plan[T]) -> T:
         return _plans.drive(plan, self.journal, self.transcripts)
 
@@ -91,9 +102,11 @@ class RulvarSaver(SaverCore):
         lease = self.journal.acquire(run_id, self.owner)  # type: ignore[attr-defined]  # check_stores saw acquire
         ttl_ms: int = getattr(self.journal, "lease_ttl_ms", 60_000)
         renewer = Renewer(self.journal.renew, lease, ttl_ms / 3000)  # type: ignore[attr-defined]  # check_stores saw leases
+        self._holding[run_id] = lease
         try:
             yield held_config(thread_id, lease, config)
         finally:
+            del self._holding[run_id]
             renewer.stop()
             _plans.drive(_plans.release(lease), self.journal, self.transcripts)
 
@@ -128,7 +141,12 @@ class RulvarSaver(SaverCore):
         run_id, ns, _ = self._address(config)
         record = self._record(config, checkpoint, metadata)
         plan = _plans.put(
-            run_id, ns, checkpoint["id"], record, self._held(config), self.owner
+            run_id,
+            ns,
+            checkpoint["id"],
+            record,
+            self._lease(run_id, config),
+            self.owner,
         )
         self._run_locked(run_id, plan)
         return self._stored_config(config, checkpoint)
@@ -143,23 +161,37 @@ class RulvarSaver(SaverCore):
         run_id, ns, checkpoint_id = self._address(config)
         stored = self._writes(writes, task_id, task_path)
         plan = _plans.put_writes(
-            run_id, ns, str(checkpoint_id), stored, self._held(config), self.owner
+            run_id,
+            ns,
+            str(checkpoint_id),
+            stored,
+            self._lease(run_id, config),
+            self.owner,
         )
         self._run_locked(run_id, plan)
 
     def delete_thread(self, thread_id: str) -> None:
         run_id = run_for_thread(thread_id)
-        self._run_locked(run_id, _plans.delete_thread(run_id, None, self.owner))
+        self._run_locked(
+            run_id, _plans.delete_thread(run_id, self._holding.get(run_id), self.owner)
+        )
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        self._run(_plans.delete_for_runs(run_ids, self._metadata_run_id, self.owner))
+        self._run(
+            _plans.delete_for_runs(
+                run_ids, self._metadata_run_id, self._holding.get, self.owner
+            )
+        )
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         source, target = (
             run_for_thread(source_thread_id),
             run_for_thread(target_thread_id),
         )
-        self._run_locked(target, _plans.copy_thread(source, target, self.owner))
+        self._run_locked(
+            target,
+            _plans.copy_thread(source, target, self._holding.get(target), self.owner),
+        )
 
     def prune(
         self, thread_ids: Sequence[str], *, strategy: str = "keep_latest"
@@ -167,7 +199,10 @@ class RulvarSaver(SaverCore):
         strategy = self._strategy(strategy)
         for thread_id in thread_ids:
             run_id = run_for_thread(thread_id)
-            self._run_locked(run_id, _plans.prune(run_id, strategy, self.owner))
+            self._run_locked(
+                run_id,
+                _plans.prune(run_id, strategy, self._holding.get(run_id), self.owner),
+            )
 
     # --- async twins: the sync methods on a worker thread --------------------------------
 

@@ -1,0 +1,40 @@
+"""Fresh store locations of each backend for the LangGraph saver tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rulvar_store._locations import LocationFactory
+from rulvar_store._plugins import resolve_backend
+from rulvar_store._urls import parse_store_url
+from tests._postgres_gate import postgres_url
+
+BACKENDS = [
+    "memory",
+    "sqlite",
+    pytest.param("postgres", marks=pytest.mark.postgres),
+]
+
+
+def backend_url(name: str, tmp_path: Path) -> str:
+    """A URL of the backend beside which fresh locations are made."""
+    if name == "memory":
+        return "memory://"
+    if name == "sqlite":
+        return f"sqlite:///{tmp_path / 'lg.db'}"
+    return postgres_url()
+
+
+@pytest.fixture(params=BACKENDS)
+def locations(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[LocationFactory]:
+    """Fresh isolated locations (files, schemas, domains), removed afterwards."""
+    parsed = parse_store_url(backend_url(request.param, tmp_path))
+    backend = resolve_backend(parsed)
+    assert backend.certify is not None
+    with backend.certify(parsed) as factory:
+        yield factory
