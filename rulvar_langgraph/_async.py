@@ -20,9 +20,15 @@ from rulvar_langgraph import _plans
 from rulvar_langgraph._core import STRIPES, SaverCore, check_stores
 from rulvar_langgraph._hold import AsyncRenewer, held_config
 from rulvar_langgraph._layout import run_for_thread
-from rulvar_langgraph._opening import async_stores, open_async_stores
 from rulvar_langgraph._plans import Plan, T
-from rulvar_store import OpenedStore
+from rulvar_store import (
+    AsyncJournalStore,
+    AsyncOpenedStore,
+    AsyncTranscriptStore,
+    ConfigError,
+    is_async_store,
+    open_store_async,
+)
 
 __all__ = ["AsyncRulvarSaver"]
 
@@ -36,15 +42,22 @@ class AsyncRulvarSaver(SaverCore):
 
     def __init__(
         self,
-        journal: Any,
-        transcripts: Any,
+        journal: AsyncJournalStore,
+        transcripts: AsyncTranscriptStore,
         *,
         owner: str,
         serde: SerializerProtocol | None = None,
     ) -> None:
         super().__init__(owner=owner, serde=serde)
+        if not (is_async_store(journal) and is_async_store(transcripts)):
+            raise ConfigError(
+                "AsyncRulvarSaver needs asyncio stores (open_store_async); "
+                "use RulvarSaver over sync ones"
+            )
         check_stores(journal, transcripts)
-        self.journal = journal
+        # Typed Any: check_stores saw acquire/renew/release and get_meta, which
+        # the base async protocol does not name.
+        self.journal: Any = journal
         self.transcripts = transcripts
         self._locks = [asyncio.Lock() for _ in range(STRIPES)]
         self.loop = asyncio.get_running_loop()
@@ -60,20 +73,19 @@ class AsyncRulvarSaver(SaverCore):
         **options: Any,
     ) -> AsyncIterator[AsyncRulvarSaver]:
         """Open the store ``url`` names (options as keywords or in the URL); close it at exit."""
-        async with open_async_stores(url, **options) as (journal, transcripts):
-            yield cls(journal, transcripts, owner=owner, serde=serde)
+        async with open_store_async(url, **options) as opened:
+            yield cls.over(opened, owner=owner, serde=serde)
 
     @classmethod
     def over(
         cls,
-        opened: OpenedStore,
+        opened: AsyncOpenedStore,
         *,
         owner: str,
         serde: SerializerProtocol | None = None,
     ) -> AsyncRulvarSaver:
-        """A saver over an opened store; the caller keeps closing it."""
-        journal, transcripts = async_stores(opened)
-        return cls(journal, transcripts, owner=owner, serde=serde)
+        """A saver over an opened asyncio store; the caller keeps closing it."""
+        return cls(opened.journal, opened.transcripts, owner=owner, serde=serde)
 
     async def _run(self, plan: Plan[T]) -> T:
         return await _plans.adrive(plan, self.journal, self.transcripts)

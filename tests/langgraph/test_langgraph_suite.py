@@ -16,6 +16,12 @@ import pytest
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 
 from rulvar_langgraph import AsyncRulvarSaver
+from rulvar_store import (
+    AsyncStoreOpening,
+    StoreLocation,
+    UrlOpener,
+    open_store_async,
+)
 from rulvar_store._locations import LocationFactory
 
 CAPABILITIES = {
@@ -30,6 +36,13 @@ CAPABILITIES = {
 }
 
 
+def open_async(location: StoreLocation) -> AsyncStoreOpening:
+    """An asyncio handle on ``location``: its URL, or a fresh memory domain."""
+    if isinstance(location.opener, UrlOpener):
+        return open_store_async(location.opener.url, **location.opener.options)
+    return open_store_async("memory://")
+
+
 async def _validate(locations: LocationFactory) -> dict[str, object]:
     with ExitStack() as cleanup:
 
@@ -37,9 +50,8 @@ async def _validate(locations: LocationFactory) -> dict[str, object]:
         async def fresh_saver() -> AsyncIterator[AsyncRulvarSaver]:
             location = locations()
             cleanup.callback(location.remove)
-            opened = location.open()
-            cleanup.callback(opened.close)
-            yield AsyncRulvarSaver.over(opened, owner="conformance")
+            async with open_async(location) as opened:
+                yield AsyncRulvarSaver.over(opened, owner="conformance")
 
         report = await validate(fresh_saver)
         result: dict[str, object] = report.to_dict()
