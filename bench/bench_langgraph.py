@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import operator
 import os
 import secrets
 import sqlite3
@@ -38,32 +37,17 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import AsyncExitStack, ExitStack, contextmanager
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import Any
 
 from langgraph.checkpoint.base import empty_checkpoint
-from langgraph.graph import END, START, StateGraph
 
+from rulvar_conformance.langgraph_ownership import three_node_graph
 from rulvar_langgraph import AsyncRulvarSaver, RulvarSaver
 
 Op = Callable[[int], object]
 AOp = Callable[[int], Awaitable[object]]
 CONCURRENT = 16
 SHORT, LONG = 20, 2_000
-
-
-class State(TypedDict):
-    steps: Annotated[list[str], operator.add]
-
-
-def graph_of(saver: Any) -> Any:
-    graph = StateGraph(State)
-    for name in ("n1", "n2", "n3"):
-        graph.add_node(name, lambda state, name=name: {"steps": [name]})
-    graph.add_edge(START, "n1")
-    graph.add_edge("n1", "n2")
-    graph.add_edge("n2", "n3")
-    graph.add_edge("n3", END)
-    return graph.compile(checkpointer=saver)
 
 
 class Chain:
@@ -145,14 +129,14 @@ async def ainterleaved(
 
 async def concurrent_graphs(saver: Any, rounds: int, held: bool) -> float:
     """Invocations/s of CONCURRENT threads of a 3-node graph through one saver."""
-    graph = graph_of(saver)
+    graph = three_node_graph(saver, "bench")
 
     async def one(thread: str) -> None:
         if held:
             async with saver.hold(thread) as config:
-                await graph.ainvoke({"steps": []}, config, durability="sync")
+                await graph.ainvoke({"trail": []}, config, durability="sync")
         else:
-            await graph.ainvoke({"steps": []}, thread_config(thread), durability="sync")
+            await graph.ainvoke({"trail": []}, thread_config(thread), durability="sync")
 
     began = time.perf_counter()
     for round_no in range(rounds):
@@ -203,12 +187,16 @@ class SqliteSide(Side):
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.ours_url = f"sqlite:///{directory / 'ours.db'}?synchronous=FULL"
-        self.conn = sqlite3.connect(directory / "theirs.db", check_same_thread=False)
+        self.conn = self._connect()
+
+    def _connect(self) -> sqlite3.Connection:
+        return sqlite3.connect(self.directory / "theirs.db", check_same_thread=False)
 
     def theirs_sync(self) -> Any:
+        """A new saver on a new connection (fresh: nothing cached)."""
         from langgraph.checkpoint.sqlite import SqliteSaver
 
-        saver = SqliteSaver(self.conn)
+        saver = SqliteSaver(self._connect())
         saver.setup()
         return saver
 
@@ -223,6 +211,7 @@ class SqliteSide(Side):
 
     def durability(self) -> list[str]:
         self.theirs_sync()  # its setup() switches the file to WAL
+        # synchronous is per connection: stdlib sqlite3's default, as the saver's.
         theirs = "SqliteSaver: journal_mode={} synchronous={}".format(
             self.conn.execute("PRAGMA journal_mode").fetchone()[0],
             self.conn.execute("PRAGMA synchronous").fetchone()[0],
@@ -374,14 +363,14 @@ def latest_read_figures(side: Side) -> dict[str, float]:
             figures[f"ours fresh latest read, {length} checkpoints (ms)"] = (
                 fresh_first_read_ms(fresh, thread)
             )
-    theirs = side.theirs_sync()
     thread = f"tlong-{secrets.token_hex(3)}"
-    chain = Chain(theirs, thread_config(thread))
+    chain = Chain(side.theirs_sync(), thread_config(thread))
     for i in range(LONG):
         chain.put(i)
+    fresh_theirs = side.theirs_sync()
     began = time.perf_counter()
-    assert theirs.get_tuple(thread_config(thread)) is not None
-    figures[f"theirs latest read, {LONG} checkpoints (ms)"] = (
+    assert fresh_theirs.get_tuple(thread_config(thread)) is not None
+    figures[f"theirs fresh latest read, {LONG} checkpoints (ms)"] = (
         time.perf_counter() - began
     ) * 1000
     return figures

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from functools import partial
 from typing import Annotated, Any, Final, TypedDict
 
-from langgraph.checkpoint.base import Checkpoint, empty_checkpoint
+from langgraph.checkpoint.base import BaseCheckpointSaver, Checkpoint, empty_checkpoint
 from langgraph.graph import END, START, StateGraph
 
 from rulvar_conformance._kit import (
@@ -61,7 +61,7 @@ def _node(name: str, worker: str, stall: Callable[[], None] | None) -> Any:
 
 
 def three_node_graph(
-    saver: RulvarSaver,
+    saver: BaseCheckpointSaver[Any],
     worker: str,
     *,
     stall: Callable[[], None] | None = None,
@@ -159,6 +159,21 @@ def _held_invoke(saver: RulvarSaver, graph: Any, first_input: object) -> object:
         return graph.invoke(first_input, config, durability="sync")
 
 
+def _stalled_past_ttl(
+    w: Workers, saver: RulvarSaver, *, in_subgraph: bool = False
+) -> tuple[Stall, Callable[[], Outcome[object]]]:
+    """Worker A invokes the graph in a hold and parks in n2; then its lease expires.
+
+    Returns the stall (release it to wake A) and the join of A's invocation.
+    """
+    stall = Stall()
+    graph = three_node_graph(saver, "worker-a", stall=stall, in_subgraph=in_subgraph)
+    zombie = _in_background(partial(_held_invoke, saver, graph, {"trail": []}))
+    stall.wait_reached("worker A")
+    w.expire()
+    return stall, zombie
+
+
 def _config(**extra: str) -> Any:
     return {"configurable": {"thread_id": THREAD, "checkpoint_ns": "", **extra}}
 
@@ -192,17 +207,7 @@ def _put(
 
 def _zombie_stalled_node(locations: LocationFactory) -> None:
     with workers(locations) as w:
-        stall = Stall()
-        zombie = _in_background(
-            partial(
-                _held_invoke,
-                w.a,
-                three_node_graph(w.a, "worker-a", stall=stall),
-                {"trail": []},
-            )
-        )
-        stall.wait_reached("worker A")
-        w.expire()
+        stall, zombie = _stalled_past_ttl(w, w.a)
         result = _held_invoke(w.b, three_node_graph(w.b, "worker-b"), None)
         stall.release()
         expect_refused(zombie(), "the stalled worker's invocation after the takeover")
@@ -263,17 +268,7 @@ def _one_of_two_concurrent(locations: LocationFactory) -> None:
 
 def _late_write_after_delete(locations: LocationFactory) -> None:
     with workers(locations) as w:
-        stall = Stall()
-        zombie = _in_background(
-            partial(
-                _held_invoke,
-                w.a,
-                three_node_graph(w.a, "worker-a", stall=stall),
-                {"trail": []},
-            )
-        )
-        stall.wait_reached("worker A")
-        w.expire()
+        stall, zombie = _stalled_past_ttl(w, w.a)
         w.b.delete_thread(THREAD)
         stall.release()
         expect_refused(zombie(), "the invocation's write after delete_thread")
@@ -312,17 +307,7 @@ def _subgraph_writes_fenced(locations: LocationFactory) -> None:
     with workers(locations) as w:
         a = _RecordingSaver(w.a.journal, w.a.transcripts, owner="worker-a")
         a.refused_ns = []
-        stall = Stall()
-        zombie = _in_background(
-            partial(
-                _held_invoke,
-                a,
-                three_node_graph(a, "worker-a", stall=stall, in_subgraph=True),
-                {"trail": []},
-            )
-        )
-        stall.wait_reached("worker A's subgraph")
-        w.expire()
+        stall, zombie = _stalled_past_ttl(w, a, in_subgraph=True)
         _held_invoke(w.b, three_node_graph(w.b, "worker-b", in_subgraph=True), None)
         stall.release()
         expect_refused(zombie(), "the zombie's invocation inside a subgraph")

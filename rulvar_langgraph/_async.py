@@ -123,8 +123,7 @@ class AsyncRulvarSaver(SaverCore):
     # --- BaseCheckpointSaver, async -------------------------------------------------------
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        run_id, ns, checkpoint_id = self._address(config)
-        found = await self._run(_plans.get_tuple(run_id, ns, checkpoint_id))
+        found = await self._run(self._get_plan(config))
         return None if found is None else self._tuple(found)
 
     async def alist(
@@ -135,10 +134,7 @@ class AsyncRulvarSaver(SaverCore):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        plan = _plans.list_checkpoints(
-            *self._list_args(config, before), self._keep(filter), limit
-        )
-        for found in await self._run(plan):
+        for found in await self._run(self._list_plan(config, filter, before, limit)):
             yield self._tuple(found)
 
     async def aput(
@@ -148,17 +144,7 @@ class AsyncRulvarSaver(SaverCore):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        run_id, ns, _ = self._address(config)
-        record = self._record(config, checkpoint, metadata)
-        plan = _plans.put(
-            run_id,
-            ns,
-            checkpoint["id"],
-            record,
-            self._lease(run_id, config),
-            self.owner,
-        )
-        await self._run_locked(run_id, plan)
+        await self._run_locked(*self._put_plan(config, checkpoint, metadata))
         return self._stored_config(config, checkpoint)
 
     async def aput_writes(
@@ -168,51 +154,24 @@ class AsyncRulvarSaver(SaverCore):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        run_id, ns, checkpoint_id = self._address(config)
-        stored = self._writes(writes, task_id, task_path)
-        plan = _plans.put_writes(
-            run_id,
-            ns,
-            str(checkpoint_id),
-            stored,
-            self._lease(run_id, config),
-            self.owner,
+        await self._run_locked(
+            *self._put_writes_plan(config, writes, task_id, task_path)
         )
-        await self._run_locked(run_id, plan)
 
     async def adelete_thread(self, thread_id: str) -> None:
-        run_id = run_for_thread(thread_id)
-        await self._run_locked(
-            run_id, _plans.delete_thread(run_id, self._holding.get(run_id), self.owner)
-        )
+        await self._run_locked(*self._delete_thread_plan(thread_id))
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        await self._run(
-            _plans.delete_for_runs(
-                run_ids, self._metadata_run_id, self._holding.get, self.owner
-            )
-        )
+        await self._run(self._delete_for_runs_plan(run_ids))
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        source, target = (
-            run_for_thread(source_thread_id),
-            run_for_thread(target_thread_id),
-        )
-        await self._run_locked(
-            target,
-            _plans.copy_thread(source, target, self._holding.get(target), self.owner),
-        )
+        await self._run_locked(*self._copy_plan(source_thread_id, target_thread_id))
 
     async def aprune(
         self, thread_ids: Sequence[str], *, strategy: str = "keep_latest"
     ) -> None:
-        strategy = self._strategy(strategy)
-        for thread_id in thread_ids:
-            run_id = run_for_thread(thread_id)
-            await self._run_locked(
-                run_id,
-                _plans.prune(run_id, strategy, self._holding.get(run_id), self.owner),
-            )
+        for locked in self._prune_plans(thread_ids, strategy):
+            await self._run_locked(*locked)
 
     # --- sync twins: call into the saver's loop from another thread --------------------------
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
 from langchain_core.runnables import RunnableConfig
@@ -17,13 +17,14 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from rulvar_langgraph import _plans
 from rulvar_langgraph._layout import (
     CheckpointRecord,
     StoredWrite,
     run_for_thread,
     thread_for_run,
 )
-from rulvar_langgraph._plans import Found
+from rulvar_langgraph._plans import Found, Plan
 from rulvar_store import (
     ConfigError,
     InvalidArgumentError,
@@ -32,7 +33,7 @@ from rulvar_store import (
     has_meta_lookup,
 )
 
-__all__ = ["LEASE_KEY", "STRIPES", "SaverCore", "check_stores"]
+__all__ = ["LEASE_KEY", "STRIPES", "Locked", "SaverCore", "check_stores"]
 
 LEASE_KEY: Final = "__rulvar_lease__"
 """The configurable key a hold's config carries its lease under.
@@ -40,6 +41,9 @@ LEASE_KEY: Final = "__rulvar_lease__"
 LangGraph copies it into the config of every checkpoint write of the root graph
 and its subgraphs, and leaves ``__``-prefixed keys out of stored metadata.
 """
+
+Locked = tuple[str, Plan[None]]
+"""A write's plan and the run whose stripe lock it runs under."""
 
 STRIPES: Final = 64
 """Per-thread locks are striped: memory stays flat however many threads a saver touches."""
@@ -136,6 +140,80 @@ class SaverCore(BaseCheckpointSaver[int]):
     @staticmethod
     def _stripe(run_id: str) -> int:
         return hash(run_id) % STRIPES
+
+    # --- the plan of each operation (run by the sync or async driver) -----------------
+
+    def _get_plan(self, config: RunnableConfig) -> Plan[Found | None]:
+        return _plans.get_tuple(*self._address(config))
+
+    def _list_plan(
+        self,
+        config: RunnableConfig | None,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+        limit: int | None,
+    ) -> Plan[list[Found]]:
+        return _plans.list_checkpoints(
+            *self._list_args(config, before), self._keep(filter), limit
+        )
+
+    def _put_plan(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+    ) -> Locked:
+        run_id, ns, _ = self._address(config)
+        record = self._record(config, checkpoint, metadata)
+        lease = self._lease(run_id, config)
+        return run_id, _plans.put(
+            run_id, ns, checkpoint["id"], record, lease, self.owner
+        )
+
+    def _put_writes_plan(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+    ) -> Locked:
+        run_id, ns, checkpoint_id = self._address(config)
+        stored = self._writes(writes, task_id, task_path)
+        lease = self._lease(run_id, config)
+        plan = _plans.put_writes(
+            run_id, ns, str(checkpoint_id), stored, lease, self.owner
+        )
+        return run_id, plan
+
+    def _delete_thread_plan(self, thread_id: str) -> Locked:
+        run_id = run_for_thread(thread_id)
+        return run_id, _plans.delete_thread(
+            run_id, self._holding.get(run_id), self.owner
+        )
+
+    def _delete_for_runs_plan(self, run_ids: Sequence[str]) -> Plan[None]:
+        return _plans.delete_for_runs(
+            run_ids, self._metadata_run_id, self._holding.get, self.owner
+        )
+
+    def _copy_plan(self, source_thread_id: str, target_thread_id: str) -> Locked:
+        source, target = (
+            run_for_thread(source_thread_id),
+            run_for_thread(target_thread_id),
+        )
+        held = self._holding.get(target)
+        return target, _plans.copy_thread(source, target, held, self.owner)
+
+    def _prune_plans(
+        self, thread_ids: Sequence[str], strategy: str
+    ) -> Iterator[Locked]:
+        strategy = self._strategy(strategy)
+        for thread_id in thread_ids:
+            run_id = run_for_thread(thread_id)
+            yield (
+                run_id,
+                _plans.prune(run_id, strategy, self._holding.get(run_id), self.owner),
+            )
 
     # --- serialization ----------------------------------------------------------
 

@@ -7,16 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from rulvar_store import UrlOpener
 from rulvar_store._locations import LocationFactory
 from rulvar_store._plugins import resolve_backend
 from rulvar_store._urls import parse_store_url
 from tests._postgres_gate import postgres_url
-
-BACKENDS = [
-    "memory",
-    "sqlite",
-    pytest.param("postgres", marks=pytest.mark.postgres),
-]
+from tests.langgraph._backends import BACKENDS
 
 
 def backend_url(name: str, tmp_path: Path) -> str:
@@ -38,3 +34,14 @@ def locations(
     assert backend.certify is not None
     with backend.certify(parsed) as factory:
         yield factory
+
+
+@pytest.fixture
+def url_opener(locations: LocationFactory) -> Iterator[UrlOpener]:
+    """One fresh location's URL and options, for savers in this and other processes."""
+    location = locations()
+    try:
+        assert isinstance(location.opener, UrlOpener)
+        yield location.opener
+    finally:
+        location.remove()

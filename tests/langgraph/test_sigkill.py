@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Final
@@ -23,23 +22,13 @@ import pytest
 from rulvar_conformance.langgraph_ownership import three_node_graph
 from rulvar_langgraph import RulvarSaver
 from rulvar_store import LeaseHeldError, UrlOpener
-from rulvar_store._locations import LocationFactory
+from tests.langgraph._backends import SHARED
 
 WORKER: Final = Path(__file__).with_name("sigkill_worker.py")
 ROOT: Final = Path(__file__).resolve().parents[2]
 TTL_MS: Final = 1_000
 BOUND_S: Final = 60.0
 THREAD: Final = "killed-thread"
-
-
-@pytest.fixture
-def url_opener(locations: LocationFactory) -> Iterator[UrlOpener]:
-    location = locations()
-    try:
-        assert isinstance(location.opener, UrlOpener)
-        yield location.opener
-    finally:
-        location.remove()
 
 
 def _wait_for(path: Path, child: subprocess.Popen[bytes], log: Path) -> None:
@@ -61,12 +50,7 @@ def _hold_when_free(saver: RulvarSaver, stack: ExitStack) -> Any:
             time.sleep(TTL_MS / 10_000)
 
 
-# A memory domain lives in one process: only file and server stores are shared.
-@pytest.mark.parametrize(
-    "locations",
-    ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
-    indirect=True,
-)
+@pytest.mark.parametrize("locations", SHARED, indirect=True)
 @pytest.mark.clause("G4")
 def test_successor_resumes_a_sigkilled_workers_checkpoints(
     url_opener: UrlOpener, tmp_path: Path

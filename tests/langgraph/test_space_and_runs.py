@@ -10,7 +10,6 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
 from typing import Any, Final
 from uuid import uuid4
 
@@ -20,29 +19,18 @@ import pytest
 from rulvar_conformance.langgraph_ownership import three_node_graph
 from rulvar_langgraph import RulvarSaver
 from rulvar_store import LeaseHeldError, UrlOpener
-from rulvar_store._locations import LocationFactory
+from tests.langgraph._backends import SHARED
 
-SHARED: Final = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 THREAD: Final = "thread-7"
 pytestmark = pytest.mark.parametrize("locations", SHARED, indirect=True)
 
 
-@pytest.fixture
-def opener(locations: LocationFactory) -> Iterator[UrlOpener]:
-    location = locations()
-    try:
-        assert isinstance(location.opener, UrlOpener)
-        yield location.opener
-    finally:
-        location.remove()
-
-
-def _url(opener: UrlOpener) -> str:
+def _url(url_opener: UrlOpener) -> str:
     """The location as one URL the command line takes (options in the query)."""
-    if not opener.options:
-        return opener.url
-    query = "&".join(f"{key}={value}" for key, value in opener.options.items())
-    return f"{opener.url}{'&' if '?' in opener.url else '?'}{query}"
+    if not url_opener.options:
+        return url_opener.url
+    query = "&".join(f"{key}={value}" for key, value in url_opener.options.items())
+    return f"{url_opener.url}{'&' if '?' in url_opener.url else '?'}{query}"
 
 
 def _rulvar(*args: str) -> subprocess.CompletedProcess[str]:
@@ -55,17 +43,17 @@ def _rulvar(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _stored_bytes(opener: UrlOpener) -> int:
+def _stored_bytes(url_opener: UrlOpener) -> int:
     """What the database holds for blobs: SQLite pages in use, PostgreSQL live bytes."""
-    if opener.url.startswith("sqlite"):
-        path = opener.url.removeprefix("sqlite:///").split("?")[0]
+    if url_opener.url.startswith("sqlite"):
+        path = url_opener.url.removeprefix("sqlite:///").split("?")[0]
         with sqlite3.connect(path) as conn:
             pages = conn.execute("PRAGMA page_count").fetchone()[0]
             free = conn.execute("PRAGMA freelist_count").fetchone()[0]
             size = conn.execute("PRAGMA page_size").fetchone()[0]
         return int((pages - free) * size)
-    schema = opener.options["schema"]
-    with psycopg.connect(opener.url) as conn:
+    schema = url_opener.options["schema"]
+    with psycopg.connect(url_opener.url) as conn:
         row = conn.execute(
             f'SELECT coalesce(sum(octet_length(data)), 0) FROM "{schema}".rulvar_blobs'
         ).fetchone()
@@ -83,10 +71,14 @@ def _invoke(saver: RulvarSaver, times: int) -> None:
 
 
 @pytest.mark.clause("G11")
-def test_rulvar_runs_list_show_audit_delete_work_on_a_thread(opener: UrlOpener) -> None:
+def test_rulvar_runs_list_show_audit_delete_work_on_a_thread(
+    url_opener: UrlOpener,
+) -> None:
     """list and show name the thread, audit finds it consistent, delete removes it."""
-    url = _url(opener)
-    with RulvarSaver.from_url(opener.url, owner="worker", **opener.options) as saver:
+    url = _url(url_opener)
+    with RulvarSaver.from_url(
+        url_opener.url, owner="worker", **url_opener.options
+    ) as saver:
         _invoke(saver, 1)
         with saver.hold(THREAD) as stale_config:
             stale: Any = stale_config
@@ -114,21 +106,23 @@ def test_rulvar_runs_list_show_audit_delete_work_on_a_thread(opener: UrlOpener) 
 
 
 @pytest.mark.clause("G10")
-def test_prune_and_delete_for_runs_give_the_bytes_back(opener: UrlOpener) -> None:
+def test_prune_and_delete_for_runs_give_the_bytes_back(url_opener: UrlOpener) -> None:
     """Stored bytes fall after delete_for_runs, again after prune, and after delete_thread."""
-    with RulvarSaver.from_url(opener.url, owner="worker", **opener.options) as saver:
+    with RulvarSaver.from_url(
+        url_opener.url, owner="worker", **url_opener.options
+    ) as saver:
         _invoke(saver, 3)
         runs = {
             item.metadata.get("run_id")
             for item in saver.list({"configurable": {"thread_id": THREAD}})
         }
         assert len(runs) == 3
-        full = _stored_bytes(opener)
+        full = _stored_bytes(url_opener)
         saver.delete_for_runs([sorted(str(run) for run in runs)[0]])
-        after_runs = _stored_bytes(opener)
+        after_runs = _stored_bytes(url_opener)
         saver.prune([THREAD])
-        after_prune = _stored_bytes(opener)
+        after_prune = _stored_bytes(url_opener)
         assert len(list(saver.list({"configurable": {"thread_id": THREAD}}))) == 1
         saver.delete_thread(THREAD)
-        after_delete = _stored_bytes(opener)
+        after_delete = _stored_bytes(url_opener)
     assert full > after_runs > after_prune > after_delete
