@@ -17,7 +17,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from rulvar_langgraph import _plans
-from rulvar_langgraph._core import STRIPES, SaverCore, check_stores
+from rulvar_langgraph._core import STRIPES, SaverCore, check_stores, renew_interval_s
 from rulvar_langgraph._hold import AsyncRenewer, held_config
 from rulvar_langgraph._layout import run_for_thread
 from rulvar_langgraph._plans import Plan, T
@@ -55,6 +55,7 @@ class AsyncRulvarSaver(SaverCore):
                 "use RulvarSaver over sync ones"
             )
         check_stores(journal, transcripts)
+        self._renew_every_s = renew_interval_s(journal)
         # Typed Any: check_stores saw acquire/renew/release and get_meta, which
         # the base async protocol does not name.
         self.journal: Any = journal
@@ -110,8 +111,7 @@ class AsyncRulvarSaver(SaverCore):
         """
         run_id = run_for_thread(thread_id)
         lease = await self.journal.acquire(run_id, self.owner)
-        ttl_ms: int = getattr(self.journal, "lease_ttl_ms", 60_000)
-        renewer = AsyncRenewer(self.journal.renew, lease, ttl_ms / 3000)
+        renewer = AsyncRenewer(self.journal.renew, lease, self._renew_every_s)
         self._holding[run_id] = lease
         try:
             yield held_config(thread_id, lease, config)

@@ -33,7 +33,14 @@ from rulvar_store import (
     has_meta_lookup,
 )
 
-__all__ = ["LEASE_KEY", "STRIPES", "Locked", "SaverCore", "check_stores"]
+__all__ = [
+    "LEASE_KEY",
+    "STRIPES",
+    "Locked",
+    "SaverCore",
+    "check_stores",
+    "renew_interval_s",
+]
 
 LEASE_KEY: Final = "__rulvar_lease__"
 """The configurable key a hold's config carries its lease under.
@@ -74,6 +81,25 @@ def check_stores(journal: object, blobs: object) -> None:
             + ", ".join(missing)
             + f"; {type(journal).__name__} lacks them"
         )
+
+
+def renew_interval_s(journal: object) -> float:
+    """A third of the store's lease ttl (L8), in seconds.
+
+    Sync stores expose ``lease_ttl_ms`` (L9); the generic asyncio adapter keeps
+    the sync store it serves as ``sync_store``.
+
+    Raises:
+        ConfigError: the store tells no ttl, so a hold could not be kept alive.
+    """
+    for store in (journal, getattr(journal, "sync_store", None)):
+        ttl_ms = getattr(store, "lease_ttl_ms", None)
+        if isinstance(ttl_ms, int) and not isinstance(ttl_ms, bool):
+            return ttl_ms / 3000
+    raise ConfigError(
+        f"{type(journal).__name__} does not expose lease_ttl_ms: a hold cannot "
+        "be renewed at a third of a ttl it does not know"
+    )
 
 
 class SaverCore(BaseCheckpointSaver[int]):

@@ -18,7 +18,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from rulvar_langgraph import _plans
-from rulvar_langgraph._core import STRIPES, SaverCore, check_stores
+from rulvar_langgraph._core import STRIPES, SaverCore, check_stores, renew_interval_s
 from rulvar_langgraph._hold import Renewer, held_config
 from rulvar_langgraph._layout import run_for_thread
 from rulvar_langgraph._plans import Plan, T
@@ -46,6 +46,7 @@ class RulvarSaver(SaverCore):
     ) -> None:
         super().__init__(owner=owner, serde=serde)
         check_stores(journal, transcripts)
+        self._renew_every_s = renew_interval_s(journal)
         self.journal = journal
         self.transcripts = transcripts
         self._locks = [threading.Lock() for _ in range(STRIPES)]
@@ -100,8 +101,7 @@ class RulvarSaver(SaverCore):
         """
         run_id = run_for_thread(thread_id)
         lease = self.journal.acquire(run_id, self.owner)  # type: ignore[attr-defined]  # check_stores saw acquire
-        ttl_ms: int = getattr(self.journal, "lease_ttl_ms", 60_000)
-        renewer = Renewer(self.journal.renew, lease, ttl_ms / 3000)  # type: ignore[attr-defined]  # check_stores saw leases
+        renewer = Renewer(self.journal.renew, lease, self._renew_every_s)  # type: ignore[attr-defined]  # check_stores saw leases
         self._holding[run_id] = lease
         try:
             yield held_config(thread_id, lease, config)

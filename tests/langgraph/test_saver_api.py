@@ -125,3 +125,56 @@ def test_async_saver_sync_methods_work_from_another_thread() -> None:
                 saver.get_tuple(_config("t"))
 
     asyncio.run(run())
+
+
+def _slow_graph(saver: Any, seconds: float, asynchronous: bool) -> Any:
+    from langgraph.graph import END, START, StateGraph
+
+    from rulvar_conformance.langgraph_ownership import Trail
+
+    def slow(state: Trail) -> dict[str, list[str]]:
+        threading.Event().wait(seconds)
+        return {"trail": ["slow"]}
+
+    async def aslow(state: Trail) -> dict[str, list[str]]:
+        await asyncio.sleep(seconds)
+        return {"trail": ["slow"]}
+
+    graph = StateGraph(Trail)
+    graph.add_node("slow", aslow if asynchronous else slow)
+    graph.add_node("after", lambda state: {"trail": ["after"]})
+    graph.add_edge(START, "slow")
+    graph.add_edge("slow", "after")
+    graph.add_edge("after", END)
+    return graph.compile(checkpointer=saver)
+
+
+# A node outlasting the ttl (3 s) by a third: without renewals every third of the
+# ttl, the hold's lease would have expired and the next write been refused.
+RENEW_TTL_MS = 3_000
+SLOW_S = 4.0
+
+
+def test_a_hold_is_renewed_through_a_node_longer_than_the_ttl(tmp_path: Path) -> None:
+    """The sync hold's renewals keep the lease through a 4 s node with a 3 s ttl."""
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    with RulvarSaver.from_url(url, owner="w", ttl_ms=RENEW_TTL_MS) as saver:
+        graph = _slow_graph(saver, SLOW_S, asynchronous=False)
+        with saver.hold("t") as config:
+            result = graph.invoke({"trail": []}, config, durability="sync")
+    assert result["trail"] == ["slow", "after"]
+
+
+def test_an_async_hold_is_renewed_through_a_node_longer_than_the_ttl(
+    tmp_path: Path,
+) -> None:
+    """The async hold (over the asyncio store) renews at a third of the store's ttl."""
+    url = f"sqlite:///{tmp_path / 'r.db'}?ttl_ms={RENEW_TTL_MS}"
+
+    async def run() -> Any:
+        async with AsyncRulvarSaver.from_url(url, owner="w") as saver:
+            graph = _slow_graph(saver, SLOW_S, asynchronous=True)
+            async with saver.hold("t") as config:
+                return await graph.ainvoke({"trail": []}, config, durability="sync")
+
+    assert asyncio.run(run())["trail"] == ["slow", "after"]
