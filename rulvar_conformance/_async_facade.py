@@ -173,7 +173,9 @@ def _facade_class(calls: tuple[str, ...]) -> type[_Facade]:
 def facade_opened(opened: AsyncOpenedStore, loop: EventLoopThread) -> OpenedStore:
     """Present an opened async store through the sync SPI, driven on ``loop``."""
     journal_calls = _JOURNAL_CALLS + tuple(
-        name for name in _OPTIONAL_CALLS if callable(getattr(opened.journal, name, None))
+        name
+        for name in _OPTIONAL_CALLS
+        if callable(getattr(opened.journal, name, None))
     )
     journal = _facade_class(journal_calls)(opened.journal, loop)
     blobs = _facade_class(_BLOB_CALLS)(opened.transcripts, loop)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
+import pytest
+
 from rulvar_store import (
     AsyncOpenedStore,
     Backend,
@@ -43,6 +45,7 @@ class _NativeMarker:
         ]
 
 
+@pytest.mark.clause("Y1")
 def test_open_store_async_uses_the_backends_async_opener() -> None:
     plugin = _NativeMarker()
     manager = make_plugin_manager(load_entry_points=False)
