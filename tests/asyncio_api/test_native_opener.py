@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Sequence
 
 import pytest
@@ -57,3 +58,16 @@ def test_open_store_async_uses_the_backends_async_opener() -> None:
 
     asyncio.run(scenario())
     assert plugin.opened == ["nativetest"]
+
+
+@pytest.mark.clause("Y1")
+def test_rulvar_stores_says_which_backends_are_native_async() -> None:
+    from click.testing import CliRunner
+
+    from rulvar_store._cli.stores import stores_command
+
+    result = CliRunner().invoke(stores_command, ["--json"])
+    assert result.exit_code == 0
+    rows = {row["name"]: row["async"] for row in json.loads(result.output)["backends"]}
+    assert rows["memory"] == "adapter"
+    assert set(rows.values()) <= {"native", "adapter"}
