@@ -29,21 +29,21 @@ from typing import Any, Final, Generic, TypeVar, cast
 
 from rulvar_store import (
     AsyncOpenedStore,
+    Clock,
     JournalStore,
     OpenedStore,
     TranscriptStore,
-    adapt_opened,
     has_fenced_writes,
     open_store_async,
 )
-from rulvar_store._fork import fork_generation
-from rulvar_store._locations import (
+from rulvar_store.backend import (
     LocationFactory,
     LocationOpener,
     StoreLocation,
     UrlOpener,
+    adapt_opened,
+    fork_generation,
 )
-from rulvar_store._records import Clock
 
 __all__ = [
     "AsyncFacadeOpener",

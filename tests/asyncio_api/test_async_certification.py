@@ -15,8 +15,7 @@ from rulvar_conformance._site import FEATURE_REASONS
 from rulvar_conformance.async_certify import async_suites
 from rulvar_conformance.cancellation import cancellation_conformance
 from rulvar_conformance.certify import CheckResult
-from rulvar_store._plugins import resolve_backend
-from rulvar_store._urls import parse_store_url
+from rulvar_store.backend import parse_store_url, resolve_backend
 from tests._postgres_gate import postgres_url
 
 T = TypeVar("T")

@@ -8,16 +8,13 @@ from collections.abc import Sequence
 
 import pytest
 
-from rulvar_store import (
-    AsyncOpenedStore,
+from rulvar_store import AsyncOpenedStore, OpenedStore, open_store, open_store_async
+from rulvar_store.backend import (
     Backend,
-    OpenedStore,
     StoreUrl,
     adapt_opened,
     hookimpl,
     make_plugin_manager,
-    open_store,
-    open_store_async,
 )
 
 
