@@ -17,7 +17,7 @@ from rulvar_conformance._kit import ConformanceSuite
 from rulvar_conformance.cancellation import cancellation_conformance
 from rulvar_conformance.certify import Certification, certification_suites
 
-__all__ = ["ASYNC_SUFFIX", "async_suites"]
+__all__ = ["ASYNC_SUFFIX", "async_locations", "async_suites"]
 
 ASYNC_SUFFIX = " (async)"
 
