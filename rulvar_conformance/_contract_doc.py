@@ -35,7 +35,8 @@ _FAMILIES: Final[dict[str, tuple[int, str]]] = {
     "A": (11, "Audit and reconcile"),
     "R": (12, "Retention"),
     "X": (13, "Pitfalls the kit checks"),
-    "G": (14, "LangGraph checkpointers"),
+    "Y": (14, "asyncio API"),
+    "G": (15, "LangGraph checkpointers"),
 }
 
 _INTRO: Final = """\

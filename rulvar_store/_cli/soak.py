@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from rulvar_store._cli._common import EXIT_FAILED, SOAK_EXIT_CODES_HELP
-from rulvar_store._plugins import resolve_backend
-from rulvar_store._urls import parse_store_url
+from rulvar_store.backend import parse_store_url, resolve_backend
 
 if TYPE_CHECKING:
     from rulvar_conformance.soak.runner import SoakResult
@@ -155,6 +154,13 @@ def _inside(row: dict[str, Any]) -> str:
     help="Also write the JSON summary here.",
 )
 @click.option(
+    "--async",
+    "through_async",
+    is_flag=True,
+    help="Writers (and the referee's reads) go through open_store_async, driven "
+    "from their threads by an event loop in each process.",
+)
+@click.option(
     "--report",
     "report_dir",
     type=click.Path(file_okay=False),
@@ -168,6 +174,7 @@ def soak_command(
     seconds: float | None,
     seed: int | None,
     json_path: str | None,
+    through_async: bool,
     report_dir: str | None,
 ) -> None:
     """Storm a fresh location next to URL with writer processes, pauses and kills.
@@ -209,6 +216,7 @@ def soak_command(
     click.echo(
         f"soaking {parsed.redacted} ({backend.name}), profile {profile.name}: "
         f"{n_writers} writers, ttl {profile.ttl_ms} ms, cap {seconds or profile.seconds:g} s"
+        + (", through the asyncio API" if through_async else "")
     )
     scratch = (
         None
@@ -218,7 +226,12 @@ def soak_command(
     folder = report_dir or scratch.name  # type: ignore[union-attr]  # one of the two is set
     started = time.monotonic()
     try:
-        with backend.certify(parsed) as locations:
+        with backend.certify(parsed) as certified:
+            locations = certified
+            if through_async:
+                from rulvar_conformance.async_certify import async_locations
+
+                locations = async_locations(certified)
             location = locations()
             try:
                 result = run_multi_process_soak(
