@@ -33,7 +33,7 @@ from rulvar_conformance._site import ManualClock, Site, at_fresh_location
 from rulvar_conformance._surfaces import expect_refused
 from rulvar_langgraph import RulvarSaver
 from rulvar_store import LeaseHeldError
-from rulvar_store._locations import LocationFactory
+from rulvar_store.backend import LocationFactory
 
 __all__ = ["LG_TTL_MS", "langgraph_ownership_conformance"]
 

@@ -21,7 +21,8 @@ from typing import Any, Final
 
 import ormsgpack
 
-from rulvar_store import InvalidArgumentError, is_safe_token
+from rulvar_store import InvalidArgumentError
+from rulvar_store.backend import is_safe_token
 
 __all__ = [
     "META_NAME",

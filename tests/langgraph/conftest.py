@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from rulvar_store import UrlOpener
-from rulvar_store._locations import LocationFactory
-from rulvar_store._plugins import resolve_backend
-from rulvar_store._urls import parse_store_url
+from rulvar_store.backend import (
+    LocationFactory,
+    UrlOpener,
+    parse_store_url,
+    resolve_backend,
+)
 from tests._postgres_gate import postgres_url
 from tests.langgraph._backends import BACKENDS
 

@@ -16,13 +16,8 @@ import pytest
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 
 from rulvar_langgraph import AsyncRulvarSaver
-from rulvar_store import (
-    AsyncStoreOpening,
-    StoreLocation,
-    UrlOpener,
-    open_store_async,
-)
-from rulvar_store._locations import LocationFactory
+from rulvar_store import AsyncStoreOpening, open_store_async
+from rulvar_store.backend import LocationFactory, StoreLocation, UrlOpener
 
 CAPABILITIES = {
     "put",

@@ -10,8 +10,7 @@ import pytest
 
 from rulvar_conformance import ConformanceCheck, pytest_params
 from rulvar_conformance.langgraph_ownership import langgraph_ownership_conformance
-from rulvar_store import StoreLocation
-from rulvar_store._locations import LocationFactory
+from rulvar_store.backend import LocationFactory, StoreLocation
 
 
 def _never_opened() -> StoreLocation:

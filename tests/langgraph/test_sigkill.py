@@ -21,7 +21,8 @@ import pytest
 
 from rulvar_conformance.langgraph_ownership import three_node_graph
 from rulvar_langgraph import RulvarSaver
-from rulvar_store import LeaseHeldError, UrlOpener
+from rulvar_store import LeaseHeldError
+from rulvar_store.backend import UrlOpener
 from tests.langgraph._backends import SHARED
 
 WORKER: Final = Path(__file__).with_name("sigkill_worker.py")

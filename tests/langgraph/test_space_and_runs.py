@@ -18,7 +18,8 @@ import pytest
 
 from rulvar_conformance.langgraph_ownership import three_node_graph
 from rulvar_langgraph import RulvarSaver
-from rulvar_store import LeaseHeldError, UrlOpener
+from rulvar_store import LeaseHeldError
+from rulvar_store.backend import UrlOpener
 from tests.langgraph._backends import SHARED
 
 THREAD: Final = "thread-7"
@@ -28,7 +29,7 @@ pytestmark = pytest.mark.parametrize("locations", SHARED, indirect=True)
 def _url(url_opener: UrlOpener) -> str:
     """The location as one URL the command line takes (options in the query)."""
     if not url_opener.options:
-        return url_opener.url
+        return str(url_opener.url)
     query = "&".join(f"{key}={value}" for key, value in url_opener.options.items())
     return f"{url_opener.url}{'&' if '?' in url_opener.url else '?'}{query}"
 
