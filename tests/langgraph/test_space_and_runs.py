@@ -8,8 +8,6 @@ in use for SQLite, bytes of live blob rows for PostgreSQL).
 from __future__ import annotations
 
 import sqlite3
-import subprocess
-import sys
 from typing import Any, Final
 from uuid import uuid4
 
@@ -20,6 +18,7 @@ from rulvar_conformance.langgraph_ownership import three_node_graph
 from rulvar_langgraph import RulvarSaver
 from rulvar_store import LeaseHeldError
 from rulvar_store.backend import UrlOpener
+from tests.cli.test_cli import _rulvar
 from tests.langgraph._backends import SHARED
 
 THREAD: Final = "thread-7"
@@ -32,16 +31,6 @@ def _url(url_opener: UrlOpener) -> str:
         return str(url_opener.url)
     query = "&".join(f"{key}={value}" for key, value in url_opener.options.items())
     return f"{url_opener.url}{'&' if '?' in url_opener.url else '?'}{query}"
-
-
-def _rulvar(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rulvar_store", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
 
 
 def _stored_bytes(url_opener: UrlOpener) -> int:
