@@ -78,6 +78,7 @@ def _drop_schemas(
     import psycopg
 
     from rulvar_store_postgres._errors import translated
+    from rulvar_store_postgres._schema import Sql
 
     conninfo, connect_timeout_s = settings.conninfo, settings.connect_timeout_s
     with (
@@ -87,7 +88,7 @@ def _drop_schemas(
         ) as conn,
     ):
         for schema in schemas:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+            conn.execute(Sql(schema).drop)
 
 
 # A fail-fast handle (kit contention checks) gives up on a held run lock quickly.

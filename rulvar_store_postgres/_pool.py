@@ -2,8 +2,8 @@
 
 ``psycopg_pool.ConnectionPool`` with three adjustments:
 
-* connections are autocommit and get ``lock_timeout`` and
-  ``idle_in_transaction_session_timeout`` once, when they are made;
+* connections are autocommit and get their session settings
+  (``_schema.session_setup``) once, when they are made;
 * a failed connection attempt fails the clients waiting for a connection at
   once (a refused port is a fast ``StoreUnavailableError``, not a pool timeout),
   and the pool gives up retrying in the background right away, so the NEXT call
@@ -24,6 +24,8 @@ from typing import Any, TypeAlias
 import psycopg
 from psycopg.rows import TupleRow
 from psycopg_pool import ConnectionPool
+
+from rulvar_store_postgres._schema import session_setup
 
 __all__ = ["Conn", "StorePool", "make_pool"]
 
@@ -113,14 +115,7 @@ def make_pool(
     readonly: bool = False,
 ) -> StorePool:
     """Build (not open) the pool of one store; ``readonly`` sessions refuse writes."""
-    session = (
-        f"SET lock_timeout = {int(lock_timeout_ms)}; "
-        f"SET idle_in_transaction_session_timeout = {int(idle_in_transaction_timeout_ms)}"
-    )
-    if readonly:
-        # The server refuses any write in these sessions (SQLSTATE 25006), so an
-        # observer cannot change the schema even through a bug of ours.
-        session += "; SET default_transaction_read_only = on"
+    session = session_setup(lock_timeout_ms, idle_in_transaction_timeout_ms, readonly)
 
     def configure(conn: Conn) -> None:
         conn.execute(session)  # no parameters: one simple-protocol round trip

@@ -3,8 +3,9 @@
 Each run-scoped mutation is one call of a server-side function (see
 ``_schema``): advisory transaction lock of the run, fence check, guarded
 mutation, commit, all in one statement on an autocommit connection, so one
-round trip and one transaction (P4, L7). Reads are single statements. The
-Python side of every mutation goes through ``PostgresStore._mutate``.
+round trip and one transaction (P4, L7), hook or no hook (``_transaction``).
+Reads are single statements. Every SQL text comes from ``_schema``; the Python
+side of every mutation goes through ``PostgresStore._mutate``.
 """
 
 from __future__ import annotations
@@ -12,15 +13,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
-from contextlib import suppress
 from decimal import Decimal
 from typing import Any, Final, Literal, final
 
-import psycopg
-from psycopg import generators, pq
 from psycopg.rows import scalar_row
 
-from rulvar_store import _failpoints, _intake
+from rulvar_store import _intake
 from rulvar_store._checks import check_run_match, not_live_lease
 from rulvar_store._failpoints import hit
 from rulvar_store._incremental import JournalTail, parse_cursor
@@ -49,8 +47,9 @@ from rulvar_store_postgres._errors import (
     sqlstate_of,
     translated,
 )
-from rulvar_store_postgres._pool import Conn, make_pool
+from rulvar_store_postgres._pool import make_pool
 from rulvar_store_postgres._schema import STATUS_HELD, STATUS_OK, STATUS_ORDER, Sql
+from rulvar_store_postgres._transaction import run_mutation
 from rulvar_store_postgres._transcripts import PostgresFencedTranscriptStore
 
 __all__ = ["PostgresStore"]
@@ -66,33 +65,6 @@ def _numeric(seq: float | None) -> Decimal | None:
     if seq is None:
         return None
     return Decimal(repr(seq)) if isinstance(seq, float) else Decimal(seq)
-
-
-def _commit_with_failpoint(conn: Conn, operation: str) -> None:
-    """COMMIT in two halves with ``after-send`` between: sent, reply not yet read.
-
-    A client that dies at ``after-send`` leaves the outcome to the server alone
-    (the kill points read it back from the store). psycopg has no public
-    "send only" call, so the COMMIT goes through its libpq connection and its
-    wait loop; the reply is checked like any statement's.
-    """
-    pgconn = conn.pgconn
-    with conn.lock:
-        pgconn.send_query(b"COMMIT")
-        conn.wait(generators.send(pgconn))
-    try:
-        hit(operation, "after-send")
-    except BaseException:
-        # A hook that raises (a test's fault) still leaves a clean connection:
-        # the COMMIT's reply is read before the error goes up.
-        with suppress(psycopg.Error), conn.lock:
-            conn.wait(generators.fetch_many(pgconn))
-        raise
-    with conn.lock:
-        results = conn.wait(generators.fetch_many(pgconn))
-    for result in results:
-        if result.status != pq.ExecStatus.COMMAND_OK:
-            raise psycopg.errors.error_from_result(result, encoding=conn.info.encoding)
 
 
 @final
@@ -233,10 +205,8 @@ class PostgresStore:
                     operation,
                 )
             if self._booted is False:  # another thread may have booted meanwhile
-                boot = (
-                    "SET LOCAL lock_timeout = "
-                    f"{max(_BOOT_LOCK_TIMEOUT_MS, self.lock_timeout_ms)};"
-                    + self._sql.boot
+                boot = self._sql.boot_within(
+                    max(_BOOT_LOCK_TIMEOUT_MS, self.lock_timeout_ms)
                 )
                 with translated("boot", self._settings.where, self._settings.secrets):
                     self._pool.open()
@@ -247,44 +217,24 @@ class PostgresStore:
 
     # -- the one transaction path ----------------------------------------------
 
-    def _mutate(
-        self,
-        operation: str,
-        call: str,
-        args: Sequence[Any],
-        run_id: str,
-        owner: str | None,
-        epoch: int | None,
-        now: int | None,
-    ) -> int:
+    def _mutate(self, operation: str, call: str, args: Sequence[Any]) -> int:
         """Run one run-scoped mutation as ONE transaction and return its result.
 
-        Normally the transaction is a single statement, the operation's server
-        function: lock the run, fence check, guarded mutation, commit. When a
-        failpoint hook is installed (tests, kill points) the same function runs
-        inside an explicit transaction so every failpoint is a real moment:
-        ``after-begin`` (BEGIN sent), ``after-fence-check`` (the run's lock is held
-        and the fence evaluated via ``rulvar_py_fence``), ``before-commit`` (the
-        mutation is done, uncommitted), ``after-commit``. The function re-checks
-        the fence under the same lock, so both paths decide identically.
-        Serialization failures and deadlocks are retried whole a few times.
+        The transaction is one call of the operation's server function (lock
+        the run, fence check, guarded mutation), the same with or without a
+        failpoint hook (``_transaction``). Serialization failures and deadlocks
+        roll the whole call back and are retried whole a few times.
         """
         self._ensure_booted(operation)
         where, secrets = self._settings.where, self._settings.secrets
         attempt = 0
         while True:
-            traced = _failpoints._hook is not None
             try:
                 with (
                     translated(operation, where, secrets),
                     self._pool.checkout() as conn,
                 ):
-                    if not traced:
-                        row = conn.execute(call, args).fetchone()
-                    else:
-                        row = self._mutate_with_failpoints(
-                            conn, operation, call, args, (run_id, owner, epoch, now)
-                        )
+                    row = run_mutation(conn, operation, call, args)
                 if row is None or row[0] is None:  # pragma: no cover - never NULL
                     raise StoreUnavailableError(f"{operation} on {where}: no result")
                 result = int(row[0])
@@ -301,45 +251,10 @@ class PostgresStore:
                 if sqlstate_of(exc.__cause__) in SCHEMA_GONE_SQLSTATES:
                     self._booted = False  # the schema was dropped: boot again next time
                 raise
-            if traced:
-                # Outside the retry and translation: whatever a hook does after the
-                # commit can never re-run the committed transaction.
-                hit(operation, "after-commit")
+            # Outside the retry and translation: whatever a hook does after the
+            # commit can never re-run the committed transaction.
+            hit(operation, "after-commit")
             return result
-
-    def _mutate_with_failpoints(
-        self,
-        conn: Conn,
-        operation: str,
-        call: str,
-        args: Sequence[Any],
-        fence_args: tuple[str, str | None, int | None, int | None],
-    ) -> tuple[Any, ...] | None:
-        conn.execute("BEGIN")
-        try:
-            hit(operation, "after-begin")
-            self._assert_fencing(conn, fence_args)
-            hit(operation, "after-fence-check")
-            row = conn.execute(call, args).fetchone()
-            hit(operation, "before-commit")
-        except BaseException:
-            # A lost connection must not hide the error that ended the transaction.
-            with suppress(psycopg.Error):
-                conn.rollback()
-            raise
-        _commit_with_failpoint(conn, operation)
-        return row
-
-    def _assert_fencing(
-        self, conn: Conn, fence_args: tuple[str, str | None, int | None, int | None]
-    ) -> None:
-        """Take the run's lock and evaluate the fence inside the open transaction.
-
-        The Q13 seam of the failpoint path. It deliberately does not raise on a
-        dead lease: the operation function re-checks under the same lock and its
-        status decides, so both paths share one verdict.
-        """
-        conn.execute(self._sql.fence, fence_args).fetchone()
 
     def _query(
         self, operation: str, statement: str, args: Sequence[Any]
@@ -384,9 +299,7 @@ class PostgresStore:
         owner = None if lease is None else lease.owner
         epoch = None if lease is None else lease.epoch
         now = self._clock()
-        status = self._mutate(
-            operation, call, (*head, owner, epoch, now), run_id, owner, epoch, now
-        )
+        status = self._mutate(operation, call, (*head, owner, epoch, now))
         if status == STATUS_HELD and lease is not None:
             raise not_live_lease(operation, lease)
         return status
@@ -436,11 +349,7 @@ class PostgresStore:
         _intake.run_id_for_read(run_id, "load_since")
         anchor = parse_cursor(cursor, "postgresql", 1)
         after = 0 if anchor is None else anchor[0]
-        statement = (
-            "SELECT id, CASE WHEN id = %s THEN NULL ELSE payload END "
-            f"FROM {self._sql.quoted}.rulvar_entries "
-            "WHERE run_id = %s AND id >= %s ORDER BY id"
-        )
+        statement = self._sql.load_since
         rows = self._query("load_since", statement, (after, run_id, after))
         restarted = after > 0 and (not rows or rows[0][0] != after)
         if restarted:
@@ -469,8 +378,8 @@ class PostgresStore:
     def list_runs(self, run_filter: RunFilter | None = None) -> list[RunMeta]:
         """Return matching metas ordered by run id; status and name narrow in SQL (M4)."""
         run_filter = _intake.run_filter(run_filter)
-        clauses: list[str] = []
-        args: list[Any] = []
+        statuses: list[str] | None = None
+        name: str | None = None
         if run_filter is not None:
             if run_filter.status is not None or run_filter.statuses is not None:
                 wanted = [run_filter.status] if run_filter.status is not None else []
@@ -478,15 +387,11 @@ class PostgresStore:
                 if not wanted:
                     return []
                 if all(isinstance(value, str) for value in wanted):
-                    clauses.append(f"{self._sql.meta_status} = ANY(%s)")
-                    args.append(wanted)
+                    statuses = wanted
             if isinstance(run_filter.name, str):
-                clauses.append(f"{self._sql.meta_name} = %s")
-                args.append(run_filter.name)
-        statement = self._sql.list_runs
-        if clauses:
-            statement += " WHERE " + " AND ".join(clauses)
-        statement += ' ORDER BY run_id COLLATE "C"'
+                name = run_filter.name
+        statement = self._sql.list_runs_where(statuses is not None, name is not None)
+        args = [arg for arg in (statuses, name) if arg is not None]
         metas = load_records(self._query_payloads("list_runs", statement, args))
         return [meta for meta in metas if meta_matches_filter(meta, run_filter)]
 
@@ -504,31 +409,18 @@ class PostgresStore:
 
         Unparsed, so a malformed row is the caller's diagnostic, not a failed page.
         """
-        table = f"{self._sql.quoted}.rulvar_meta"
-        order = 'ORDER BY run_id COLLATE "C" LIMIT %s'
         if after is None:
-            rows = self._query(
-                "meta_page", f"SELECT run_id, payload FROM {table} {order}", (limit,)
-            )
+            rows = self._query("meta_page", self._sql.meta_page_first, (limit,))
         else:
             _intake.text_for_read(after, "meta_page", "after")
-            rows = self._query(
-                "meta_page",
-                f'SELECT run_id, payload FROM {table} WHERE run_id COLLATE "C" > %s '
-                + order,
-                (after, limit),
-            )
+            rows = self._query("meta_page", self._sql.meta_page_after, (after, limit))
         return [(str(row[0]), str(row[1])) for row in rows]
 
     def peek_lease(self, run_id: str) -> LeaseState | None:
         """Return the run's lease row and the lease clock's reading; takes nothing."""
         _intake.run_id_for_read(run_id, "peek_lease")
-        clock = "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
         rows = self._query(
-            "peek_lease",
-            f"SELECT owner, epoch, expires_at, coalesce(%s::bigint, {clock}) "
-            f"FROM {self._sql.quoted}.rulvar_leases WHERE run_id = %s",
-            (self._clock(), run_id),
+            "peek_lease", self._sql.peek_lease, (self._clock(), run_id)
         )
         if not rows:
             return None
@@ -546,10 +438,6 @@ class PostgresStore:
             "acquire",
             self._sql.acquire,
             (run_id, owner, self.lease_ttl_ms, now),
-            run_id,
-            None,
-            None,
-            now,
         )
         if epoch <= 0:
             # The holder's owner is not returned (the call stays a scalar); its
@@ -570,10 +458,6 @@ class PostgresStore:
             "renew",
             self._sql.renew,
             (lease.run_id, lease.owner, lease.epoch, self.lease_ttl_ms, now),
-            lease.run_id,
-            lease.owner,
-            lease.epoch,
-            now,
         )
         if status != STATUS_OK:
             raise not_live_lease("renew", lease)
@@ -586,10 +470,6 @@ class PostgresStore:
             "release",
             self._sql.release,
             (lease.run_id, lease.owner, lease.epoch, now),
-            lease.run_id,
-            lease.owner,
-            lease.epoch,
-            now,
         )
         if status != STATUS_OK:
             raise not_live_lease("release", lease)
