@@ -9,6 +9,8 @@ text the driver echoes is masked.
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Final
@@ -24,6 +26,7 @@ from rulvar_store.errors import (
     StoreClosedError,
     StoreUnavailableError,
 )
+from rulvar_store_postgres._pool import ConnectFailed
 
 __all__ = [
     "RETRYABLE_SQLSTATES",
@@ -57,6 +60,14 @@ _REFUSED_LOGIN: Final = (
     "no password",
     "permission denied",
 )
+# Connection settings that no retry can make work, as libpq and psycopg word
+# them: an option value libpq rejects, a host name that does not exist.
+_IMPOSSIBLE_CONNECT: Final = re.compile(
+    r"invalid [\w ]+ value|invalid port number|invalid integer value"
+    r"|Name or service not known|nodename nor servname provided"
+    r"|No address associated with hostname"
+)
+_SOCKET: Final = re.compile(r'on socket "([^"]+)" failed: No such file or directory')
 # Operations that only read: a connection lost under them leaves no write behind.
 _READS: Final = frozenset(
     {"load", "get_meta", "list_runs", "blob_get", "blob_list", "connect"}
@@ -116,6 +127,8 @@ def translated(
         raise StoreClosedError(
             f"{operation} on {where}: the store is closed", operation
         ) from exc
+    except ConnectFailed as exc:
+        raise _not_connected(exc, operation, where, _detail(exc, secrets)) from exc
     except (PoolTimeout, TooManyRequests) as exc:
         raise StoreBusyError(
             f"{operation} on {where}: no pooled connection became free in time "
@@ -124,6 +137,37 @@ def translated(
         ) from exc
     except psycopg.Error as exc:
         raise _classify(exc, operation, where, secrets) from exc
+
+
+def _not_connected(
+    exc: ConnectFailed, operation: str, where: str, detail: str
+) -> RulvarError:
+    """A connection that could not be made: nothing was sent, so no outcome is unknown.
+
+    Permanent (``ConfigError``) when no retry can help: a login the server
+    refuses, an option value libpq rejects, a host name that does not resolve,
+    a socket directory that does not exist. Otherwise (refused, timed out, a
+    socket file missing because the server is down) retryable.
+    """
+    text = str(exc)
+    if any(marker in text for marker in _REFUSED_LOGIN):
+        return ConfigError(
+            f"{operation} on {where}: the server refused the login ({detail}); "
+            "check the user, password and database name"
+        )
+    socket = _SOCKET.search(text)
+    if _IMPOSSIBLE_CONNECT.search(text) or (
+        socket is not None and not os.path.isdir(os.path.dirname(socket.group(1)))
+    ):
+        return ConfigError(
+            f"{operation} on {where}: these connection settings cannot connect "
+            f"({detail}); nothing was sent: fix the URL"
+        )
+    return StoreUnavailableError(
+        f"{operation} on {where}: could not connect to the server ({detail}); "
+        "nothing was sent, retry when it is reachable",
+        operation,
+    )
 
 
 def _connection_lost(operation: str, where: str, detail: str) -> StoreUnavailableError:

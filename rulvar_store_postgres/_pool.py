@@ -27,7 +27,7 @@ from psycopg_pool import ConnectionPool
 
 from rulvar_store_postgres._schema import session_setup
 
-__all__ = ["Conn", "StorePool", "make_pool"]
+__all__ = ["Conn", "ConnectFailed", "StorePool", "make_pool"]
 
 Conn: TypeAlias = psycopg.Connection[TupleRow]
 
@@ -49,6 +49,15 @@ def _quiet_pool_logs() -> None:
 _quiet_pool_logs()
 
 
+class ConnectFailed(psycopg.OperationalError):
+    """No connection could be made: nothing of any call reached the server.
+
+    Raised in place of the driver's own error (chained as ``__cause__``) so the
+    translation can tell a refused or impossible connection, where nothing was
+    sent, from a connection lost in the middle of a call.
+    """
+
+
 class StorePool(ConnectionPool[Conn]):
     """A ConnectionPool whose connection failures reach waiting clients at once."""
 
@@ -56,11 +65,16 @@ class StorePool(ConnectionPool[Conn]):
         try:
             return super()._connect(timeout)
         except psycopg.Error as exc:
+            # A server-side refusal carries a SQLSTATE and is classified by it;
+            # the client-side failures (libpq options, DNS, socket) do not.
+            failure = exc if exc.sqlstate else ConnectFailed(str(exc))
             with self._lock:
                 waiting = list(self._waiting)
             for client in waiting:
-                client.fail(exc)
-            raise
+                client.fail(failure)
+            if failure is exc:
+                raise
+            raise failure from exc
 
     @contextmanager
     def checkout(self) -> Iterator[Conn]:

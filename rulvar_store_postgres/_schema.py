@@ -389,6 +389,17 @@ $boot$;
             "WHERE run_id = %s AND strpos(ref, '/') > 0"
         )
         self.drop = f"DROP SCHEMA IF EXISTS {q} CASCADE"
+        # A read-only handle's boot: are the five tables there at all?
+        self.store_present = "SELECT " + " AND ".join(
+            f"to_regclass('{q}.{table}') IS NOT NULL"
+            for table in (
+                "rulvar_entries",
+                "rulvar_meta",
+                "rulvar_leases",
+                "rulvar_epochs",
+                "rulvar_blobs",
+            )
+        )
 
     def boot_within(self, lock_timeout_ms: int) -> str:
         """The boot, its lock waits bounded by ``lock_timeout_ms`` (P3)."""

@@ -34,6 +34,7 @@ from rulvar_store._records import (
     meta_matches_filter,
 )
 from rulvar_store.errors import (
+    ConfigError,
     JournalOrderViolation,
     LeaseHeldError,
     StoreBusyError,
@@ -88,7 +89,8 @@ class PostgresStore:
       timeouts then default to their caps and are not compared with it.)
     - ``connect_timeout_s`` (5).
     - ``readonly`` (False): for observers. No boot (no schema, table or
-      function is created; the schema must already hold a store) and every
+      function is created; the schema must already hold a store, else the
+      first call raises ``ConfigError``) and every
       session is ``default_transaction_read_only``, so the server refuses
       writes; works with a role that has only USAGE and SELECT.
 
@@ -210,9 +212,21 @@ class PostgresStore:
                 )
                 with translated("boot", self._settings.where, self._settings.secrets):
                     self._pool.open()
-                    if not self._settings.readonly:
-                        with self._pool.checkout() as conn:
+                    with self._pool.checkout() as conn:
+                        if not self._settings.readonly:
                             conn.execute(boot)
+                            present = True
+                        else:
+                            row = conn.execute(self._sql.store_present).fetchone()
+                            present = row is not None and row[0] is True
+                if not present:
+                    # Creating nothing is the point of a read-only handle, so a
+                    # schema without the store is a wrong name, not a lost store.
+                    raise ConfigError(
+                        f"{operation} on {self._settings.where}: schema "
+                        f"{self.schema!r} holds no rulvar store (a read-only "
+                        "handle creates nothing); check the schema name"
+                    )
                 self._booted = True
 
     # -- the one transaction path ----------------------------------------------
@@ -419,9 +433,7 @@ class PostgresStore:
     def peek_lease(self, run_id: str) -> LeaseState | None:
         """Return the run's lease row and the lease clock's reading; takes nothing."""
         _intake.run_id_for_read(run_id, "peek_lease")
-        rows = self._query(
-            "peek_lease", self._sql.peek_lease, (self._clock(), run_id)
-        )
+        rows = self._query("peek_lease", self._sql.peek_lease, (self._clock(), run_id))
         if not rows:
             return None
         owner, epoch, expires_at, now = rows[0]
