@@ -31,9 +31,15 @@ from rulvar_store_postgres._pool import ConnectFailed
 __all__ = [
     "RETRYABLE_SQLSTATES",
     "SCHEMA_GONE_SQLSTATES",
+    "mutation_result",
+    "retry_delay",
+    "schema_gone",
     "sqlstate_of",
     "translated",
 ]
+
+# 40001/40P01 roll the whole transaction back; retry it this many more times.
+_SERIALIZATION_RETRIES: Final = 3
 
 # Serialization failure and deadlock: the transaction rolled back, retry it whole.
 RETRYABLE_SQLSTATES: Final = frozenset({"40001", "40P01"})
@@ -81,6 +87,32 @@ def sqlstate_of(exc: BaseException | None) -> str | None:
             return exc.sqlstate
         exc = exc.__cause__
     return None
+
+
+def retry_delay(exc: StoreBusyError, attempt: int) -> float | None:
+    """Seconds to wait before running a rolled-back mutation again, or ``None``.
+
+    Only serialization failures and deadlocks are retried (the whole call was
+    rolled back), a few times, with a growing pause.
+    """
+    if (
+        sqlstate_of(exc.__cause__) in RETRYABLE_SQLSTATES
+        and attempt < _SERIALIZATION_RETRIES
+    ):
+        return 0.002 * (attempt + 1)
+    return None
+
+
+def schema_gone(exc: StoreUnavailableError) -> bool:
+    """Whether the store's objects vanished (the schema was dropped): boot again."""
+    return sqlstate_of(exc.__cause__) in SCHEMA_GONE_SQLSTATES
+
+
+def mutation_result(row: tuple[object, ...] | None, operation: str, where: str) -> int:
+    """The integer an operation function returned."""
+    if row is None or not isinstance(row[0], int):  # pragma: no cover - never NULL
+        raise StoreUnavailableError(f"{operation} on {where}: no result", operation)
+    return row[0]
 
 
 def _mask(text: str, secrets: Sequence[str]) -> str:

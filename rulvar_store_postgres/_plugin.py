@@ -16,6 +16,7 @@ from itertools import count
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
 
+from rulvar_store._async_protocols import AsyncOpenedStore
 from rulvar_store._locations import LocationFactory, StoreLocation, UrlOpener
 from rulvar_store._plugins import Backend, OpenedStore, hookimpl
 from rulvar_store._urls import StoreUrl
@@ -68,6 +69,15 @@ def _open_with(url: StoreUrl, options: dict[str, Any]) -> OpenedStore:
 
 def _open(url: StoreUrl) -> OpenedStore:
     return _open_with(url, _store_options(url))
+
+
+async def _open_async(url: StoreUrl) -> AsyncOpenedStore:
+    from rulvar_store_postgres._async_store import AsyncPostgresStore
+
+    store = AsyncPostgresStore(url.raw, **_store_options(url))
+    return AsyncOpenedStore(
+        journal=store, transcripts=store.transcripts(), closers=(store.aclose,)
+    )
 
 
 def _drop_schemas(
@@ -140,6 +150,7 @@ def rulvar_store_backends() -> Sequence[Backend]:
             name="postgresql",
             schemes=SCHEMES,
             open=_open,
+            open_async=_open_async,
             capabilities=frozenset(
                 {"leases", "meta_lookup", "fenced_writes", "fenced_transcripts"}
             ),

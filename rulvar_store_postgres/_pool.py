@@ -27,7 +27,15 @@ from psycopg_pool import ConnectionPool
 
 from rulvar_store_postgres._schema import session_setup
 
-__all__ = ["Conn", "ConnectFailed", "StorePool", "make_pool"]
+__all__ = [
+    "Conn",
+    "ConnectFailed",
+    "StorePool",
+    "closed_by_server",
+    "connect_failure",
+    "make_pool",
+    "pool_options",
+]
 
 Conn: TypeAlias = psycopg.Connection[TupleRow]
 
@@ -58,6 +66,15 @@ class ConnectFailed(psycopg.OperationalError):
     """
 
 
+def connect_failure(exc: psycopg.Error) -> psycopg.Error:
+    """What a failed connection attempt is reported as (see ``ConnectFailed``).
+
+    A server-side refusal carries a SQLSTATE and is classified by it; the
+    client-side failures (libpq options, DNS, socket) do not.
+    """
+    return exc if exc.sqlstate else ConnectFailed(str(exc))
+
+
 class StorePool(ConnectionPool[Conn]):
     """A ConnectionPool whose connection failures reach waiting clients at once."""
 
@@ -65,9 +82,7 @@ class StorePool(ConnectionPool[Conn]):
         try:
             return super()._connect(timeout)
         except psycopg.Error as exc:
-            # A server-side refusal carries a SQLSTATE and is classified by it;
-            # the client-side failures (libpq options, DNS, socket) do not.
-            failure = exc if exc.sqlstate else ConnectFailed(str(exc))
+            failure = connect_failure(exc)
             with self._lock:
                 waiting = list(self._waiting)
             for client in waiting:
@@ -81,7 +96,7 @@ class StorePool(ConnectionPool[Conn]):
         """Yield a live connection; stale pooled ones are discarded, not retried."""
         for _ in range(self.max_size + 1):
             conn = self.getconn()
-            if not _closed_by_server(conn):
+            if not closed_by_server(conn):
                 break
             conn.close()
             # Handed back the way the pool's own check does: counted as lost,
@@ -95,7 +110,9 @@ class StorePool(ConnectionPool[Conn]):
             self.putconn(conn)
 
 
-def _closed_by_server(conn: Conn) -> bool:
+def closed_by_server(
+    conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any],
+) -> bool:
     """Whether the server has hung up: the socket is readable while idle.
 
     A zero-timeout poll, no round trip: the healthy path costs one system call.
@@ -134,21 +151,30 @@ def make_pool(
     def configure(conn: Conn) -> None:
         conn.execute(session)  # no parameters: one simple-protocol round trip
 
+    return StorePool(
+        conninfo,
+        configure=configure,
+        **pool_options(
+            max_size=max_size, connect_timeout_s=connect_timeout_s, name=name
+        ),
+    )
+
+
+def pool_options(*, max_size: int, connect_timeout_s: int, name: str) -> dict[str, Any]:
+    """The pool settings both stores use (sync and asyncio), built closed."""
     kwargs: dict[str, Any] = {
         "autocommit": True,
         "connect_timeout": connect_timeout_s,
         "fallback_application_name": "rulvar-store-postgres",
     }
-    return StorePool(
-        conninfo,
-        kwargs=kwargs,
-        min_size=1,
-        max_size=max_size,
-        open=False,
-        configure=configure,
-        name=name,
+    return {
+        "kwargs": kwargs,
+        "min_size": 1,
+        "max_size": max_size,
+        "open": False,
+        "name": name,
         # A client waits this long for a free connection before StoreBusyError.
-        timeout=float(max(10, 2 * connect_timeout_s)),
-        reconnect_timeout=0.0,
-        num_workers=2,
-    )
+        "timeout": float(max(10, 2 * connect_timeout_s)),
+        "reconnect_timeout": 0.0,
+        "num_workers": 2,
+    }

@@ -29,10 +29,11 @@ import psycopg
 from psycopg import generators, pq
 
 from rulvar_store._failpoints import armed, hit
+from rulvar_store_postgres._async_pool import AsyncConn
 from rulvar_store_postgres._pool import Conn
 from rulvar_store_postgres._schema import BEGIN, COMMIT
 
-__all__ = ["run_mutation"]
+__all__ = ["run_mutation", "run_mutation_async"]
 
 
 def run_mutation(
@@ -82,6 +83,39 @@ def _commit_observed(conn: Conn, operation: str) -> None:
         raise
     with conn.lock:
         results = conn.wait(generators.fetch_many(pgconn))
+    _check_commit(results, conn.info.encoding)
+
+
+def _check_commit(results: Sequence[pq.abc.PGresult], encoding: str) -> None:
+    """Raise the server's error if the COMMIT's reply is not a success."""
     for result in results:
         if result.status != pq.ExecStatus.COMMAND_OK:
-            raise psycopg.errors.error_from_result(result, encoding=conn.info.encoding)
+            raise psycopg.errors.error_from_result(result, encoding=encoding)
+
+
+async def run_mutation_async(
+    conn: AsyncConn, operation: str, call: str, args: Sequence[Any]
+) -> tuple[Any, ...] | None:
+    """``run_mutation`` for an asyncio connection: the same statements, awaited."""
+    if not armed():
+        return await (await conn.execute(call, args)).fetchone()
+    await conn.execute(BEGIN)
+    try:
+        hit(operation, "after-begin")
+        row = await (await conn.execute(call, args)).fetchone()
+        hit(operation, "after-fence-check")
+        hit(operation, "before-commit")
+    except BaseException:
+        with suppress(psycopg.Error):
+            await conn.rollback()
+        raise
+    pgconn = conn.pgconn
+    pgconn.send_query(COMMIT)
+    await conn.wait(generators.send(pgconn))
+    try:
+        hit(operation, "after-send")
+    finally:
+        # Read even when the hook raised, so the connection goes back clean.
+        results = await conn.wait(generators.fetch_many(pgconn))
+    _check_commit(results, conn.info.encoding)
+    return row
