@@ -36,7 +36,6 @@ from rulvar_store._records import (
     RunMeta,
 )
 from rulvar_store.errors import (
-    ConfigError,
     StoreBusyError,
     StoreClosedError,
     StoreUnavailableError,
@@ -45,6 +44,7 @@ from rulvar_store_postgres._async_pool import make_async_pool
 from rulvar_store_postgres._config import resolve_settings
 from rulvar_store_postgres._errors import (
     mutation_result,
+    no_store,
     retry_delay,
     schema_gone,
     translated,
@@ -186,11 +186,7 @@ class AsyncPostgresStore:
                             row = await cursor.fetchone()
                             present = row is not None and row[0] is True
                 if not present:
-                    raise ConfigError(
-                        f"{operation} on {self._settings.where}: schema "
-                        f"{self.schema!r} holds no rulvar store (a read-only "
-                        "handle creates nothing); check the schema name"
-                    )
+                    raise no_store(operation, self._settings.where, self.schema)
                 self._booted = True
 
     # -- the executor ------------------------------------------------------------

@@ -32,6 +32,7 @@ __all__ = [
     "RETRYABLE_SQLSTATES",
     "SCHEMA_GONE_SQLSTATES",
     "mutation_result",
+    "no_store",
     "retry_delay",
     "schema_gone",
     "sqlstate_of",
@@ -106,6 +107,18 @@ def retry_delay(exc: StoreBusyError, attempt: int) -> float | None:
 def schema_gone(exc: StoreUnavailableError) -> bool:
     """Whether the store's objects vanished (the schema was dropped): boot again."""
     return sqlstate_of(exc.__cause__) in SCHEMA_GONE_SQLSTATES
+
+
+def no_store(operation: str, where: str, schema: str) -> ConfigError:
+    """A read-only handle on a schema without the store's tables: a wrong name.
+
+    Creating nothing is the point of a read-only handle, so the missing tables
+    are not a lost store (which the next call would create again).
+    """
+    return ConfigError(
+        f"{operation} on {where}: schema {schema!r} holds no rulvar store (a "
+        "read-only handle creates nothing); check the schema name"
+    )
 
 
 def mutation_result(row: tuple[object, ...] | None, operation: str, where: str) -> int:

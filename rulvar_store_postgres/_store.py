@@ -21,7 +21,6 @@ from rulvar_store._incremental import JournalTail
 from rulvar_store._observe import LeaseState
 from rulvar_store._records import Clock, JournalEntry, Lease, RunFilter, RunMeta
 from rulvar_store.errors import (
-    ConfigError,
     StoreBusyError,
     StoreClosedError,
     StoreUnavailableError,
@@ -29,6 +28,7 @@ from rulvar_store.errors import (
 from rulvar_store_postgres._config import resolve_settings
 from rulvar_store_postgres._errors import (
     mutation_result,
+    no_store,
     retry_delay,
     schema_gone,
     translated,
@@ -203,13 +203,7 @@ class PostgresStore:
                             row = conn.execute(self._sql.store_present).fetchone()
                             present = row is not None and row[0] is True
                 if not present:
-                    # Creating nothing is the point of a read-only handle, so a
-                    # schema without the store is a wrong name, not a lost store.
-                    raise ConfigError(
-                        f"{operation} on {self._settings.where}: schema "
-                        f"{self.schema!r} holds no rulvar store (a read-only "
-                        "handle creates nothing); check the schema name"
-                    )
+                    raise no_store(operation, self._settings.where, self.schema)
                 self._booted = True
 
     # -- the one transaction path ----------------------------------------------
