@@ -23,23 +23,22 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Any, Final, Literal, Self, TypeVar, final
 
-from rulvar_store._failpoints import hit
-from rulvar_store._fork import ForkGuard
-from rulvar_store._incremental import JournalTail
-from rulvar_store._observe import LeaseState
-from rulvar_store._records import (
+from rulvar_store import (
     BlobInput,
     Clock,
     JournalEntry,
+    JournalTail,
     Lease,
     RunFilter,
     RunMeta,
 )
+from rulvar_store.backend import ForkGuard, hit
 from rulvar_store.errors import (
     StoreBusyError,
     StoreClosedError,
     StoreUnavailableError,
 )
+from rulvar_store.ops import LeaseState
 from rulvar_store_postgres._async_pool import make_async_pool
 from rulvar_store_postgres._config import resolve_settings
 from rulvar_store_postgres._errors import (

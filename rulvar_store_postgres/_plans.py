@@ -18,22 +18,27 @@ from typing import Any, Final, Generic, Literal, TypeVar
 
 from psycopg.rows import RowFactory, scalar_row, tuple_row
 
-from rulvar_store import _intake
-from rulvar_store._checks import check_run_match, not_live_lease
-from rulvar_store._incremental import JournalTail, parse_cursor
-from rulvar_store._json import load_record, load_records
-from rulvar_store._observe import LeaseState
-from rulvar_store._records import (
+from rulvar_store import (
     BlobInput,
     Clock,
     JournalEntry,
+    JournalTail,
     Lease,
     RunFilter,
     RunMeta,
+)
+from rulvar_store import backend as _intake
+from rulvar_store.backend import (
+    check_run_match,
     finite_seq,
+    load_record,
+    load_records,
     meta_matches_filter,
+    not_live_lease,
+    parse_cursor,
 )
 from rulvar_store.errors import JournalOrderViolation, LeaseHeldError
+from rulvar_store.ops import LeaseState
 from rulvar_store_postgres._schema import STATUS_HELD, STATUS_OK, STATUS_ORDER, Sql
 
 __all__ = ["READ_ROWS", "Plans", "Step"]

@@ -28,7 +28,7 @@ from typing import Any
 import psycopg
 from psycopg import generators, pq
 
-from rulvar_store._failpoints import armed, hit
+from rulvar_store.backend import armed, hit
 from rulvar_store_postgres._async_pool import AsyncConn
 from rulvar_store_postgres._pool import Conn
 from rulvar_store_postgres._schema import BEGIN, COMMIT

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal, final
 
-from rulvar_store._records import BlobInput, Lease
+from rulvar_store import BlobInput, Lease
 from rulvar_store.errors import StoreClosedError
 
 if TYPE_CHECKING:

@@ -12,12 +12,11 @@ from pathlib import Path
 import pytest
 
 from rulvar_store import (
-    Failpoint,
     ForkedStoreError,
     open_store,
     open_store_async,
-    set_failpoint_hook,
 )
+from rulvar_store.backend import Failpoint, set_failpoint_hook
 
 
 class _Gate:

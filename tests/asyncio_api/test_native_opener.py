@@ -7,14 +7,16 @@ from collections.abc import Sequence
 
 from rulvar_store import (
     AsyncOpenedStore,
-    Backend,
     OpenedStore,
+    open_store,
+    open_store_async,
+)
+from rulvar_store.backend import (
+    Backend,
     StoreUrl,
     adapt_opened,
     hookimpl,
     make_plugin_manager,
-    open_store,
-    open_store_async,
 )
 
 
