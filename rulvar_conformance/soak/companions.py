@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from rulvar_conformance.soak.config import SoakWriterConfig
+from rulvar_conformance.soak.violations import Violation, violation
 from rulvar_store import JournalOrderViolation, StoreBusyError, StoreUnavailableError
 
 __all__ = [
@@ -129,7 +130,7 @@ def stop_companions(stop: threading.Event, threads: list[threading.Thread]) -> N
 class CompanionCheck:
     """What ``verify_companions`` found: violations and acknowledged appends."""
 
-    violations: list[str] = field(default_factory=list)
+    violations: list[Violation] = field(default_factory=list)
     appends: int = 0
     runs: int = 0
 
@@ -166,21 +167,27 @@ def verify_companions(journal: Any, logs: Path) -> CompanionCheck:
         where = f"companion run {run_id!r} ({path.name})"
         if errors:
             check.violations.append(
-                f"COMPANION ERROR: {where} failed at seq {errors[0]}"
+                violation(f"COMPANION ERROR: {where} failed at seq {errors[0]}")
             )
         if stored != list(range(len(stored))):
             check.violations.append(
-                f"COMPANION ORDER: {where} holds seqs {stored[:12]}, not 0..n in order"
+                violation(
+                    f"COMPANION ORDER: {where} holds seqs {stored[:12]}, not 0..n in order"
+                )
             )
         lost = sorted(acked - set(stored))
         if lost:
             check.violations.append(
-                f"COMPANION LOST ACK: {where} lacks acknowledged appends {lost[:12]}"
+                violation(
+                    f"COMPANION LOST ACK: {where} lacks acknowledged appends {lost[:12]}"
+                )
             )
         phantom = sorted(set(stored) - invoked)
         if phantom:
             check.violations.append(
-                f"COMPANION PHANTOM: {where} holds seqs never invoked {phantom[:12]}"
+                violation(
+                    f"COMPANION PHANTOM: {where} holds seqs never invoked {phantom[:12]}"
+                )
             )
         # Only a process that died can leave its last append stored without ok.
         stopped = any(kind == "stopped" for kind, _, _ in records)
@@ -188,7 +195,9 @@ def verify_companions(journal: Any, logs: Path) -> CompanionCheck:
         unacked = sorted(set(stored) - acked - unsure - in_flight)
         if unacked:
             check.violations.append(
-                f"COMPANION UNACKED: {where} holds seqs {unacked[:12]} that were never "
-                "acknowledged and were not in flight when its process died"
+                violation(
+                    f"COMPANION UNACKED: {where} holds seqs {unacked[:12]} that were never "
+                    "acknowledged and were not in flight when its process died"
+                )
             )
     return check

@@ -19,6 +19,7 @@ from typing import Any, Final
 
 from rulvar_conformance.soak.config import OTHER_RUN
 from rulvar_conformance.soak.events import Event
+from rulvar_conformance.soak.violations import Violation, violation
 
 __all__ = [
     "MAX_STATES",
@@ -75,7 +76,7 @@ def check_journal(
     journal: Any,
     run_id: str,
     ops: list[SerialOp],
-    out: list[str],
+    out: list[Violation],
     unknown: list[dict[str, Any]],
 ) -> None:
     states: set[tuple[str, ...]] = {()}
@@ -92,17 +93,21 @@ def check_journal(
     for index, entry in enumerate(entries):
         if entry.get("seq") != index + 1:
             out.append(
-                f"SEQ GAP: {run_id} entry {index} has seq {entry.get('seq')}, expected {index + 1}"
+                violation(
+                    f"SEQ GAP: {run_id} entry {index} has seq {entry.get('seq')}, expected {index + 1}"
+                )
             )
             break
     epochs = [e.get("value", {}).get("soak", {}).get("epoch", 0) for e in entries]
     if any(b < a for a, b in pairwise(epochs)):
-        out.append(f"EPOCH DECREASING: {run_id} journal epochs {epochs}")
+        out.append(violation(f"EPOCH DECREASING: {run_id} journal epochs {epochs}"))
     for index, nonce in enumerate(stored):
         logged = accepted_seq.get(nonce)
         if logged is not None and logged != index + 1:
             out.append(
-                f"LOGGED SEQ MISMATCH: {run_id} {nonce} logged seq {logged}, stored at {index + 1}"
+                violation(
+                    f"LOGGED SEQ MISMATCH: {run_id} {nonce} logged seq {logged}, stored at {index + 1}"
+                )
             )
     for op in ops:
         if op.surface == "append" and not op.certain:
@@ -130,19 +135,27 @@ def check_journal(
     extra = [n for n in stored if n not in expected]
     if lost:
         out.append(
-            f"LOST WRITE: {run_id} accepted append(s) {lost[:5]} missing from the journal"
+            violation(
+                f"LOST WRITE: {run_id} accepted append(s) {lost[:5]} missing from the journal"
+            )
         )
     if extra:
         out.append(
-            f"UNEXPECTED ENTRY: {run_id} journal holds {extra[:5]} no accepted append explains"
+            violation(
+                f"UNEXPECTED ENTRY: {run_id} journal holds {extra[:5]} no accepted append explains"
+            )
         )
     if not lost and not extra:
         out.append(
-            f"ORDER MISMATCH: {run_id} journal {list(stored)[:8]} vs serial history {list(expected)[:8]}"
+            violation(
+                f"ORDER MISMATCH: {run_id} journal {list(stored)[:8]} vs serial history {list(expected)[:8]}"
+            )
         )
     if len(stored) != len(expected):
         out.append(
-            f"JOURNAL LENGTH: {run_id} holds {len(stored)} entries, the history accepts {len(expected)}"
+            violation(
+                f"JOURNAL LENGTH: {run_id} holds {len(stored)} entries, the history accepts {len(expected)}"
+            )
         )
 
 
@@ -150,7 +163,7 @@ def check_meta(
     journal: Any,
     run_id: str,
     ops: list[SerialOp],
-    out: list[str],
+    out: list[Violation],
     unknown: list[dict[str, Any]],
 ) -> None:
     states: set[Any] = {None}
@@ -174,7 +187,9 @@ def check_meta(
             )
     if stored not in states:
         out.append(
-            f"META MISMATCH: {run_id} meta soak.nonce {stored!r}, the history allows {sorted(map(str, states))[:4]}"
+            violation(
+                f"META MISMATCH: {run_id} meta soak.nonce {stored!r}, the history allows {sorted(map(str, states))[:4]}"
+            )
         )
 
 
@@ -182,7 +197,7 @@ def check_blobs(
     blobs: Any,
     run_id: str,
     ops: list[SerialOp],
-    out: list[str],
+    out: list[Violation],
     unknown: list[dict[str, Any]],
 ) -> None:
     per_ref: dict[str, set[Any]] = defaultdict(lambda: {None})
@@ -195,13 +210,17 @@ def check_blobs(
     for ref in listed:
         if ref not in per_ref:
             out.append(
-                f"UNEXPECTED BLOB: {ref} ({_blob_nonce(blobs.get(ref))!r}) no accepted put explains"
+                violation(
+                    f"UNEXPECTED BLOB: {ref} ({_blob_nonce(blobs.get(ref))!r}) no accepted put explains"
+                )
             )
     for ref, states in sorted(per_ref.items()):
         stored = _blob_nonce(blobs.get(ref)) if ref in listed else None
         if stored not in states:
             out.append(
-                f"BLOB MISMATCH: {ref} holds {stored!r}, the history allows {sorted(map(str, states))[:4]}"
+                violation(
+                    f"BLOB MISMATCH: {ref} holds {stored!r}, the history allows {sorted(map(str, states))[:4]}"
+                )
             )
     for op in ops:
         if op.ref is not None and not op.certain:
@@ -223,11 +242,13 @@ def check_blobs(
 
 
 def check_other_and_victims(
-    journal: Any, blobs: Any, history: list[Event], out: list[str]
+    journal: Any, blobs: Any, history: list[Event], out: list[Violation]
 ) -> None:
     if blobs.list_refs(OTHER_RUN):
         out.append(
-            f"CROSS-RUN WRITE: {OTHER_RUN} holds blobs {blobs.list_refs(OTHER_RUN)[:4]}"
+            violation(
+                f"CROSS-RUN WRITE: {OTHER_RUN} holds blobs {blobs.list_refs(OTHER_RUN)[:4]}"
+            )
         )
     for event in history:
         if event.get("t") != "victim":
@@ -242,5 +263,7 @@ def check_other_and_victims(
             left.append("blobs")
         if left:
             out.append(
-                f"VICTIM LEFTOVERS: completed victim {vid} still has {', '.join(left)}"
+                violation(
+                    f"VICTIM LEFTOVERS: completed victim {vid} still has {', '.join(left)}"
+                )
             )

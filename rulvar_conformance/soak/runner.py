@@ -33,11 +33,13 @@ from rulvar_conformance.soak.events import (
 )
 from rulvar_conformance.soak.referee import referee_history
 from rulvar_conformance.soak.storm import ChaosPlan, Storm, chaos_step, tail_of
+from rulvar_conformance.soak.summary import SoakActivity, SoakSummary
 from rulvar_conformance.soak.tally import (
     DEFAULT_SOAK_QUORUM,
     SoakQuorum,
     health_report,
 )
+from rulvar_conformance.soak.violations import Violation, violation
 from rulvar_store import ConfigError, StoreLocation
 
 __all__ = ["ChaosPlan", "SoakFailure", "SoakResult", "run_multi_process_soak"]
@@ -47,30 +49,36 @@ EXIT_WAIT_S: Final = 30.0
 NO_CHAOS: Final = ChaosPlan()
 
 
-@dataclass
+@dataclass(frozen=True)
 class SoakResult:
-    """What a soak did and found (S10, plus chaos and health)."""
+    """What a soak did and found (S10): the typed summary plus every raw record."""
 
-    activity: dict[str, int]
-    storm_ms: float
-    journal_entries: int
-    violations: list[str]
+    summary: SoakSummary
     events: list[Event]
     chaos: list[Event] = field(default_factory=list)
-    unknown: list[dict[str, Any]] = field(default_factory=list)
-    health: dict[str, Any] = field(default_factory=dict)
-    settings: dict[str, Any] = field(default_factory=dict)
     report_dir: str | None = None
+
+    @property
+    def violations(self) -> tuple[Violation, ...]:
+        return self.summary.violations
+
+    @property
+    def activity(self) -> SoakActivity:
+        return self.summary.activity
+
+    @property
+    def journal_entries(self) -> int:
+        return self.summary.journal_entries
 
 
 class SoakFailure(ConformanceFailure):
-    """``store-conformance multi-process-soak: <n> violation(s)`` and one bullet each."""
+    """``store-conformance multi-process-soak: <verdict>``: violations grouped, or the quorum missed."""
 
     def __init__(self, result: SoakResult) -> None:
-        bullets = "\n".join(f"- {line}" for line in result.violations)
-        super().__init__(
-            "multi-process-soak", f"{len(result.violations)} violation(s)\n{bullets}"
-        )
+        lines = result.summary.verdict_lines()
+        prefix = "store-conformance multi-process-soak: "
+        head = lines[0].removeprefix(prefix)
+        super().__init__("multi-process-soak", "\n".join([head, *lines[1:]]))
         self.result = result
 
 
@@ -85,7 +93,7 @@ def run_multi_process_soak(
     chaos: ChaosPlan = NO_CHAOS,
     quorum: SoakQuorum = DEFAULT_SOAK_QUORUM,
     report_dir: str | os.PathLike[str] | None = None,
-    on_progress: Callable[[float, dict[str, int]], None] | None = None,
+    on_progress: Callable[[float, SoakActivity], None] | None = None,
     raise_on_violation: bool = True,
     companions: int = 0,
 ) -> SoakResult:
@@ -101,8 +109,9 @@ def run_multi_process_soak(
 
     Raises:
         ConfigError: the location cannot be opened in a child process, or bad settings.
-        SoakFailure: any violation (one error listing all, S10), unless
-            ``raise_on_violation`` is false; ``.result`` holds the full result.
+        SoakFailure: any violation (one error listing all, S10), or the cap
+            reached before the quorum, unless ``raise_on_violation`` is false;
+            ``.result`` holds the full result.
     """
     if not location.processes:
         raise ConfigError(
@@ -160,7 +169,7 @@ def run_multi_process_soak(
             settings,
         )
         if report_dir is not None:
-            result.report_dir = str(workdir)
+            result = dataclasses.replace(result, report_dir=str(workdir))
             from rulvar_conformance.soak.report import write_report
 
             write_report(result, workdir)
@@ -170,7 +179,7 @@ def run_multi_process_soak(
         (workdir / "soak-stop").unlink(missing_ok=True)
         if scratch is not None:
             scratch.cleanup()
-    if result.violations and raise_on_violation:
+    if result.summary.outcome != "passed" and raise_on_violation:
         raise SoakFailure(result)
     return result
 
@@ -183,7 +192,7 @@ def _storm(
     ttl_ms: int,
     chaos: ChaosPlan,
     quorum: SoakQuorum,
-    on_progress: Callable[[float, dict[str, int]], None] | None,
+    on_progress: Callable[[float, SoakActivity], None] | None,
     settings: dict[str, Any],
 ) -> SoakResult:
     started = time.monotonic()
@@ -207,12 +216,8 @@ def _storm(
         if on_progress is not None:
             on_progress(now - started, activity)
         missing = quorum.missing(activity)
-        if not missing:
-            break
-        if now - started >= seconds or not storm.writers:
-            storm.violations.append(
-                f"QUORUM NOT REACHED: stopped at the {seconds:g} s cap still missing {', '.join(missing)}"
-            )
+        # No writer left means each exit was recorded as a violation already.
+        if not missing or now - started >= seconds or not storm.writers:
             break
     storm_ms = (time.monotonic() - started) * 1000.0
     stop_ns = monotonic_ns()
@@ -227,20 +232,22 @@ def _storm(
         company = verify_companions(opened.journal, storm.logs)
     finally:
         opened.close()
-    activity = storm.tally.snapshot()
-    activity["companion_runs"] = company.runs
-    activity["companion_appends"] = company.appends
-    return SoakResult(
+    activity = dataclasses.replace(
+        storm.tally.snapshot(),
+        companion_runs=company.runs,
+        companion_appends=company.appends,
+    )
+    summary = SoakSummary(
+        settings=settings,
         activity=activity,
+        health=health_report(events, storm.chaos, start_ns, stop_ns),
         storm_ms=storm_ms,
         journal_entries=journal_entries,
-        violations=storm.violations + verdict.violations + company.violations,
-        events=events,
-        chaos=storm.chaos,
-        unknown=verdict.unknown,
-        health=health_report(events, storm.chaos, start_ns, stop_ns),
-        settings=settings,
+        violations=(*storm.violations, *verdict.violations, *company.violations),
+        quorum_missing=tuple(missing),
+        unknown=tuple(verdict.unknown),
     )
+    return SoakResult(summary=summary, events=events, chaos=storm.chaos)
 
 
 def _stop(storm: Storm) -> None:
@@ -257,12 +264,16 @@ def _stop(storm: Storm) -> None:
             writer.process.kill()
             writer.process.wait()
             storm.violations.append(
-                f"STRAGGLER: w{writer.index}.{writer.incarnation} did not exit within {EXIT_WAIT_S:g} s "
-                "of the stop file and was SIGKILLed"
+                violation(
+                    f"STRAGGLER: w{writer.index}.{writer.incarnation} did not exit within {EXIT_WAIT_S:g} s "
+                    "of the stop file and was SIGKILLed"
+                )
             )
             code = None
         if code not in (0, None):
             storm.violations.append(
-                f"WRITER EXIT {code}: w{writer.index}.{writer.incarnation}: {tail_of(writer.stderr)}"
+                violation(
+                    f"WRITER EXIT: w{writer.index}.{writer.incarnation} exited {code}: {tail_of(writer.stderr)}"
+                )
             )
         storm.drain(writer)
