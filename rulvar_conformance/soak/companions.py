@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from rulvar_conformance.soak.config import SoakWriterConfig
+from rulvar_conformance.soak.snapshot import FinalState
 from rulvar_conformance.soak.violations import Violation, violation
 from rulvar_store import JournalOrderViolation, StoreBusyError, StoreUnavailableError
 
@@ -33,6 +34,7 @@ __all__ = [
     "CompanionCheck",
     "companion_log_of",
     "companion_run",
+    "companion_runs_in",
     "start_companions",
     "stop_companions",
     "verify_companions",
@@ -148,10 +150,22 @@ def _read(path: Path) -> tuple[str, list[tuple[str, int, str]]]:
     return run_id, records
 
 
-def verify_companions(journal: Any, logs: Path) -> CompanionCheck:
-    """Hold every companion run under ``logs`` to its log (see the module docstring)."""
+def _logs(folder: Path) -> list[Path]:
+    return sorted(folder.glob(f"*{LOG_SUFFIX}*"))
+
+
+def companion_runs_in(logs: Path) -> list[str]:
+    """The runs the companion logs under ``logs`` name: what the snapshot must read."""
+    return [run_id for run_id, _ in map(_read, _logs(logs)) if run_id]
+
+
+def verify_companions(state: FinalState, logs: Path) -> CompanionCheck:
+    """Hold every companion run under ``logs`` to its log (see the module docstring).
+
+    ``state`` must hold every run ``companion_runs_in(logs)`` names.
+    """
     check = CompanionCheck()
-    for path in sorted(logs.glob(f"*{LOG_SUFFIX}*")):
+    for path in _logs(logs):
         run_id, records = _read(path)
         if not run_id:
             continue  # killed before its first line: it appended nothing
@@ -163,7 +177,7 @@ def verify_companions(journal: Any, logs: Path) -> CompanionCheck:
             f"{seq}: {detail}" for kind, seq, detail in records if kind == "error"
         ]
         check.appends += len(acked)
-        stored = [entry.get("seq") for entry in journal.load(run_id)]
+        stored = [entry.get("seq", -1) for entry in state.run(run_id).entries]
         where = f"companion run {run_id!r} ({path.name})"
         if errors:
             check.violations.append(

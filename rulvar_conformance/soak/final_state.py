@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any, Final
 
 from rulvar_conformance.soak.config import OTHER_RUN
 from rulvar_conformance.soak.events import Event
+from rulvar_conformance.soak.snapshot import FinalState
 from rulvar_conformance.soak.violations import Violation, violation
 
 __all__ = [
@@ -28,6 +30,7 @@ __all__ = [
     "check_journal",
     "check_meta",
     "check_other_and_victims",
+    "victims_of",
 ]
 
 MAX_STATES: Final = 4096
@@ -73,7 +76,7 @@ def _grow(states: set[Any], op: SerialOp, apply: Any) -> set[Any]:
 
 
 def check_journal(
-    journal: Any,
+    state: FinalState,
     run_id: str,
     ops: list[SerialOp],
     out: list[Violation],
@@ -88,7 +91,7 @@ def check_journal(
                 accepted_seq[op.nonce] = op.seq
         elif op.surface == "delete":
             states = _grow(states, op, lambda s: ())
-    entries = journal.load(run_id)
+    entries = state.run(run_id).entries
     stored = tuple(str(_nonce_of(entry)) for entry in entries)
     for index, entry in enumerate(entries):
         if entry.get("seq") != index + 1:
@@ -160,7 +163,7 @@ def check_journal(
 
 
 def check_meta(
-    journal: Any,
+    state: FinalState,
     run_id: str,
     ops: list[SerialOp],
     out: list[Violation],
@@ -172,7 +175,7 @@ def check_meta(
             states = _grow(states, op, lambda s, n=op.nonce: n)
         elif op.surface == "delete":
             states = _grow(states, op, lambda s: None)
-    stored = _nonce_of(journal.get_meta(run_id))
+    stored = _nonce_of(state.run(run_id).meta)
     for op in ops:
         if op.surface == "meta" and not op.certain:
             unknown.append(
@@ -194,7 +197,7 @@ def check_meta(
 
 
 def check_blobs(
-    blobs: Any,
+    state: FinalState,
     run_id: str,
     ops: list[SerialOp],
     out: list[Violation],
@@ -206,16 +209,16 @@ def check_blobs(
             continue
         new = op.nonce if op.surface == "blob-put" else None
         per_ref[op.ref] = _grow(per_ref[op.ref], op, lambda s, n=new: n)
-    listed = sorted(blobs.list_refs(run_id))
-    for ref in listed:
+    held = state.run(run_id).blobs
+    for ref in held:
         if ref not in per_ref:
             out.append(
                 violation(
-                    f"UNEXPECTED BLOB: {ref} ({_blob_nonce(blobs.get(ref))!r}) no accepted put explains"
+                    f"UNEXPECTED BLOB: {ref} ({_blob_nonce(held[ref])!r}) no accepted put explains"
                 )
             )
     for ref, states in sorted(per_ref.items()):
-        stored = _blob_nonce(blobs.get(ref)) if ref in listed else None
+        stored = _blob_nonce(held.get(ref))
         if stored not in states:
             out.append(
                 violation(
@@ -224,7 +227,7 @@ def check_blobs(
             )
     for op in ops:
         if op.ref is not None and not op.certain:
-            present = _blob_nonce(blobs.get(op.ref)) if op.ref in listed else None
+            present = _blob_nonce(held.get(op.ref))
             unknown.append(
                 {
                     "id": op.op_id,
@@ -241,25 +244,25 @@ def check_blobs(
             )
 
 
+def victims_of(history: Iterable[Event]) -> list[str]:
+    """The side runs whose victim cycle completed: they must have vanished."""
+    return [str(event["vid"]) for event in history if event.get("t") == "victim"]
+
+
 def check_other_and_victims(
-    journal: Any, blobs: Any, history: list[Event], out: list[Violation]
+    state: FinalState, history: list[Event], out: list[Violation]
 ) -> None:
-    if blobs.list_refs(OTHER_RUN):
-        out.append(
-            violation(
-                f"CROSS-RUN WRITE: {OTHER_RUN} holds blobs {blobs.list_refs(OTHER_RUN)[:4]}"
-            )
-        )
-    for event in history:
-        if event.get("t") != "victim":
-            continue
-        vid = event["vid"]
+    other = list(state.run(OTHER_RUN).blobs)
+    if other:
+        out.append(violation(f"CROSS-RUN WRITE: {OTHER_RUN} holds blobs {other[:4]}"))
+    for vid in victims_of(history):
+        victim = state.run(vid)
         left = []
-        if journal.load(vid):
+        if victim.entries:
             left.append("entries")
-        if journal.get_meta(vid) is not None:
+        if victim.meta is not None:
             left.append("meta")
-        if blobs.list_refs(vid):
+        if victim.blobs:
             left.append("blobs")
         if left:
             out.append(

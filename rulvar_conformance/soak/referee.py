@@ -1,7 +1,8 @@
 """The soak referee (S9): rebuild the serial history the epochs promise, diff the store.
 
-``verify_soak_history`` is pure: it reads the writers' records and the store's
-final state and returns violations as text. The serial history of a run is its
+``judge_soak`` is pure: it reads the writers' records and a snapshot of the
+store's final state (``soak.snapshot``, read once after the storm) and returns
+typed violations; ``verify_soak_history`` reads the snapshot and returns text. The serial history of a run is its
 accepted mutations sorted by ``(epoch, counter)``: epochs totally order the
 tenures and one holder issues its calls in program order. A call whose outcome is
 unknown (its writer was SIGKILLed between the ``invoke`` and the completion) takes
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any, Final
 
-from rulvar_conformance.soak.config import DEFAULT_SOAK_RUNS
+from rulvar_conformance.soak.config import DEFAULT_SOAK_RUNS, OTHER_RUN
 from rulvar_conformance.soak.events import Event, unfinished_ids
 from rulvar_conformance.soak.final_state import (
     SerialOp,
@@ -27,14 +28,23 @@ from rulvar_conformance.soak.final_state import (
     check_journal,
     check_meta,
     check_other_and_victims,
+    victims_of,
 )
+from rulvar_conformance.soak.snapshot import FinalState, read_final_state
 from rulvar_conformance.soak.violations import (
     SURFACE_WORDS,
     Violation,
     violation,
 )
+from rulvar_store import MetaLookupStore, TranscriptStore
 
-__all__ = ["RefereeVerdict", "referee_history", "verify_soak_history"]
+__all__ = [
+    "RefereeVerdict",
+    "judge_soak",
+    "referee_history",
+    "soak_run_ids",
+    "verify_soak_history",
+]
 
 MUTATIONS: Final = frozenset(
     {"marker", "append", "meta", "blob-put", "blob-delete", "delete"}
@@ -56,8 +66,8 @@ def _who(event: Event) -> str:
 
 
 def verify_soak_history(
-    journal: Any,
-    blobs: Any,
+    journal: MetaLookupStore,
+    blobs: TranscriptStore,
     events: Iterable[Event],
     runs: Sequence[str] = DEFAULT_SOAK_RUNS,
 ) -> list[str]:
@@ -67,13 +77,27 @@ def verify_soak_history(
     ]
 
 
+def soak_run_ids(events: Iterable[Event], runs: Sequence[str]) -> list[str]:
+    """Every run the referee reads: the soak runs, the run nobody leases, the victims."""
+    return [*runs, OTHER_RUN, *victims_of(events)]
+
+
 def referee_history(
-    journal: Any,
-    blobs: Any,
+    journal: MetaLookupStore,
+    blobs: TranscriptStore,
     events: Iterable[Event],
     runs: Sequence[str] = DEFAULT_SOAK_RUNS,
 ) -> RefereeVerdict:
     """As ``verify_soak_history``, also reporting how unknown outcomes resolved."""
+    history = list(events)
+    state = read_final_state(journal, blobs, soak_run_ids(history, runs))
+    return judge_soak(state, history, runs)
+
+
+def judge_soak(
+    state: FinalState, events: Iterable[Event], runs: Sequence[str] = DEFAULT_SOAK_RUNS
+) -> RefereeVerdict:
+    """The pure verdict: the writers' records against a snapshot of the final state."""
     history = sorted(events, key=lambda e: e.get("ns", 0))
     verdict = RefereeVerdict()
     out = verdict.violations
@@ -96,10 +120,10 @@ def referee_history(
     unknown = unfinished_ids(history)
     for run_id in runs:
         ops = _serial_ops(history, invokes, unknown, run_id, out)
-        check_journal(journal, run_id, ops, out, verdict.unknown)
-        check_meta(journal, run_id, ops, out, verdict.unknown)
-        check_blobs(blobs, run_id, ops, out, verdict.unknown)
-    check_other_and_victims(journal, blobs, history, out)
+        check_journal(state, run_id, ops, out, verdict.unknown)
+        check_meta(state, run_id, ops, out, verdict.unknown)
+        check_blobs(state, run_id, ops, out, verdict.unknown)
+    check_other_and_victims(state, history, out)
     for op_id, call in unknown.items():
         if call.get("op") not in SERIAL_CALLS or call.get("stale"):
             verdict.unknown.append(

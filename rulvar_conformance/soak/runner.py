@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from rulvar_conformance._kit import ConformanceFailure
-from rulvar_conformance.soak.companions import verify_companions
+from rulvar_conformance.soak.companions import companion_runs_in, verify_companions
 from rulvar_conformance.soak.config import (
     DEFAULT_SOAK_RUNS,
     SoakWriterConfig,
@@ -31,7 +31,8 @@ from rulvar_conformance.soak.events import (
     Event,
     monotonic_ns,
 )
-from rulvar_conformance.soak.referee import referee_history
+from rulvar_conformance.soak.referee import judge_soak, soak_run_ids
+from rulvar_conformance.soak.snapshot import read_final_state
 from rulvar_conformance.soak.storm import ChaosPlan, Storm, chaos_step, tail_of
 from rulvar_conformance.soak.summary import SoakActivity, SoakSummary
 from rulvar_conformance.soak.tally import (
@@ -40,7 +41,7 @@ from rulvar_conformance.soak.tally import (
     health_report,
 )
 from rulvar_conformance.soak.violations import Violation, violation
-from rulvar_store import ConfigError, StoreLocation
+from rulvar_store import ConfigError, MetaLookupStore, StoreLocation
 
 __all__ = ["ChaosPlan", "SoakFailure", "SoakResult", "run_multi_process_soak"]
 
@@ -223,15 +224,24 @@ def _storm(
     stop_ns = monotonic_ns()
     _stop(storm)
     events = [event for writer in storm.all_writers() for event in writer.events]
+    runs = settings["runs"]
     opened = location.open(ttl_ms)
     try:
-        verdict = referee_history(
-            opened.journal, opened.transcripts, events, settings["runs"]
+        if not isinstance(opened.journal, MetaLookupStore):
+            raise ConfigError(
+                f"location {location.name!r} cannot be soaked: its journal has no get_meta"
+            )
+        state = read_final_state(
+            opened.journal,
+            opened.transcripts,
+            [*soak_run_ids(events, runs), *companion_runs_in(storm.logs)],
         )
-        journal_entries = sum(len(opened.journal.load(run)) for run in settings["runs"])
-        company = verify_companions(opened.journal, storm.logs)
     finally:
         opened.close()
+    # Judged from the snapshot alone: no store handle is open past this point.
+    verdict = judge_soak(state, events, runs)
+    journal_entries = sum(len(state.run(run).entries) for run in runs)
+    company = verify_companions(state, storm.logs)
     activity = dataclasses.replace(
         storm.tally.snapshot(),
         companion_runs=company.runs,
