@@ -21,8 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from rulvar_conformance._deadline import CheckTimedOut, run_with_deadline
 from rulvar_conformance._kit import ConformanceFailure
-from rulvar_conformance.soak.companions import companion_runs_in, verify_companions
+from rulvar_conformance.soak.companions import (
+    CompanionCheck,
+    companion_runs_in,
+    verify_companions,
+)
 from rulvar_conformance.soak.config import (
     DEFAULT_SOAK_RUNS,
     SoakWriterConfig,
@@ -31,8 +36,8 @@ from rulvar_conformance.soak.events import (
     Event,
     monotonic_ns,
 )
-from rulvar_conformance.soak.referee import judge_soak, soak_run_ids
-from rulvar_conformance.soak.snapshot import read_final_state
+from rulvar_conformance.soak.referee import RefereeVerdict, judge_soak, soak_run_ids
+from rulvar_conformance.soak.snapshot import FinalState, read_final_state
 from rulvar_conformance.soak.storm import ChaosPlan, Storm, chaos_step, tail_of
 from rulvar_conformance.soak.summary import SoakActivity, SoakSummary
 from rulvar_conformance.soak.tally import (
@@ -46,6 +51,8 @@ from rulvar_store import ConfigError, MetaLookupStore, StoreLocation
 __all__ = ["ChaosPlan", "SoakFailure", "SoakResult", "run_multi_process_soak"]
 
 POLL_S: Final = 0.1
+READ_DEADLINE_S: Final = 300.0
+"""Bound on reading the final state: minutes of margin over the seconds it takes."""
 EXIT_WAIT_S: Final = 30.0
 NO_CHAOS: Final = ChaosPlan()
 
@@ -225,23 +232,39 @@ def _storm(
     _stop(storm)
     events = [event for writer in storm.all_writers() for event in writer.events]
     runs = settings["runs"]
-    opened = location.open(ttl_ms)
-    try:
-        if not isinstance(opened.journal, MetaLookupStore):
-            raise ConfigError(
-                f"location {location.name!r} cannot be soaked: its journal has no get_meta"
+    read_ids = [*soak_run_ids(events, runs), *companion_runs_in(storm.logs)]
+    snapshot: list[FinalState] = []
+
+    def read() -> None:
+        opened = location.open(ttl_ms)
+        try:
+            if not isinstance(opened.journal, MetaLookupStore):
+                raise ConfigError(
+                    f"location {location.name!r} cannot be soaked: its journal has no get_meta"
+                )
+            snapshot.append(
+                read_final_state(opened.journal, opened.transcripts, read_ids)
             )
-        state = read_final_state(
-            opened.journal,
-            opened.transcripts,
-            [*soak_run_ids(events, runs), *companion_runs_in(storm.logs)],
+        finally:
+            opened.close()
+
+    try:
+        # A store that hangs on its reads must not hang the soak's verdict.
+        run_with_deadline("multi-process-soak", read, READ_DEADLINE_S)
+    except CheckTimedOut as exc:
+        storm.violations.append(
+            violation(
+                f"FINAL STATE UNREADABLE: the store did not answer the referee's reads "
+                f"in {READ_DEADLINE_S:g} s after every writer had stopped; {exc.detail}"
+            )
         )
-    finally:
-        opened.close()
     # Judged from the snapshot alone: no store handle is open past this point.
-    verdict = judge_soak(state, events, runs)
-    journal_entries = sum(len(state.run(run).entries) for run in runs)
-    company = verify_companions(state, storm.logs)
+    # Nothing read is nothing judged (an empty state would read as lost writes).
+    verdict, company, journal_entries = RefereeVerdict(), CompanionCheck(), 0
+    for state in snapshot:
+        verdict = judge_soak(state, events, runs)
+        journal_entries = sum(len(state.run(run).entries) for run in runs)
+        company = verify_companions(state, storm.logs)
     activity = dataclasses.replace(
         storm.tally.snapshot(),
         companion_runs=company.runs,
