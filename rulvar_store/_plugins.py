@@ -8,26 +8,27 @@ the same path, so a third-party backend is a peer of ``sqlite://``.
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final
 
 import pluggy
 
-from rulvar_store._protocols import JournalStore, TranscriptStore
+from rulvar_store._location_records import (
+    LocationFactory,
+    OpenedStore,
+)
 from rulvar_store._urls import StoreUrl, parse_store_url
 from rulvar_store.errors import ConfigError
 
 if TYPE_CHECKING:
-    from rulvar_store._locations import LocationFactory
+    from rulvar_store._async_protocols import AsyncOpenedStore
 
 __all__ = [
     "ENTRY_POINT_GROUP",
     "Backend",
     "BackendInfo",
-    "FreshStoreFactory",
-    "OpenedStore",
     "hookimpl",
     "hookspec",
     "list_backends",
@@ -46,34 +47,6 @@ hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 CAPABILITIES: Final = ("leases", "meta_lookup", "fenced_writes", "fenced_transcripts")
 
 
-class _Closeable(Protocol):
-    def close(self) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class OpenedStore:
-    """A journal store and the transcript store that belongs with it."""
-
-    journal: JournalStore
-    transcripts: TranscriptStore
-    closers: Sequence[Callable[[], None]] = ()
-
-    def close(self) -> None:
-        """Close what the opener opened, transcripts first (the twin shares the journal)."""
-        for close in self.closers:
-            close()
-
-    def __enter__(self) -> OpenedStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-
-FreshStoreFactory = Callable[[int | None], OpenedStore]
-"""Opens a fresh, isolated store (new file, schema or domain) with the given ttl."""
-
-
 @dataclass(frozen=True, slots=True)
 class Backend:
     """What a plugin tells the registry about one backend.
@@ -82,6 +55,9 @@ class Backend:
         name: short name shown by ``rulvar stores``.
         schemes: URL schemes it opens, lower case.
         open: builds the stores from a parsed URL; may import drivers lazily.
+        open_async: builds native asyncio stores from a parsed URL (their class
+            declares ``async_api = True``); ``None`` serves ``open_store_async``
+            through the generic adapter, one worker-thread hop per call.
         capabilities: names from ``CAPABILITIES`` the backend's stores declare.
         requires: importable modules the backend needs; missing ones name ``extra``.
         extra: the ``rulvar-stores`` extra that installs ``requires``.
@@ -106,6 +82,7 @@ class Backend:
     certify: Callable[[StoreUrl], AbstractContextManager[LocationFactory]] | None = None
     certify_expiry_ttl_ms: int = 600
     description: str = ""
+    open_async: Callable[[StoreUrl], Awaitable[AsyncOpenedStore]] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from rulvar_store._records import DEFAULT_LEASE_TTL_MS, validate_ttl_ms
-from rulvar_store._urls import option_bool, option_int, redact_url
+from rulvar_store import DEFAULT_LEASE_TTL_MS
+from rulvar_store.backend import option_bool, option_int, redact_url, validate_ttl_ms
 from rulvar_store.errors import ConfigError
 
 __all__ = [
@@ -152,6 +152,12 @@ def _check_conninfo(conninfo: str, secrets: tuple[str, ...]) -> None:
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else "invalid"
         for secret in secrets:
             text = text.replace(secret, "***")
+        if "invalid URI query parameter" in text or "invalid connection option" in text:
+            # An unknown name is most often a misspelt option of the store.
+            text += (
+                f"; the store's own options are {', '.join(sorted(OPTION_NAMES))}, "
+                "every other query parameter goes to libpq"
+            )
         raise ConfigError(f"invalid PostgreSQL connection string: {text}") from exc
 
 

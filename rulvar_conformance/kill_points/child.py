@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Final, Literal
 
-from rulvar_store._locations import LocationOpener
+from rulvar_store.backend import LocationOpener
 
 __all__ = [
     "CONFIG_ENV",

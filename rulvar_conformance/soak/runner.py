@@ -46,7 +46,8 @@ from rulvar_conformance.soak.tally import (
     health_report,
 )
 from rulvar_conformance.soak.violations import Violation, violation
-from rulvar_store import ConfigError, MetaLookupStore, StoreLocation
+from rulvar_store import ConfigError, MetaLookupStore
+from rulvar_store.backend import StoreLocation
 
 __all__ = ["ChaosPlan", "SoakFailure", "SoakResult", "run_multi_process_soak"]
 

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from rulvar_store import list_backends
 from rulvar_store._cli._common import EXIT_FAILED
-from rulvar_store._plugins import list_backends, resolve_backend
-from rulvar_store._urls import parse_store_url
+from rulvar_store.backend import parse_store_url, resolve_backend
 
 if TYPE_CHECKING:
     from rulvar_conformance.certify import CheckResult

@@ -15,8 +15,7 @@ from rulvar_store._cli._common import (
     EXIT_SOAK_QUORUM,
     SOAK_EXIT_CODES_HELP,
 )
-from rulvar_store._plugins import resolve_backend
-from rulvar_store._urls import parse_store_url
+from rulvar_store.backend import parse_store_url, resolve_backend
 
 if TYPE_CHECKING:
     from rulvar_conformance.soak.summary import SoakActivity

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from rulvar_store._plugins import BackendInfo, list_backends
+from rulvar_store import BackendInfo, list_backends
 
 __all__ = ["stores_command"]
 

@@ -20,13 +20,8 @@ import psycopg
 import psycopg.errors
 import pytest
 
-from rulvar_store import (
-    LeaseHeldError,
-    StoreBusyError,
-    StoreUnavailableError,
-    set_failpoint_hook,
-)
-from rulvar_store._failpoints import Failpoint
+from rulvar_store import LeaseHeldError, StoreBusyError, StoreUnavailableError
+from rulvar_store.backend import Failpoint, set_failpoint_hook
 from rulvar_store_postgres import PostgresStore
 
 pytestmark = pytest.mark.postgres
@@ -115,7 +110,7 @@ def test_connection_dropped_mid_call_is_store_unavailable_then_recovers(
             admin.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                 "WHERE state = 'idle in transaction' AND query LIKE %s",
-                (f'%"{schema}".rulvar_py_fence%',),
+                (f'%"{schema}".rulvar_py_append%',),
             )
             time.sleep(0.2)  # let the backend go before the client speaks again
 

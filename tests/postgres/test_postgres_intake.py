@@ -10,12 +10,13 @@ from typing import Any
 import pytest
 
 from rulvar_store import ConfigError, list_backends, open_store
-from rulvar_store._plugins import make_plugin_manager
+from rulvar_store.backend import make_plugin_manager
 from rulvar_store_postgres import PostgresFencedTranscriptStore, PostgresStore
 from rulvar_store_postgres._config import (
     default_idle_in_transaction_timeout_ms,
     resolve_settings,
 )
+from rulvar_store_postgres._plans import Step
 
 pytestmark = pytest.mark.postgres
 
@@ -218,8 +219,7 @@ def test_certify_runs_every_suite_in_fresh_schemas_and_drops_them(
         probe_capabilities,
         run_suites,
     )
-    from rulvar_store import StoreLocation
-    from rulvar_store._urls import parse_store_url
+    from rulvar_store.backend import StoreLocation, parse_store_url
 
     (info,) = [i for i in list_backends() if i.backend.name == "postgresql"]
     certify = info.backend.certify
@@ -259,7 +259,8 @@ def test_libpq_query_parameters_reach_the_server_verbatim(
     store = PostgresStore(url, schema=make_store().schema)
     try:
         assert store.lease_ttl_ms == 9_000
-        (value,) = store._query("probe", "SHOW statement_timeout", ())[0]
+        probe = Step("probe", "rows", "SHOW statement_timeout", (), lambda rows: rows)
+        (value,) = store._run(probe)[0]
         assert value == "4321ms"
     finally:
         store.close()
