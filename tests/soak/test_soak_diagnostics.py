@@ -22,7 +22,8 @@ from rulvar_conformance.soak import (
 )
 from rulvar_conformance.soak.summary import SoakActivity, SoakHealth, SoakSummary
 from rulvar_conformance.soak.violations import Violation, violation
-from rulvar_store import JournalOrderViolation, Lease, LocationFactory, MemoryStore
+from rulvar_store import JournalOrderViolation, Lease, MemoryStore
+from rulvar_store.backend import LocationFactory
 from tests.soak.test_referee import RUN, RUNS, ev, one_writer
 
 pytestmark = pytest.mark.soak
