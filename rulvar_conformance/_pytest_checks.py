@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 
+from rulvar_conformance._deadline import DEFAULT_CHECK_TIMEOUT_S, run_with_deadline
 from rulvar_conformance._kit import CheckNotRun, ConformanceSuite
 from rulvar_conformance.certify import (
     Certification,
@@ -58,7 +59,8 @@ def _run(spec: SuiteSpec, check_id: str, certification: Certification) -> None:
         pytest.skip(f"the store does not declare the {spec.capability!r} capability")
     (suite,) = certification_suites(certification, [spec.name])
     try:
-        suite.check(check_id).run()
+        # The same deadline as ``rulvar check``: a hung store fails its test.
+        run_with_deadline(check_id, suite.check(check_id).run, DEFAULT_CHECK_TIMEOUT_S)
     except CheckNotRun as exc:
         pytest.skip(f"not run: {exc.reason}")
 

@@ -16,6 +16,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, NamedTuple, cast
 
+from rulvar_conformance._deadline import (
+    DEFAULT_CHECK_TIMEOUT_S,
+    run_with_deadline,
+    stuck_threads,
+)
 from rulvar_conformance._kit import CheckNotRun, ConformanceSuite
 from rulvar_conformance.data_edges import data_edges_conformance
 from rulvar_conformance.fenced_transcripts import (
@@ -41,6 +46,7 @@ __all__ = [
     "ALL_SUITES",
     "CERTIFY_EXPIRY_TTL_MS",
     "CERTIFY_TTL_MS",
+    "DEFAULT_CHECK_TIMEOUT_S",
     "Certification",
     "CheckResult",
     "CheckStatus",
@@ -48,6 +54,7 @@ __all__ = [
     "certification_suites",
     "probe_capabilities",
     "run_suites",
+    "stuck_threads",
     "suite_specs",
 ]
 
@@ -364,10 +371,14 @@ class CheckResult:
 def run_suites(
     suites: Iterable[ConformanceSuite],
     on_result: Callable[[CheckResult], None] | None = None,
+    *,
+    check_timeout_s: float = DEFAULT_CHECK_TIMEOUT_S,
 ) -> list[CheckResult]:
     """Run every check of every suite in order, never stopping at a failure.
 
-    ``on_result`` is called after each check (progress output).
+    ``on_result`` is called after each check (progress output). A check still
+    running after ``check_timeout_s`` fails as "did not finish" with the stuck
+    threads' stacks, and the next check starts (``_deadline``).
     """
     results: list[CheckResult] = []
     for suite in suites:
@@ -376,7 +387,7 @@ def run_suites(
             status: CheckStatus = "failed"
             error: str | None = None
             try:
-                check.run()
+                run_with_deadline(check.id, check.run, check_timeout_s)
                 status = "passed"
             except CheckNotRun as exc:
                 status, error = "not-run", exc.reason

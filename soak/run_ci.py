@@ -61,9 +61,9 @@ def main() -> int:
             continue
         activity = json.loads((folder / "summary.json").read_text())["activity"]
         print(
-            f"== {backend}: {activity.get('processes', 0)} processes, "
-            f"{activity.get('takeovers', 0)} takeovers, {activity.get('stale_probes', 0)} stale probes, "
-            f"{activity.get('pauses', 0)} pauses, {activity.get('kills', 0)} kills",
+            f"== {backend}: {activity['processes']} processes, "
+            f"{activity['takeovers']} takeovers, {activity['stale_probes']} stale probes, "
+            f"{activity['pauses']} pauses, {activity['kills']} kills",
             flush=True,
         )
     if failed:

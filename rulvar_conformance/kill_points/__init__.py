@@ -8,6 +8,10 @@ recovery. ``kill_point_conformance`` builds the suite; ``rulvar check URL
 --suite kill-points`` runs it.
 """
 
+from rulvar_conformance.kill_points.child import (
+    KillPointWorkerConfig,
+    kill_point_worker_config_from_env,
+)
 from rulvar_conformance.kill_points.driver import (
     KP_HAPPY,
     KP_LIMIT,
@@ -25,11 +29,7 @@ from rulvar_conformance.kill_points.scenarios import (
 )
 from rulvar_conformance.kill_points.store_ops import STORE_CASES, StoreCase
 from rulvar_conformance.kill_points.suite import kill_point_conformance
-from rulvar_conformance.kill_points.worker import (
-    KillPointWorkerConfig,
-    kill_point_worker_config_from_env,
-    run_kill_point_worker,
-)
+from rulvar_conformance.kill_points.worker import run_kill_point_worker
 
 __all__ = [
     "KILL_POINT_SCENARIOS",

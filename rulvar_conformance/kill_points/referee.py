@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from rulvar_conformance._kit import require, same_json
+from rulvar_conformance.kill_points.child import KillPointWorkerConfig, encode_opener
 from rulvar_conformance.kill_points.driver import ScriptedProvider, run_segment
 from rulvar_conformance.kill_points.scenarios import KillPointScenario
 from rulvar_conformance.kill_points.spawn import (
@@ -27,7 +28,6 @@ from rulvar_conformance.kill_points.spawn import (
     WarmWorkers,
     spawn_worker,
 )
-from rulvar_conformance.kill_points.worker import KillPointWorkerConfig, encode_opener
 from rulvar_store import LeasableStore, LeaseHeldError
 from rulvar_store.backend import StoreLocation, system_clock_ms
 

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from rulvar_conformance.kill_points.worker import (
+from rulvar_conformance.kill_points.child import (
     CONFIG_ENV,
     CONFIG_ON_STDIN,
     KillPointWorkerConfig,

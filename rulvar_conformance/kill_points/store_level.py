@@ -34,6 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from rulvar_conformance._kit import not_run, require
+from rulvar_conformance.kill_points.child import (
+    KillPointWorkerConfig,
+    encode_opener,
+)
 from rulvar_conformance.kill_points.referee import SkewedClock
 from rulvar_conformance.kill_points.spawn import WarmWorkers, spawn_worker
 from rulvar_conformance.kill_points.store_ops import (
@@ -52,10 +56,6 @@ from rulvar_conformance.kill_points.store_ops import (
     lease_before_after,
     prepare_run,
     visible_state,
-)
-from rulvar_conformance.kill_points.worker import (
-    KillPointWorkerConfig,
-    encode_opener,
 )
 from rulvar_store import LeasableStore, Lease, LeaseHeldError, OpenedStore
 from rulvar_store.backend import StoreLocation, system_clock_ms

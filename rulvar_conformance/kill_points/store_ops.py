@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from rulvar_conformance.kill_points.worker import (
+from rulvar_conformance.kill_points.child import (
     KillPointWorkerConfig,
     ReportWriter,
     sigkill_self,

@@ -8,7 +8,9 @@ a 9.2 scenario and dies just before or after its matching write; ``store``
 performs one store operation and dies at one failpoint inside it (see
 ``store_level``).
 
-Every event is one JSON line, written with a single unbuffered ``write`` before
+The configuration, the opener's encoding and the report live in ``child``,
+which the store-level operations (``store_ops``) share without importing this
+module. Every event is one JSON line, written with a single unbuffered ``write`` before
 the next action, so a SIGKILL never loses an event already reported: ``call``,
 ``tool``, ``kill``, ``ran-to-completion``, ``fatal`` (and, in store mode,
 ``lease`` and ``armed``).
@@ -16,16 +18,20 @@ the next action, so a SIGKILL never loses an event already reported: ``call``,
 
 from __future__ import annotations
 
-import base64
-import json
-import os
-import pickle
-import signal
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any, Final, Literal, cast
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
 
+from rulvar_conformance.kill_points.child import (
+    CONFIG_ENV,
+    CONFIG_ON_STDIN,
+    KillHook,
+    KillPointWorkerConfig,
+    ReportWriter,
+    decode_opener,
+    kill_point_worker_config_from_env,
+    sigkill_self,
+)
 from rulvar_conformance.kill_points.driver import ScriptedProvider, run_segment
 from rulvar_conformance.kill_points.scenarios import (
     Site,
@@ -33,137 +39,8 @@ from rulvar_conformance.kill_points.scenarios import (
     write_point,
 )
 from rulvar_store import JournalEntry, LeasableStore, Lease, OpenedStore, RunMeta
-from rulvar_store.backend import LocationOpener
 
-__all__ = [
-    "CONFIG_ENV",
-    "CONFIG_ON_STDIN",
-    "KillHook",
-    "KillPointWorkerConfig",
-    "ReportWriter",
-    "decode_opener",
-    "encode_opener",
-    "kill_point_worker_config_from_env",
-    "main",
-    "read_report",
-    "run_kill_point_worker",
-    "sigkill_self",
-]
-
-CONFIG_ENV: Final = "RULVAR_KILL_POINT_CONFIG"
-CONFIG_ON_STDIN: Final = "--config-on-stdin"
-"""Worker argument: read the config (the same JSON) from stdin; EOF alone exits."""
-Mode = Literal["scenario", "store"]
-KillHook = Callable[[], None]
-
-
-def sigkill_self() -> None:
-    """The default kill: SIGKILL this process (no handler, no cleanup runs)."""
-    os.kill(os.getpid(), signal.SIGKILL)
-
-
-@dataclass(frozen=True)
-class KillPointWorkerConfig:
-    """What a worker needs (K5), JSON-serializable.
-
-    Attributes:
-        store_path: the location's name (for messages).
-        run_id: the run to drive.
-        ttl_ms: the ttl the worker opens the store with.
-        report_path: the JSONL event report.
-        scenario_id: the 9.2 scenario (scenario mode) or ``<operation>@<point>``.
-        opener: the location's opener, ``encode_opener`` text.
-        mode: ``scenario`` or ``store``.
-    """
-
-    store_path: str
-    run_id: str
-    ttl_ms: int
-    report_path: str
-    scenario_id: str
-    opener: str = ""
-    mode: Mode = "scenario"
-
-    def to_env(self) -> str:
-        """The value of ``RULVAR_KILL_POINT_CONFIG`` for this config."""
-        return json.dumps(asdict(self))
-
-
-def kill_point_worker_config_from_env(
-    environ: Mapping[str, str] | None = None,
-) -> KillPointWorkerConfig:
-    """Read the config from ``RULVAR_KILL_POINT_CONFIG``.
-
-    Raises:
-        KeyError: the variable is missing.
-        ValueError, TypeError: it is not a config's JSON.
-    """
-    raw = json.loads((os.environ if environ is None else environ)[CONFIG_ENV])
-    if not isinstance(raw, dict):
-        raise ValueError(f"{CONFIG_ENV} must hold a JSON object")
-    return KillPointWorkerConfig(**raw)
-
-
-def encode_opener(opener: LocationOpener) -> str:
-    """Pickle a location opener for a child: plain pickle, else dill (closures)."""
-    try:
-        data = b"P" + pickle.dumps(opener)
-    except (pickle.PicklingError, AttributeError, TypeError):
-        import dill
-
-        data = b"D" + dill.dumps(opener, recurse=True)
-    return base64.b64encode(data).decode("ascii")
-
-
-def decode_opener(text: str) -> LocationOpener:
-    """Undo ``encode_opener``."""
-    data = base64.b64decode(text)
-    if data[:1] == b"D":
-        import dill
-
-        opener: LocationOpener = dill.loads(data[1:])
-    else:
-        opener = pickle.loads(data[1:])
-    return opener
-
-
-class ReportWriter:
-    """Appends one JSON line per event with one unbuffered write (durable on death)."""
-
-    def __init__(self, path: str) -> None:
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-
-    def event(self, **fields: Any) -> None:
-        os.write(self._fd, (json.dumps(fields) + "\n").encode("utf-8"))
-
-    def call(self, prompt: str) -> None:
-        self.event(t="call", prompt=prompt)
-
-    def tool(self, target: str) -> None:
-        self.event(t="tool", target=target)
-
-    def close(self) -> None:
-        os.close(self._fd)
-
-
-def read_report(path: str) -> list[dict[str, Any]]:
-    """Return the report's events; a torn LAST line (death mid-write) is dropped."""
-    try:
-        with open(path, encoding="utf-8") as file:
-            lines = file.read().split("\n")
-    except FileNotFoundError:
-        return []
-    events: list[dict[str, Any]] = []
-    for index, line in enumerate(lines):
-        if not line:
-            continue
-        try:
-            events.append(json.loads(line))
-        except json.JSONDecodeError:
-            if index == len(lines) - 1:
-                break  # the torn tail of a killed writer
-            raise
-    return events
+__all__ = ["main", "run_kill_point_worker"]
 
 
 class _KillingJournal:

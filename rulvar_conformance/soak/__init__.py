@@ -34,7 +34,9 @@ if TYPE_CHECKING:
         SoakResult,
         run_multi_process_soak,
     )
+    from rulvar_conformance.soak.summary import SoakActivity, SoakHealth, SoakSummary
     from rulvar_conformance.soak.tally import DEFAULT_SOAK_QUORUM, SoakQuorum
+    from rulvar_conformance.soak.violations import Violation
     from rulvar_conformance.soak.writer import run_soak_writer
 
 _HOMES = {
@@ -46,12 +48,16 @@ _HOMES = {
     "ListSink": "events",
     "PROFILES": "profiles",
     "RefereeVerdict": "referee",
+    "SoakActivity": "summary",
     "SoakFailure": "runner",
+    "SoakHealth": "summary",
     "SoakHooks": "config",
     "SoakProfile": "profiles",
     "SoakQuorum": "tally",
     "SoakResult": "runner",
+    "SoakSummary": "summary",
     "SoakWriterConfig": "config",
+    "Violation": "violations",
     "profile_named": "profiles",
     "referee_history": "referee",
     "run_boot_storm": "boot_storm",
@@ -69,12 +75,16 @@ __all__ = [
     "Event",
     "ListSink",
     "RefereeVerdict",
+    "SoakActivity",
     "SoakFailure",
+    "SoakHealth",
     "SoakHooks",
     "SoakProfile",
     "SoakQuorum",
     "SoakResult",
+    "SoakSummary",
     "SoakWriterConfig",
+    "Violation",
     "profile_named",
     "referee_history",
     "run_boot_storm",

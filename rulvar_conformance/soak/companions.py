@@ -26,12 +26,15 @@ from pathlib import Path
 from typing import Any, Final
 
 from rulvar_conformance.soak.config import SoakWriterConfig
+from rulvar_conformance.soak.snapshot import FinalState
+from rulvar_conformance.soak.violations import Violation, violation
 from rulvar_store import JournalOrderViolation, StoreBusyError, StoreUnavailableError
 
 __all__ = [
     "CompanionCheck",
     "companion_log_of",
     "companion_run",
+    "companion_runs_in",
     "start_companions",
     "stop_companions",
     "verify_companions",
@@ -129,7 +132,7 @@ def stop_companions(stop: threading.Event, threads: list[threading.Thread]) -> N
 class CompanionCheck:
     """What ``verify_companions`` found: violations and acknowledged appends."""
 
-    violations: list[str] = field(default_factory=list)
+    violations: list[Violation] = field(default_factory=list)
     appends: int = 0
     runs: int = 0
 
@@ -147,10 +150,22 @@ def _read(path: Path) -> tuple[str, list[tuple[str, int, str]]]:
     return run_id, records
 
 
-def verify_companions(journal: Any, logs: Path) -> CompanionCheck:
-    """Hold every companion run under ``logs`` to its log (see the module docstring)."""
+def _logs(folder: Path) -> list[Path]:
+    return sorted(folder.glob(f"*{LOG_SUFFIX}*"))
+
+
+def companion_runs_in(logs: Path) -> list[str]:
+    """The runs the companion logs under ``logs`` name: what the snapshot must read."""
+    return [run_id for run_id, _ in map(_read, _logs(logs)) if run_id]
+
+
+def verify_companions(state: FinalState, logs: Path) -> CompanionCheck:
+    """Hold every companion run under ``logs`` to its log (see the module docstring).
+
+    ``state`` must hold every run ``companion_runs_in(logs)`` names.
+    """
     check = CompanionCheck()
-    for path in sorted(logs.glob(f"*{LOG_SUFFIX}*")):
+    for path in _logs(logs):
         run_id, records = _read(path)
         if not run_id:
             continue  # killed before its first line: it appended nothing
@@ -162,25 +177,31 @@ def verify_companions(journal: Any, logs: Path) -> CompanionCheck:
             f"{seq}: {detail}" for kind, seq, detail in records if kind == "error"
         ]
         check.appends += len(acked)
-        stored = [entry.get("seq") for entry in journal.load(run_id)]
+        stored = [entry.get("seq", -1) for entry in state.run(run_id).entries]
         where = f"companion run {run_id!r} ({path.name})"
         if errors:
             check.violations.append(
-                f"COMPANION ERROR: {where} failed at seq {errors[0]}"
+                violation(f"COMPANION ERROR: {where} failed at seq {errors[0]}")
             )
         if stored != list(range(len(stored))):
             check.violations.append(
-                f"COMPANION ORDER: {where} holds seqs {stored[:12]}, not 0..n in order"
+                violation(
+                    f"COMPANION ORDER: {where} holds seqs {stored[:12]}, not 0..n in order"
+                )
             )
         lost = sorted(acked - set(stored))
         if lost:
             check.violations.append(
-                f"COMPANION LOST ACK: {where} lacks acknowledged appends {lost[:12]}"
+                violation(
+                    f"COMPANION LOST ACK: {where} lacks acknowledged appends {lost[:12]}"
+                )
             )
         phantom = sorted(set(stored) - invoked)
         if phantom:
             check.violations.append(
-                f"COMPANION PHANTOM: {where} holds seqs never invoked {phantom[:12]}"
+                violation(
+                    f"COMPANION PHANTOM: {where} holds seqs never invoked {phantom[:12]}"
+                )
             )
         # Only a process that died can leave its last append stored without ok.
         stopped = any(kind == "stopped" for kind, _, _ in records)
@@ -188,7 +209,9 @@ def verify_companions(journal: Any, logs: Path) -> CompanionCheck:
         unacked = sorted(set(stored) - acked - unsure - in_flight)
         if unacked:
             check.violations.append(
-                f"COMPANION UNACKED: {where} holds seqs {unacked[:12]} that were never "
-                "acknowledged and were not in flight when its process died"
+                violation(
+                    f"COMPANION UNACKED: {where} holds seqs {unacked[:12]} that were never "
+                    "acknowledged and were not in flight when its process died"
+                )
             )
     return check

@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any, Final
 
 from rulvar_conformance.soak.config import OTHER_RUN
 from rulvar_conformance.soak.events import Event
+from rulvar_conformance.soak.snapshot import FinalState
+from rulvar_conformance.soak.violations import Violation, violation
 
 __all__ = [
     "MAX_STATES",
@@ -27,6 +30,7 @@ __all__ = [
     "check_journal",
     "check_meta",
     "check_other_and_victims",
+    "victims_of",
 ]
 
 MAX_STATES: Final = 4096
@@ -72,10 +76,10 @@ def _grow(states: set[Any], op: SerialOp, apply: Any) -> set[Any]:
 
 
 def check_journal(
-    journal: Any,
+    state: FinalState,
     run_id: str,
     ops: list[SerialOp],
-    out: list[str],
+    out: list[Violation],
     unknown: list[dict[str, Any]],
 ) -> None:
     states: set[tuple[str, ...]] = {()}
@@ -87,22 +91,26 @@ def check_journal(
                 accepted_seq[op.nonce] = op.seq
         elif op.surface == "delete":
             states = _grow(states, op, lambda s: ())
-    entries = journal.load(run_id)
+    entries = state.run(run_id).entries
     stored = tuple(str(_nonce_of(entry)) for entry in entries)
     for index, entry in enumerate(entries):
         if entry.get("seq") != index + 1:
             out.append(
-                f"SEQ GAP: {run_id} entry {index} has seq {entry.get('seq')}, expected {index + 1}"
+                violation(
+                    f"SEQ GAP: {run_id} entry {index} has seq {entry.get('seq')}, expected {index + 1}"
+                )
             )
             break
     epochs = [e.get("value", {}).get("soak", {}).get("epoch", 0) for e in entries]
     if any(b < a for a, b in pairwise(epochs)):
-        out.append(f"EPOCH DECREASING: {run_id} journal epochs {epochs}")
+        out.append(violation(f"EPOCH DECREASING: {run_id} journal epochs {epochs}"))
     for index, nonce in enumerate(stored):
         logged = accepted_seq.get(nonce)
         if logged is not None and logged != index + 1:
             out.append(
-                f"LOGGED SEQ MISMATCH: {run_id} {nonce} logged seq {logged}, stored at {index + 1}"
+                violation(
+                    f"LOGGED SEQ MISMATCH: {run_id} {nonce} logged seq {logged}, stored at {index + 1}"
+                )
             )
     for op in ops:
         if op.surface == "append" and not op.certain:
@@ -130,27 +138,35 @@ def check_journal(
     extra = [n for n in stored if n not in expected]
     if lost:
         out.append(
-            f"LOST WRITE: {run_id} accepted append(s) {lost[:5]} missing from the journal"
+            violation(
+                f"LOST WRITE: {run_id} accepted append(s) {lost[:5]} missing from the journal"
+            )
         )
     if extra:
         out.append(
-            f"UNEXPECTED ENTRY: {run_id} journal holds {extra[:5]} no accepted append explains"
+            violation(
+                f"UNEXPECTED ENTRY: {run_id} journal holds {extra[:5]} no accepted append explains"
+            )
         )
     if not lost and not extra:
         out.append(
-            f"ORDER MISMATCH: {run_id} journal {list(stored)[:8]} vs serial history {list(expected)[:8]}"
+            violation(
+                f"ORDER MISMATCH: {run_id} journal {list(stored)[:8]} vs serial history {list(expected)[:8]}"
+            )
         )
     if len(stored) != len(expected):
         out.append(
-            f"JOURNAL LENGTH: {run_id} holds {len(stored)} entries, the history accepts {len(expected)}"
+            violation(
+                f"JOURNAL LENGTH: {run_id} holds {len(stored)} entries, the history accepts {len(expected)}"
+            )
         )
 
 
 def check_meta(
-    journal: Any,
+    state: FinalState,
     run_id: str,
     ops: list[SerialOp],
-    out: list[str],
+    out: list[Violation],
     unknown: list[dict[str, Any]],
 ) -> None:
     states: set[Any] = {None}
@@ -159,7 +175,7 @@ def check_meta(
             states = _grow(states, op, lambda s, n=op.nonce: n)
         elif op.surface == "delete":
             states = _grow(states, op, lambda s: None)
-    stored = _nonce_of(journal.get_meta(run_id))
+    stored = _nonce_of(state.run(run_id).meta)
     for op in ops:
         if op.surface == "meta" and not op.certain:
             unknown.append(
@@ -174,15 +190,17 @@ def check_meta(
             )
     if stored not in states:
         out.append(
-            f"META MISMATCH: {run_id} meta soak.nonce {stored!r}, the history allows {sorted(map(str, states))[:4]}"
+            violation(
+                f"META MISMATCH: {run_id} meta soak.nonce {stored!r}, the history allows {sorted(map(str, states))[:4]}"
+            )
         )
 
 
 def check_blobs(
-    blobs: Any,
+    state: FinalState,
     run_id: str,
     ops: list[SerialOp],
-    out: list[str],
+    out: list[Violation],
     unknown: list[dict[str, Any]],
 ) -> None:
     per_ref: dict[str, set[Any]] = defaultdict(lambda: {None})
@@ -191,21 +209,25 @@ def check_blobs(
             continue
         new = op.nonce if op.surface == "blob-put" else None
         per_ref[op.ref] = _grow(per_ref[op.ref], op, lambda s, n=new: n)
-    listed = sorted(blobs.list_refs(run_id))
-    for ref in listed:
+    held = state.run(run_id).blobs
+    for ref in held:
         if ref not in per_ref:
             out.append(
-                f"UNEXPECTED BLOB: {ref} ({_blob_nonce(blobs.get(ref))!r}) no accepted put explains"
+                violation(
+                    f"UNEXPECTED BLOB: {ref} ({_blob_nonce(held[ref])!r}) no accepted put explains"
+                )
             )
     for ref, states in sorted(per_ref.items()):
-        stored = _blob_nonce(blobs.get(ref)) if ref in listed else None
+        stored = _blob_nonce(held.get(ref))
         if stored not in states:
             out.append(
-                f"BLOB MISMATCH: {ref} holds {stored!r}, the history allows {sorted(map(str, states))[:4]}"
+                violation(
+                    f"BLOB MISMATCH: {ref} holds {stored!r}, the history allows {sorted(map(str, states))[:4]}"
+                )
             )
     for op in ops:
         if op.ref is not None and not op.certain:
-            present = _blob_nonce(blobs.get(op.ref)) if op.ref in listed else None
+            present = _blob_nonce(held.get(op.ref))
             unknown.append(
                 {
                     "id": op.op_id,
@@ -222,25 +244,29 @@ def check_blobs(
             )
 
 
+def victims_of(history: Iterable[Event]) -> list[str]:
+    """The side runs whose victim cycle completed: they must have vanished."""
+    return [str(event["vid"]) for event in history if event.get("t") == "victim"]
+
+
 def check_other_and_victims(
-    journal: Any, blobs: Any, history: list[Event], out: list[str]
+    state: FinalState, history: list[Event], out: list[Violation]
 ) -> None:
-    if blobs.list_refs(OTHER_RUN):
-        out.append(
-            f"CROSS-RUN WRITE: {OTHER_RUN} holds blobs {blobs.list_refs(OTHER_RUN)[:4]}"
-        )
-    for event in history:
-        if event.get("t") != "victim":
-            continue
-        vid = event["vid"]
+    other = list(state.run(OTHER_RUN).blobs)
+    if other:
+        out.append(violation(f"CROSS-RUN WRITE: {OTHER_RUN} holds blobs {other[:4]}"))
+    for vid in victims_of(history):
+        victim = state.run(vid)
         left = []
-        if journal.load(vid):
+        if victim.entries:
             left.append("entries")
-        if journal.get_meta(vid) is not None:
+        if victim.meta is not None:
             left.append("meta")
-        if blobs.list_refs(vid):
+        if victim.blobs:
             left.append("blobs")
         if left:
             out.append(
-                f"VICTIM LEFTOVERS: completed victim {vid} still has {', '.join(left)}"
+                violation(
+                    f"VICTIM LEFTOVERS: completed victim {vid} still has {', '.join(left)}"
+                )
             )

@@ -210,7 +210,10 @@ def sweep_with(writer: SoakWriter, lease: Lease) -> None:
             writer.emit(
                 "error",
                 id=op_id,
-                detail=f"stale {surface}: JournalOrderViolation (the fence should reject first)",
+                finding="SEQ GUARD BEFORE FENCE",
+                surface=surface,
+                detail=f"its {surface} on {run_id} with superseded epoch {lease.epoch} "
+                "was refused as out of order (JournalOrderViolation), not as stale",
             )
         else:
             return

@@ -1,7 +1,8 @@
 """The soak referee (S9): rebuild the serial history the epochs promise, diff the store.
 
-``verify_soak_history`` is pure: it reads the writers' records and the store's
-final state and returns violations as text. The serial history of a run is its
+``judge_soak`` is pure: it reads the writers' records and a snapshot of the
+store's final state (``soak.snapshot``, read once after the storm) and returns
+typed violations; ``verify_soak_history`` reads the snapshot and returns text. The serial history of a run is its
 accepted mutations sorted by ``(epoch, counter)``: epochs totally order the
 tenures and one holder issues its calls in program order. A call whose outcome is
 unknown (its writer was SIGKILLed between the ``invoke`` and the completion) takes
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any, Final
 
-from rulvar_conformance.soak.config import DEFAULT_SOAK_RUNS
+from rulvar_conformance.soak.config import DEFAULT_SOAK_RUNS, OTHER_RUN
 from rulvar_conformance.soak.events import Event, unfinished_ids
 from rulvar_conformance.soak.final_state import (
     SerialOp,
@@ -27,27 +28,36 @@ from rulvar_conformance.soak.final_state import (
     check_journal,
     check_meta,
     check_other_and_victims,
+    victims_of,
 )
+from rulvar_conformance.soak.snapshot import FinalState, read_final_state
+from rulvar_conformance.soak.violations import (
+    SURFACE_WORDS,
+    Violation,
+    violation,
+)
+from rulvar_store import MetaLookupStore, TranscriptStore
 
-__all__ = ["RefereeVerdict", "referee_history", "verify_soak_history"]
+__all__ = [
+    "RefereeVerdict",
+    "judge_soak",
+    "referee_history",
+    "soak_run_ids",
+    "verify_soak_history",
+]
 
 MUTATIONS: Final = frozenset(
     {"marker", "append", "meta", "blob-put", "blob-delete", "delete"}
 )
-_OP_SURFACE: Final = {
-    "append": "append",
-    "meta": "meta",
-    "blob-put": "blob-put",
-    "blob-delete": "blob-delete",
-    "delete": "delete",
-}
+SERIAL_CALLS: Final = frozenset({"append", "meta", "blob-put", "blob-delete", "delete"})
+"""Calls whose unknown outcome takes a slot in a run's serial history (op name = surface)."""
 
 
 @dataclass
 class RefereeVerdict:
     """Violations plus how each unknown-outcome call was resolved."""
 
-    violations: list[str] = field(default_factory=list)
+    violations: list[Violation] = field(default_factory=list)
     unknown: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -56,48 +66,66 @@ def _who(event: Event) -> str:
 
 
 def verify_soak_history(
-    journal: Any,
-    blobs: Any,
+    journal: MetaLookupStore,
+    blobs: TranscriptStore,
     events: Iterable[Event],
     runs: Sequence[str] = DEFAULT_SOAK_RUNS,
 ) -> list[str]:
     """Every S9 check over ``events`` and the store's final state; [] when clean."""
-    return referee_history(journal, blobs, events, runs).violations
+    return [
+        item.line for item in referee_history(journal, blobs, events, runs).violations
+    ]
+
+
+def soak_run_ids(events: Iterable[Event], runs: Sequence[str]) -> list[str]:
+    """Every run the referee reads: the soak runs, the run nobody leases, the victims."""
+    return [*runs, OTHER_RUN, *victims_of(events)]
 
 
 def referee_history(
-    journal: Any,
-    blobs: Any,
+    journal: MetaLookupStore,
+    blobs: TranscriptStore,
     events: Iterable[Event],
     runs: Sequence[str] = DEFAULT_SOAK_RUNS,
 ) -> RefereeVerdict:
     """As ``verify_soak_history``, also reporting how unknown outcomes resolved."""
+    history = list(events)
+    state = read_final_state(journal, blobs, soak_run_ids(history, runs))
+    return judge_soak(state, history, runs)
+
+
+def judge_soak(
+    state: FinalState, events: Iterable[Event], runs: Sequence[str] = DEFAULT_SOAK_RUNS
+) -> RefereeVerdict:
+    """The pure verdict: the writers' records against a snapshot of the final state."""
     history = sorted(events, key=lambda e: e.get("ns", 0))
     verdict = RefereeVerdict()
     out = verdict.violations
     for event in history:
         kind = event.get("t")
         if kind == "stale-accept":
-            out.append(
-                f"STALE ACCEPT: {_who(event)} {event.get('surface')} on {event.get('run')} "
-                f"under dead epoch {event.get('epoch')} ({event.get('id')})"
-            )
+            out.append(_stale_accept(event))
         elif kind == "error":
-            out.append(f"ERROR: {_who(event)}: {event.get('detail')}")
+            out.append(
+                violation(
+                    f"{event.get('finding', 'ERROR')}: {_who(event)}: {event.get('detail')}",
+                    str(event.get("surface", "")),
+                )
+            )
         elif kind == "fatal":
-            out.append(f"FATAL: {_who(event)}: {event.get('detail')}")
+            out.append(violation(f"FATAL: {_who(event)}: {event.get('detail')}"))
     grants = _check_grants(history, out)
     invokes = {e["id"]: e for e in history if e.get("t") == "invoke"}
     _check_accepts(history, grants, invokes, out)
     unknown = unfinished_ids(history)
     for run_id in runs:
         ops = _serial_ops(history, invokes, unknown, run_id, out)
-        check_journal(journal, run_id, ops, out, verdict.unknown)
-        check_meta(journal, run_id, ops, out, verdict.unknown)
-        check_blobs(blobs, run_id, ops, out, verdict.unknown)
-    check_other_and_victims(journal, blobs, history, out)
+        check_journal(state, run_id, ops, out, verdict.unknown)
+        check_meta(state, run_id, ops, out, verdict.unknown)
+        check_blobs(state, run_id, ops, out, verdict.unknown)
+    check_other_and_victims(state, history, out)
     for op_id, call in unknown.items():
-        if call.get("op") not in _OP_SURFACE or call.get("stale"):
+        if call.get("op") not in SERIAL_CALLS or call.get("stale"):
             verdict.unknown.append(
                 {
                     "id": op_id,
@@ -109,8 +137,26 @@ def referee_history(
     return verdict
 
 
+def _stale_accept(event: Event) -> Violation:
+    """A writer's probe that the store should have refused and accepted instead."""
+    surface = str(event.get("surface"))
+    words = SURFACE_WORDS.get(surface, surface)
+    if surface == "cross-run-live":
+        return violation(
+            f"CROSS-RUN ACCEPT: {_who(event)}'s {words} was accepted under its lease on "
+            f"{event.get('run')} epoch {event.get('epoch')} ({event.get('id')})",
+            surface,
+        )
+    return violation(
+        f"STALE ACCEPT: {_who(event)}'s {words} on {event.get('run')} was accepted "
+        f"with epoch {event.get('epoch')} after a later epoch superseded it "
+        f"({event.get('id')})",
+        surface,
+    )
+
+
 def _check_grants(
-    history: list[Event], out: list[str]
+    history: list[Event], out: list[Violation]
 ) -> dict[tuple[str, int], tuple[str, int]]:
     """Epoch granted twice; a holder's grants of one run not strictly increasing."""
     grants: dict[tuple[str, int], tuple[str, int]] = {}
@@ -121,14 +167,18 @@ def _check_grants(
         run_id, epoch, who = event["run"], int(event["epoch"]), _who(event)
         if (run_id, epoch) in grants:
             out.append(
-                f"DOUBLE GRANT: {run_id} epoch {epoch} granted to {grants[run_id, epoch][0]} and {who}"
+                violation(
+                    f"DOUBLE GRANT: {run_id} epoch {epoch} granted to {grants[run_id, epoch][0]} and {who}"
+                )
             )
         else:
             grants[run_id, epoch] = (who, int(event.get("ns", 0)))
         previous = last.get((who, run_id))
         if previous is not None and epoch <= previous:
             out.append(
-                f"GRANTS NOT INCREASING: {who} got {run_id} epoch {epoch} after epoch {previous}"
+                violation(
+                    f"GRANTS NOT INCREASING: {who} got {run_id} epoch {epoch} after epoch {previous}"
+                )
             )
         last[who, run_id] = epoch
     return grants
@@ -138,7 +188,7 @@ def _check_accepts(
     history: list[Event],
     grants: dict[tuple[str, int], tuple[str, int]],
     invokes: dict[str, Event],
-    out: list[str],
+    out: list[Violation],
 ) -> None:
     """An accept must ride its own writer's grant and start before any higher grant."""
     by_run: dict[str, list[tuple[int, int]]] = defaultdict(list)
@@ -157,15 +207,22 @@ def _check_accepts(
         if event.get("t") != "accept":
             continue
         run_id, epoch, who = event["run"], int(event["epoch"]), _who(event)
+        surface = str(event.get("surface", ""))
         granted = grants.get((run_id, epoch))
         if granted is None:
             out.append(
-                f"ACCEPT WITHOUT GRANT: {who} {event.get('surface')} on {run_id} epoch {epoch}"
+                violation(
+                    f"ACCEPT WITHOUT GRANT: {who} {event.get('surface')} on {run_id} epoch {epoch}",
+                    surface,
+                )
             )
         elif granted[0] != who:
             out.append(
-                f"ACCEPT UNDER ANOTHER WRITER'S EPOCH: {who} {event.get('surface')} on {run_id} "
-                f"under epoch {epoch}, granted to {granted[0]}"
+                violation(
+                    f"ACCEPT UNDER ANOTHER WRITER'S EPOCH: {who} {event.get('surface')} on {run_id} "
+                    f"under epoch {epoch}, granted to {granted[0]}",
+                    surface,
+                )
             )
         call = invokes.get(event.get("id", ""))
         if call is None or run_id not in highest:
@@ -174,8 +231,11 @@ def _check_accepts(
         index = bisect.bisect_left(times, int(call.get("ns", 0))) - 1
         if index >= 0 and best[index] > epoch:
             out.append(
-                f"STALE ACCEPT: {who} {event.get('surface')} on {run_id} under epoch {epoch} "
-                f"was invoked after epoch {best[index]} had been granted"
+                violation(
+                    f"STALE ACCEPT: {who} {event.get('surface')} on {run_id} under epoch {epoch} "
+                    f"was invoked after epoch {best[index]} had been granted",
+                    surface,
+                )
             )
 
 
@@ -184,7 +244,7 @@ def _serial_ops(
     invokes: dict[str, Event],
     unknown: dict[str, Event],
     run_id: str,
-    out: list[str],
+    out: list[Violation],
 ) -> list[SerialOp]:
     """Accepted and unknown-outcome mutations of ``run_id`` in (epoch, counter) order."""
     ops: list[SerialOp] = []
@@ -210,12 +270,12 @@ def _serial_ops(
     for op_id, call in unknown.items():
         if (
             call.get("run") == run_id
-            and call.get("op") in _OP_SURFACE
+            and call.get("op") in SERIAL_CALLS
             and not call.get("stale")
         ):
             ops.append(
                 SerialOp(
-                    _OP_SURFACE[call["op"]],
+                    call["op"],
                     int(call["epoch"]),
                     int(call["counter"]),
                     str(call.get("nonce")),
@@ -229,8 +289,10 @@ def _serial_ops(
     for before, after in pairwise(ops):
         if (before.epoch, before.counter) == (after.epoch, after.counter):
             out.append(
-                f"DUPLICATE POSITION: {run_id} epoch {before.epoch} counter {before.counter} "
-                f"({before.op_id}, {after.op_id})"
+                violation(
+                    f"DUPLICATE POSITION: {run_id} epoch {before.epoch} counter {before.counter} "
+                    f"({before.op_id}, {after.op_id})"
+                )
             )
     return ops
 

@@ -9,7 +9,6 @@ with the install command.
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -18,33 +17,12 @@ from rulvar_conformance.soak.events import Event
 if TYPE_CHECKING:
     from rulvar_conformance.soak.runner import SoakResult
 
-__all__ = ["INSTALL_HINT", "plot_tenures", "summary_of", "write_report"]
+__all__ = ["INSTALL_HINT", "plot_tenures", "write_report"]
 
 INSTALL_HINT: Final = (
     "pip install 'rulvar-stores[report]'  (or: pip install 'matplotlib>=3.8')"
 )
 _END_OF_TENURE: Final = frozenset({"released", "fence-kick", "stale-reject", "stall"})
-
-
-def summary_of(result: SoakResult) -> dict[str, Any]:
-    """The JSON-safe summary: settings, activity, health, unknown outcomes, violations."""
-    resolved: dict[str, int] = defaultdict(int)
-    for item in result.unknown:
-        resolved[f"{item['op']}: {item['resolved']}"] += 1
-    return {
-        "settings": result.settings,
-        "passed": not result.violations,
-        "violations": result.violations,
-        "storm_ms": round(result.storm_ms, 1),
-        "journal_entries": result.journal_entries,
-        "activity": dict(sorted(result.activity.items())),
-        "unknown_outcomes": {
-            "count": len(result.unknown),
-            "resolved": dict(resolved),
-            "calls": result.unknown,
-        },
-        "health": result.health,
-    }
 
 
 def write_report(result: SoakResult, folder: Path) -> dict[str, Any]:
@@ -53,7 +31,7 @@ def write_report(result: SoakResult, folder: Path) -> dict[str, Any]:
     with (folder / "chaos.jsonl").open("w", encoding="utf-8") as handle:
         for event in result.chaos:
             handle.write(json.dumps(event) + "\n")
-    summary = summary_of(result)
+    summary = result.summary.to_json()
     try:
         plot_tenures(result.events, result.chaos, folder / "tenures.png")
         summary["picture"] = "tenures.png"

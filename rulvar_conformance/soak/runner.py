@@ -21,8 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from rulvar_conformance._deadline import CheckTimedOut, run_with_deadline
 from rulvar_conformance._kit import ConformanceFailure
-from rulvar_conformance.soak.companions import verify_companions
+from rulvar_conformance.soak.companions import (
+    CompanionCheck,
+    companion_runs_in,
+    verify_companions,
+)
 from rulvar_conformance.soak.config import (
     DEFAULT_SOAK_RUNS,
     SoakWriterConfig,
@@ -31,47 +36,58 @@ from rulvar_conformance.soak.events import (
     Event,
     monotonic_ns,
 )
-from rulvar_conformance.soak.referee import referee_history
+from rulvar_conformance.soak.referee import RefereeVerdict, judge_soak, soak_run_ids
+from rulvar_conformance.soak.snapshot import FinalState, read_final_state
 from rulvar_conformance.soak.storm import ChaosPlan, Storm, chaos_step, tail_of
+from rulvar_conformance.soak.summary import SoakActivity, SoakSummary
 from rulvar_conformance.soak.tally import (
     DEFAULT_SOAK_QUORUM,
     SoakQuorum,
     health_report,
 )
-from rulvar_store import ConfigError
+from rulvar_conformance.soak.violations import Violation, violation
+from rulvar_store import ConfigError, MetaLookupStore
 from rulvar_store.backend import StoreLocation
 
 __all__ = ["ChaosPlan", "SoakFailure", "SoakResult", "run_multi_process_soak"]
 
 POLL_S: Final = 0.1
+READ_DEADLINE_S: Final = 300.0
+"""Bound on reading the final state: minutes of margin over the seconds it takes."""
 EXIT_WAIT_S: Final = 30.0
 NO_CHAOS: Final = ChaosPlan()
 
 
-@dataclass
+@dataclass(frozen=True)
 class SoakResult:
-    """What a soak did and found (S10, plus chaos and health)."""
+    """What a soak did and found (S10): the typed summary plus every raw record."""
 
-    activity: dict[str, int]
-    storm_ms: float
-    journal_entries: int
-    violations: list[str]
+    summary: SoakSummary
     events: list[Event]
     chaos: list[Event] = field(default_factory=list)
-    unknown: list[dict[str, Any]] = field(default_factory=list)
-    health: dict[str, Any] = field(default_factory=dict)
-    settings: dict[str, Any] = field(default_factory=dict)
     report_dir: str | None = None
+
+    @property
+    def violations(self) -> tuple[Violation, ...]:
+        return self.summary.violations
+
+    @property
+    def activity(self) -> SoakActivity:
+        return self.summary.activity
+
+    @property
+    def journal_entries(self) -> int:
+        return self.summary.journal_entries
 
 
 class SoakFailure(ConformanceFailure):
-    """``store-conformance multi-process-soak: <n> violation(s)`` and one bullet each."""
+    """``store-conformance multi-process-soak: <verdict>``: violations grouped, or the quorum missed."""
 
     def __init__(self, result: SoakResult) -> None:
-        bullets = "\n".join(f"- {line}" for line in result.violations)
-        super().__init__(
-            "multi-process-soak", f"{len(result.violations)} violation(s)\n{bullets}"
-        )
+        lines = result.summary.verdict_lines()
+        prefix = "store-conformance multi-process-soak: "
+        head = lines[0].removeprefix(prefix)
+        super().__init__("multi-process-soak", "\n".join([head, *lines[1:]]))
         self.result = result
 
 
@@ -86,7 +102,7 @@ def run_multi_process_soak(
     chaos: ChaosPlan = NO_CHAOS,
     quorum: SoakQuorum = DEFAULT_SOAK_QUORUM,
     report_dir: str | os.PathLike[str] | None = None,
-    on_progress: Callable[[float, dict[str, int]], None] | None = None,
+    on_progress: Callable[[float, SoakActivity], None] | None = None,
     raise_on_violation: bool = True,
     companions: int = 0,
 ) -> SoakResult:
@@ -102,8 +118,9 @@ def run_multi_process_soak(
 
     Raises:
         ConfigError: the location cannot be opened in a child process, or bad settings.
-        SoakFailure: any violation (one error listing all, S10), unless
-            ``raise_on_violation`` is false; ``.result`` holds the full result.
+        SoakFailure: any violation (one error listing all, S10), or the cap
+            reached before the quorum, unless ``raise_on_violation`` is false;
+            ``.result`` holds the full result.
     """
     if not location.processes:
         raise ConfigError(
@@ -161,7 +178,7 @@ def run_multi_process_soak(
             settings,
         )
         if report_dir is not None:
-            result.report_dir = str(workdir)
+            result = dataclasses.replace(result, report_dir=str(workdir))
             from rulvar_conformance.soak.report import write_report
 
             write_report(result, workdir)
@@ -171,7 +188,7 @@ def run_multi_process_soak(
         (workdir / "soak-stop").unlink(missing_ok=True)
         if scratch is not None:
             scratch.cleanup()
-    if result.violations and raise_on_violation:
+    if result.summary.outcome != "passed" and raise_on_violation:
         raise SoakFailure(result)
     return result
 
@@ -184,7 +201,7 @@ def _storm(
     ttl_ms: int,
     chaos: ChaosPlan,
     quorum: SoakQuorum,
-    on_progress: Callable[[float, dict[str, int]], None] | None,
+    on_progress: Callable[[float, SoakActivity], None] | None,
     settings: dict[str, Any],
 ) -> SoakResult:
     started = time.monotonic()
@@ -208,40 +225,63 @@ def _storm(
         if on_progress is not None:
             on_progress(now - started, activity)
         missing = quorum.missing(activity)
-        if not missing:
-            break
-        if now - started >= seconds or not storm.writers:
-            storm.violations.append(
-                f"QUORUM NOT REACHED: stopped at the {seconds:g} s cap still missing {', '.join(missing)}"
-            )
+        # No writer left means each exit was recorded as a violation already.
+        if not missing or now - started >= seconds or not storm.writers:
             break
     storm_ms = (time.monotonic() - started) * 1000.0
     stop_ns = monotonic_ns()
     _stop(storm)
     events = [event for writer in storm.all_writers() for event in writer.events]
-    opened = location.open(ttl_ms)
+    runs = settings["runs"]
+    read_ids = [*soak_run_ids(events, runs), *companion_runs_in(storm.logs)]
+    snapshot: list[FinalState] = []
+
+    def read() -> None:
+        opened = location.open(ttl_ms)
+        try:
+            if not isinstance(opened.journal, MetaLookupStore):
+                raise ConfigError(
+                    f"location {location.name!r} cannot be soaked: its journal has no get_meta"
+                )
+            snapshot.append(
+                read_final_state(opened.journal, opened.transcripts, read_ids)
+            )
+        finally:
+            opened.close()
+
     try:
-        verdict = referee_history(
-            opened.journal, opened.transcripts, events, settings["runs"]
+        # A store that hangs on its reads must not hang the soak's verdict.
+        run_with_deadline("multi-process-soak", read, READ_DEADLINE_S)
+    except CheckTimedOut as exc:
+        storm.violations.append(
+            violation(
+                f"FINAL STATE UNREADABLE: the store did not answer the referee's reads "
+                f"in {READ_DEADLINE_S:g} s after every writer had stopped; {exc.detail}"
+            )
         )
-        journal_entries = sum(len(opened.journal.load(run)) for run in settings["runs"])
-        company = verify_companions(opened.journal, storm.logs)
-    finally:
-        opened.close()
-    activity = storm.tally.snapshot()
-    activity["companion_runs"] = company.runs
-    activity["companion_appends"] = company.appends
-    return SoakResult(
+    # Judged from the snapshot alone: no store handle is open past this point.
+    # Nothing read is nothing judged (an empty state would read as lost writes).
+    verdict, company, journal_entries = RefereeVerdict(), CompanionCheck(), 0
+    for state in snapshot:
+        verdict = judge_soak(state, events, runs)
+        journal_entries = sum(len(state.run(run).entries) for run in runs)
+        company = verify_companions(state, storm.logs)
+    activity = dataclasses.replace(
+        storm.tally.snapshot(),
+        companion_runs=company.runs,
+        companion_appends=company.appends,
+    )
+    summary = SoakSummary(
+        settings=settings,
         activity=activity,
+        health=health_report(events, storm.chaos, start_ns, stop_ns),
         storm_ms=storm_ms,
         journal_entries=journal_entries,
-        violations=storm.violations + verdict.violations + company.violations,
-        events=events,
-        chaos=storm.chaos,
-        unknown=verdict.unknown,
-        health=health_report(events, storm.chaos, start_ns, stop_ns),
-        settings=settings,
+        violations=(*storm.violations, *verdict.violations, *company.violations),
+        quorum_missing=tuple(missing),
+        unknown=tuple(verdict.unknown),
     )
+    return SoakResult(summary=summary, events=events, chaos=storm.chaos)
 
 
 def _stop(storm: Storm) -> None:
@@ -258,12 +298,16 @@ def _stop(storm: Storm) -> None:
             writer.process.kill()
             writer.process.wait()
             storm.violations.append(
-                f"STRAGGLER: w{writer.index}.{writer.incarnation} did not exit within {EXIT_WAIT_S:g} s "
-                "of the stop file and was SIGKILLed"
+                violation(
+                    f"STRAGGLER: w{writer.index}.{writer.incarnation} did not exit within {EXIT_WAIT_S:g} s "
+                    "of the stop file and was SIGKILLed"
+                )
             )
             code = None
         if code not in (0, None):
             storm.violations.append(
-                f"WRITER EXIT {code}: w{writer.index}.{writer.incarnation}: {tail_of(writer.stderr)}"
+                violation(
+                    f"WRITER EXIT: w{writer.index}.{writer.incarnation} exited {code}: {tail_of(writer.stderr)}"
+                )
             )
         storm.drain(writer)

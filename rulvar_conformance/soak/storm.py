@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -28,6 +29,7 @@ from rulvar_conformance.soak.events import (
     unfinished_ids,
 )
 from rulvar_conformance.soak.tally import ActivityTally
+from rulvar_conformance.soak.violations import Violation, violation
 
 __all__ = ["ChaosPlan", "Storm", "WriterProcess", "chaos_step", "tail_of"]
 
@@ -107,12 +109,15 @@ class Storm:
         )
         self.stop_path = workdir / "soak-stop"
         self.logs = workdir / "logs"
-        self.logs.mkdir(parents=True, exist_ok=True)
+        # A reused report folder holds an earlier soak's logs, which writers and
+        # companions append to: read back, they would mix two soaks' records.
+        shutil.rmtree(self.logs, ignore_errors=True)
+        self.logs.mkdir(parents=True)
         self.writers: dict[int, WriterProcess] = {}
         self.retired: list[WriterProcess] = []
         self.chaos: list[Event] = []
         self.tally = ActivityTally()
-        self.violations: list[str] = []
+        self.violations: list[Violation] = []
 
     def record(self, kind: str, writer: WriterProcess, **more: Any) -> None:
         event = {
@@ -215,8 +220,10 @@ class Storm:
             if code is not None and not self.stop_path.exists():
                 self.drain(writer)
                 self.violations.append(
-                    f"WRITER EXITED: w{writer.index}.{writer.incarnation} exited {code} during the storm: "
-                    f"{tail_of(writer.stderr)}"
+                    violation(
+                        f"WRITER EXITED: w{writer.index}.{writer.incarnation} exited {code} during the storm: "
+                        f"{tail_of(writer.stderr)}"
+                    )
                 )
                 del self.writers[writer.index]
                 self.retired.append(writer)

@@ -9,13 +9,19 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Iterable
+from dataclasses import dataclass, fields
 from itertools import pairwise
 from statistics import mean
 from typing import Any, Final
 
 from rulvar_conformance.soak.events import COMPLETIONS, Event
+from rulvar_conformance.soak.summary import (
+    InsidePauses,
+    ResumeLatency,
+    SoakActivity,
+    SoakHealth,
+)
 
 __all__ = ["DEFAULT_SOAK_QUORUM", "ActivityTally", "SoakQuorum", "health_report"]
 
@@ -40,12 +46,12 @@ class SoakQuorum:
     pauses: int = 0
     kills: int = 0
 
-    def missing(self, activity: Mapping[str, int]) -> list[str]:
+    def missing(self, activity: SoakActivity) -> list[str]:
         """``name have/need`` for every count still below its minimum."""
         return [
-            f"{item.name} {activity.get(item.name, 0)}/{getattr(self, item.name)}"
+            f"{item.name} {getattr(activity, item.name)}/{getattr(self, item.name)}"
             for item in fields(self)
-            if activity.get(item.name, 0) < getattr(self, item.name)
+            if getattr(activity, item.name) < getattr(self, item.name)
         ]
 
 
@@ -115,8 +121,8 @@ class ActivityTally:
         elif kind == "spawn":
             counts["processes"] += 1
 
-    def snapshot(self) -> dict[str, int]:
-        return dict(self.counts)
+    def snapshot(self) -> SoakActivity:
+        return SoakActivity.from_counts(self.counts)
 
 
 def _writer_of(event: Event) -> int:
@@ -125,7 +131,7 @@ def _writer_of(event: Event) -> int:
 
 def health_report(
     events: Iterable[Event], chaos: list[Event], start_ns: int, stop_ns: int
-) -> dict[str, Any]:
+) -> SoakHealth:
     """Liveness figures: service per writer, the longest write drought and its cause,
     busy retries, and the time from each SIGCONT to the paused writer's next outcome."""
     ordered = sorted(events, key=lambda e: e.get("ns", 0))
@@ -154,18 +160,18 @@ def health_report(
     for before, after in pairwise(writes):
         if (after - before) / 1e6 > gap_ms:
             gap_ms, gap_from, gap_to = (after - before) / 1e6, before, after
-    return {
-        "first_write_ms": None if first_write_ms is None else round(first_write_ms, 1),
-        "accepted_per_writer": per_writer,
-        "least_served": min(counts),
-        "mean_served": round(mean(counts), 1),
-        "busy_retries": sum(busy.values()),
-        "busy_per_writer": {str(w): busy.get(w, 0) for w in writers},
-        "longest_write_drought_ms": round(gap_ms, 1),
-        "drought_cause": _drought_cause(ordered, chaos, gap_from, gap_to),
-        "resume_to_next_outcome_ms": _resume_latencies(ordered, chaos),
-        "pauses_inside_a_call": _inside_pauses(ordered, chaos),
-    }
+    return SoakHealth(
+        first_write_ms=None if first_write_ms is None else round(first_write_ms, 1),
+        accepted_per_writer=per_writer,
+        least_served=min(counts),
+        mean_served=round(mean(counts), 1),
+        busy_retries=sum(busy.values()),
+        busy_per_writer={str(w): busy.get(w, 0) for w in writers},
+        longest_write_drought_ms=round(gap_ms, 1),
+        drought_cause=_drought_cause(ordered, chaos, gap_from, gap_to),
+        resume_to_next_outcome_ms=_resume_latencies(ordered, chaos),
+        pauses_inside_a_call=_inside_pauses(ordered, chaos),
+    )
 
 
 def _drought_cause(ordered: list[Event], chaos: list[Event], lo: int, hi: int) -> str:
@@ -204,7 +210,7 @@ def _drought_cause(ordered: list[Event], chaos: list[Event], lo: int, hi: int) -
     return "; ".join(parts) or "no fault overlapped it (scheduling or machine load)"
 
 
-def _inside_pauses(ordered: list[Event], chaos: list[Event]) -> dict[str, Any]:
+def _inside_pauses(ordered: list[Event], chaos: list[Event]) -> InsidePauses:
     """Pauses that landed inside a store call, and whether everyone else stopped writing.
 
     On SQLite a writer frozen inside its write transaction holds the file's write
@@ -226,13 +232,13 @@ def _inside_pauses(ordered: list[Event], chaos: list[Event]) -> dict[str, Any]:
         started = any(w != window["w"] for _, w in writes[:lo])
         rows.append((window, others if started else -1))
     blocked = [(w["to"] - w["from"]) / 1e6 for w, others in rows if others == 0]
-    return {
-        "count": len(rows),
-        "before_others_wrote": sum(1 for _, others in rows if others < 0),
-        "blocked_everyone": len(blocked),
-        "longest_blocked_ms": round(max(blocked), 1) if blocked else 0.0,
-        "calls": sorted({str(w["inside"]) for w, _ in rows}),
-    }
+    return InsidePauses(
+        count=len(rows),
+        before_others_wrote=sum(1 for _, others in rows if others < 0),
+        blocked_everyone=len(blocked),
+        longest_blocked_ms=round(max(blocked), 1) if blocked else 0.0,
+        calls=tuple(sorted({str(w["inside"]) for w, _ in rows})),
+    )
 
 
 def _pause_windows(chaos: list[Event]) -> list[dict[str, Any]]:
@@ -256,7 +262,7 @@ def _pause_windows(chaos: list[Event]) -> list[dict[str, Any]]:
     return windows
 
 
-def _resume_latencies(ordered: list[Event], chaos: list[Event]) -> dict[str, Any]:
+def _resume_latencies(ordered: list[Event], chaos: list[Event]) -> ResumeLatency:
     after: dict[tuple[int, int], list[int]] = defaultdict(list)
     for event in ordered:
         if event.get("t") in COMPLETIONS or event.get("t") in (
@@ -283,14 +289,10 @@ def _resume_latencies(ordered: list[Event], chaos: list[Event]) -> dict[str, Any
         if nxt is not None:
             latencies.append((nxt - window["to"]) / 1e6)
     if not latencies:
-        return {"count": 0, "paused_while_booting": booting}
-    return {
-        "count": len(latencies),
-        "paused_while_booting": booting,
-        "mean": round(mean(latencies), 1),
-        "max": round(max(latencies), 1),
-    }
-
-
-def as_dict(quorum: SoakQuorum) -> dict[str, int]:
-    return asdict(quorum)
+        return ResumeLatency(count=0, paused_while_booting=booting)
+    return ResumeLatency(
+        count=len(latencies),
+        paused_while_booting=booting,
+        mean=round(mean(latencies), 1),
+        max=round(max(latencies), 1),
+    )

@@ -168,10 +168,17 @@ class SoakWriter:
                 epoch=lease.epoch,
             )
         elif outcome == "order":
+            # The holder tracks its own run's tail: an order refusal means another
+            # writer's entry got in while this lease was current, so the fence was
+            # not checked inside the write transaction. The seq guard only noticed.
             self.emit(
                 "error",
                 id=op_id,
-                detail=f"JournalOrderViolation under a live lease ({surface}, {lease.run_id} epoch {lease.epoch})",
+                finding="FENCE BYPASSED",
+                surface=surface,
+                detail=f"its {surface} on {lease.run_id} with epoch {lease.epoch} was "
+                "refused as out of order (JournalOrderViolation): another writer's entry "
+                "was already in the run it held",
             )
         else:
             tenure.skip_sweep = True

@@ -8,6 +8,7 @@ __all__ = [
     "EXIT_CODES_HELP",
     "EXIT_FAILED",
     "EXIT_OK",
+    "EXIT_SOAK_QUORUM",
     "EXIT_USAGE",
     "RUNS_EXIT_CODES_HELP",
     "SOAK_EXIT_CODES_HELP",
@@ -29,7 +30,12 @@ RUNS_EXIT_CODES_HELP: Final = (
     "mistake; 3 the store did not answer within --timeout."
 )
 
+EXIT_SOAK_QUORUM: Final = 3
+"""A soak that reached its cap before its quorum: no verdict, not a violation."""
+
 SOAK_EXIT_CODES_HELP: Final = (
-    "Exit status: 0 no violation; 1 the soak found violations (each listed); "
-    "2 a usage or configuration mistake, or a store that cannot be soaked."
+    "Exit status: 0 no violation; 1 the soak found violations (grouped by kind "
+    "and surface); 2 a usage or configuration mistake, or a store that cannot be "
+    "soaked; 3 the quorum was not reached before the cap (no violation seen, but "
+    "too little done to judge: give it more --seconds)."
 )

@@ -9,20 +9,20 @@ from typing import Any, cast
 
 import pytest
 
-from rulvar_conformance.kill_points.driver import ScriptedProvider, run_segment
-from rulvar_conformance.kill_points.scenarios import (
-    KILL_POINT_SCENARIOS,
-    KillPointScenario,
-)
-from rulvar_conformance.kill_points.worker import (
+from rulvar_conformance.kill_points.child import (
     CONFIG_ENV,
     KillPointWorkerConfig,
     decode_opener,
     encode_opener,
     kill_point_worker_config_from_env,
     read_report,
-    run_kill_point_worker,
 )
+from rulvar_conformance.kill_points.driver import ScriptedProvider, run_segment
+from rulvar_conformance.kill_points.scenarios import (
+    KILL_POINT_SCENARIOS,
+    KillPointScenario,
+)
+from rulvar_conformance.kill_points.worker import run_kill_point_worker
 from rulvar_store import LeasableStore, MemoryStore, OpenedStore
 from rulvar_store.backend import UrlOpener, system_clock_ms
 

@@ -16,11 +16,13 @@ import pytest
 from rulvar_conformance.soak.companions import (
     companion_log_of,
     companion_run,
+    companion_runs_in,
     start_companions,
     stop_companions,
     verify_companions,
 )
 from rulvar_conformance.soak.config import SoakWriterConfig
+from rulvar_conformance.soak.snapshot import FinalState, RunState, read_final_state
 from rulvar_store_sqlite import SqliteStore
 
 RUN = companion_run(0, 0, 0)
@@ -31,14 +33,10 @@ def _log(logs: Path, *lines: str, torn: str = "") -> None:
     (logs / "w0.0.jsonl.companion-0").write_text(text)
 
 
-class _FinalState:
-    """The one read the referee makes: ``load`` of a companion run."""
-
-    def __init__(self, *seqs: int) -> None:
-        self.entries = [{"seq": seq, "kind": "companion"} for seq in seqs]
-
-    def load(self, run_id: str) -> list[dict[str, object]]:
-        return list(self.entries) if run_id == RUN else []
+def _final_state(*seqs: int) -> FinalState:
+    """The snapshot the referee judges: the companion run's entries, as stored."""
+    entries = tuple({"seq": seq, "kind": "companion"} for seq in seqs)
+    return FinalState({RUN: RunState(entries=entries)})
 
 
 @pytest.mark.clause("S10")
@@ -46,7 +44,7 @@ def test_a_run_that_matches_its_log_passes(tmp_path: Path) -> None:
     """Acknowledged appends stored in order; a killed process's in-flight one may be too."""
     _log(tmp_path, "invoke 0", "ok 0", "invoke 1", "ok 1", "invoke 2")
     for stored in ((0, 1), (0, 1, 2)):
-        check = verify_companions(_FinalState(*stored), tmp_path)
+        check = verify_companions(_final_state(*stored), tmp_path)
         assert check.violations == []
         assert (check.runs, check.appends) == (1, 2)
 
@@ -69,15 +67,15 @@ def test_each_betrayal_of_the_log_is_a_violation(
 ) -> None:
     """Lost, phantom, out-of-order, unexplained or failed appends are named."""
     _log(tmp_path, *lines)
-    found = verify_companions(_FinalState(*stored), tmp_path).violations
-    assert any(line.startswith(violation) for line in found), found
+    found = verify_companions(_final_state(*stored), tmp_path).violations
+    assert any(item.kind == violation for item in found), found
 
 
 @pytest.mark.clause("S10")
 def test_unknown_outcomes_and_a_torn_last_line_are_tolerated(tmp_path: Path) -> None:
     """An unknown append may have landed; a line cut by SIGKILL is not read."""
     _log(tmp_path, "invoke 0", "unknown 0", "invoke 0", "landed 0", torn="invo")
-    check = verify_companions(_FinalState(0), tmp_path)
+    check = verify_companions(_final_state(0), tmp_path)
     assert check.violations == []
     assert check.appends == 1
 
@@ -101,7 +99,10 @@ def test_companion_threads_append_through_one_sqlite_handle(tmp_path: Path) -> N
             assert time.monotonic() < deadline, "the companions never appended"
             time.sleep(0.005)
         stop_companions(*company)
-        check = verify_companions(store, tmp_path)
+        state = read_final_state(
+            store, store.transcripts(), companion_runs_in(tmp_path)
+        )
+        check = verify_companions(state, tmp_path)
     assert check.violations == []
     assert check.runs == 3
     assert check.appends >= 30

@@ -11,20 +11,24 @@ import pytest
 
 from rulvar_conformance.soak.report import INSTALL_HINT, write_report
 from rulvar_conformance.soak.runner import SoakResult
+from rulvar_conformance.soak.summary import SoakActivity, SoakHealth, SoakSummary
 from tests.soak.test_referee import storm_in_process
 
 
 def _result() -> SoakResult:
     store, events = storm_in_process(broken=False, writers=2, seconds=0.3)
     chaos = [{"t": "spawn", "w": w, "inc": 0, "ns": events[0]["ns"]} for w in (0, 1)]
-    return SoakResult(
-        activity={"epochs": 1},
+    summary = SoakSummary(
+        settings={"seconds": 1.0},
+        activity=SoakActivity(epochs=1),
+        health=SoakHealth(),
         storm_ms=300.0,
         journal_entries=len(store.load("soak-run-0")),
-        violations=[],
-        events=events,
-        chaos=chaos,
+        violations=(),
+        quorum_missing=(),
+        unknown=(),
     )
+    return SoakResult(summary=summary, events=events, chaos=chaos)
 
 
 def test_the_report_holds_a_summary_and_a_picture(tmp_path: Path) -> None:

@@ -38,7 +38,7 @@ from rulvar_store.backend import (
 from rulvar_store_sqlite import SqliteStore
 from rulvar_store_sqlite import _sql as sql
 from rulvar_store_sqlite._errors import translate_errors
-from rulvar_store_sqlite._group_commit import Operation
+from rulvar_store_sqlite._group_commit import GroupCommitter, Operation
 
 T = TypeVar("T")
 
@@ -406,3 +406,27 @@ def sqlite_locations(cls: type[SqliteStore], directory: Path) -> LocationFactory
         return StoreLocation(name=path, opener=opener, contention=True, cleanup=cleanup)
 
     return fresh
+
+
+class _KeepsLeadership(GroupCommitter):  # type: ignore[misc]  # the seeded defect overrides a final class
+    """A committer whose leader runs its batch and never hands leadership on."""
+
+    def _lead(self, own: Operation[Any]) -> None:
+        batch: list[Operation[Any]] = []
+        with self._store_lock:
+            with self._mutex:
+                batch, self._queue = self._queue, []
+            self._decide(batch, lambda: self._take_more(batch))
+        # The bug: ``_leading`` stays set and nobody queued behind is woken, so
+        # every later caller queues for a leader that will never come.
+        for op in batch:
+            if op is not own:
+                op.wake()
+
+
+class NeverHandsOn(SqliteStore):
+    """Group commit whose first leader keeps leadership: the second write hangs forever."""
+
+    def __init__(self, path: str, **options: Any) -> None:
+        super().__init__(path, **options)
+        self._group = _KeepsLeadership(self._lock, self._run_batch)
