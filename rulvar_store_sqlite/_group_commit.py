@@ -1,4 +1,9 @@
-"""Group commit: one durable COMMIT carries the writes of many threads of one store.
+"""The store's one transaction door: group commit of every write of one store.
+
+``GroupCommitter`` owns the store's connection, cursor and busy deadline; every
+write (the journal's and the blob twin's) and every read goes through it. With
+``group_commit=False`` each write runs as a batch of one under the instance
+lock; otherwise the steps below apply.
 
 A ``SqliteStore`` owns one connection, so its writers queue on the instance lock
 (Q9) and, at ``synchronous=FULL``, each write pays one WAL flush of its own.
@@ -59,29 +64,286 @@ import copy
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import suppress
-from typing import Any, Final, Generic, TypeVar, final
+from typing import Any, ClassVar, Final, Generic, TypeVar, final
 
 import apsw
 
 from rulvar_store._failpoints import hit
-from rulvar_store.errors import ContractError
+from rulvar_store.errors import ContractError, StoreClosedError
 from rulvar_store_sqlite import _sql as sql
-from rulvar_store_sqlite._errors import translate
+from rulvar_store_sqlite._connection import BusyDeadline
+from rulvar_store_sqlite._errors import translate, translate_errors
 
-__all__ = ["GroupCommitter", "Operation", "run_batch"]
+__all__ = ["MAX_BATCH", "SAVEPOINT", "GroupCommitter", "Operation", "run_batch"]
 
 T = TypeVar("T")
+
+Fence = Callable[[], None] | None
+Mutation = Callable[[apsw.Cursor], T]
 
 # Operations one transaction carries at most (late joiners included), so a
 # steady stream of writers cannot keep a leader's own caller waiting forever.
 MAX_BATCH: Final = 64
 SAVEPOINT: Final = "SAVEPOINT rulvar_py_op"
+# A queued caller checks for asynchronous exceptions this often (a wake-up
+# itself returns at once).
+_WAIT_SLICE_S: Final = 0.05
 RELEASE: Final = "RELEASE rulvar_py_op"
 ROLLBACK_TO: Final = "ROLLBACK TO rulvar_py_op"
 
 
 def _no_more() -> bool:
     return False
+
+
+class GroupCommitter:
+    """The one door of one store's connection (see the module docstring).
+
+    ``lock`` is the store's instance RLock (Q9): the leader holds it for the
+    whole batch, so reads and other writes of the store never interleave with
+    the transaction. ``grouping`` False runs each write alone.
+
+    Seeded defects of the conformance self-tests subclass this door (and set
+    ``begin``, or wrap ``run_batch``) instead of copying the transaction.
+    """
+
+    begin: ClassVar[str] = sql.BEGIN
+
+    def __init__(
+        self,
+        conn: apsw.Connection,
+        busy: BusyDeadline,
+        lock: threading.RLock,
+        path: str,
+        *,
+        grouping: bool = True,
+    ) -> None:
+        self.conn = conn
+        self.cursor = conn.cursor()
+        self.lock = lock
+        self.path = path
+        self.grouping = grouping
+        self.closed = False
+        self._busy = busy
+        self._mutex = threading.Lock()
+        self._queue: list[Operation[Any]] = []
+        self._leading = False
+        # The queued operation told to lead the next batch (woken, not yet
+        # leading); an interrupted heir passes leadership on (_withdraw).
+        self._heir: Operation[Any] | None = None
+        # Transactions run and operations carried, for benchmarks and tests.
+        self.batches = 0
+        self.operations = 0
+
+    # -- lifecycle and reads ---------------------------------------------------
+
+    def ensure_open(self, operation: str) -> None:
+        if self.closed:
+            raise StoreClosedError(
+                f"sqlite {operation} on {self.path}: the store is closed", operation
+            )
+
+    def close(self) -> None:
+        """Close cursor and connection; idempotent."""
+        with self.lock:
+            if self.closed:
+                return
+            self.closed = True
+            with translate_errors("close"):
+                self.cursor.close()
+                self.conn.close()
+
+    def read(
+        self, operation: str, statement: str, params: tuple[object, ...]
+    ) -> list[apsw.SQLiteValues]:
+        """Run one read statement to completion (no hidden read transaction)."""
+        with self.lock:
+            self.ensure_open(operation)
+            self._busy.arm()
+            with translate_errors(operation):
+                return self.cursor.execute(statement, params).fetchall()
+
+    def read_values(
+        self, operation: str, statement: str, params: tuple[object, ...]
+    ) -> list[Any]:
+        """Run a one-column read to completion and return its values as a list.
+
+        ``Cursor.get`` hands back bare values instead of one tuple per row, the
+        cheapest way out of apsw for a long journal.
+        """
+        with self.lock:
+            self.ensure_open(operation)
+            self._busy.arm()
+            with translate_errors(operation):
+                got = self.cursor.execute(statement, params).get
+        if got is None:
+            return []
+        if isinstance(got, list):
+            return got
+        return [got]  # one row: get returns the bare value
+
+    # -- writes ------------------------------------------------------------------
+
+    def write(
+        self,
+        operation: str,
+        fence: Fence,
+        mutate: Mutation[T],
+        atomic: bool = False,
+    ) -> T:
+        """Run ``fence`` and ``mutate`` in ONE ``BEGIN IMMEDIATE`` transaction (Q6).
+
+        Order: BEGIN IMMEDIATE, the fence check (for leased calls the store's
+        lease check), the mutation, COMMIT; ROLLBACK on any error, so nothing
+        of a refused or failed call is ever visible. Failpoints mark each step
+        (``after-commit`` in the caller's thread). Driver errors leave as SPI
+        errors (busy -> ``StoreBusyError``). ``atomic`` says ``mutate`` is a
+        single statement, which needs no savepoint inside a batch.
+        """
+        op = Operation(operation, fence, mutate, atomic)
+        # A thread that already holds the lock (re-entrant use) runs alone:
+        # queueing behind a leader that needs the same lock would deadlock.
+        if not self.grouping or self.lock._is_owned():  # type: ignore[attr-defined]  # CPython RLock
+            with self.lock:
+                self._decide([op], _no_more)
+        else:
+            self._submit(op)
+        result = op.outcome()
+        hit(operation, "after-commit")
+        return result
+
+    def run_batch(self, batch: list[Operation[Any]], more: Callable[[], bool]) -> None:
+        """Run ``batch`` as one transaction; the caller holds the lock.
+
+        Decides every operation: a closed store fails them all typed.
+        """
+        if self.closed:
+            for op in batch:
+                op.fail(
+                    StoreClosedError(
+                        f"sqlite {op.name} on {self.path}: the store is closed", op.name
+                    )
+                )
+            return
+        self._busy.arm()
+        run_batch(self.conn, self.cursor, batch, more, self.begin)
+
+    def queued(self) -> int:
+        """Operations waiting for the next batch (tests park a leader and count)."""
+        with self._mutex:
+            return len(self._queue)
+
+    def _submit(self, op: Operation[Any]) -> None:
+        """Decide ``op`` in the next batch, leading it if nobody leads."""
+        with self._mutex:
+            self._queue.append(op)
+            lead = not self._leading
+            self._leading = True
+        try:
+            if not lead:
+                op.wait()
+                if op.done:
+                    return
+            self._lead(op)
+        except BaseException:
+            # An interrupt (KeyboardInterrupt, SystemExit, an async exception)
+            # is this caller's alone: take its operation out of the queue so
+            # no leader waits on it, and pass on leadership it was handed.
+            self._withdraw(op)
+            raise
+
+    def _withdraw(self, op: Operation[Any]) -> None:
+        """Forget an interrupted caller's queued operation (it never runs).
+
+        An operation already taken into a running batch is decided there as a
+        whole; its caller just does not wait for the outcome.
+        """
+        with self._mutex:
+            if op in self._queue:
+                self._queue.remove(op)
+            if self._heir is not op:
+                return
+            heir = self._heir = self._queue[0] if self._queue else None
+            if heir is None:
+                self._leading = False
+        if heir is not None:
+            heir.wake()
+
+    def _lead(self, own: Operation[Any]) -> None:
+        """Run everything queued as one batch, then wake its callers."""
+        batch: list[Operation[Any]] = []
+        try:
+            with self.lock:
+                with self._mutex:
+                    batch, self._queue = self._queue, []
+                    self._heir = None
+                self.batches += 1
+                self.operations += len(batch)
+                self._decide(batch, lambda: self._take_more(batch))
+        finally:
+            self._hand_over(batch, own)
+
+    def _hand_over(self, batch: list[Operation[Any]], own: Operation[Any]) -> None:
+        """Wake the decided callers of ``batch`` and the next leader.
+
+        After an interrupted leader, its batch-mates' operations are still
+        undecided (rolled back, never committed): they go back to the front
+        of the queue, in order, for the next leader, instead of sharing the
+        leader's interrupt. The leader's own operation is dropped.
+        """
+        with self._mutex:
+            again = [op for op in batch if not op.done and op is not own]
+            self._queue[:0] = again
+            heir = self._heir = self._queue[0] if self._queue else None
+            if heir is None:
+                self._leading = False
+        if heir is not None:
+            heir.wake()  # not decided: it leads the next batch
+        for op in batch:
+            if op.done and op is not own:
+                op.wake()
+
+    def _settle_interrupted(self, batch: list[Operation[Any]]) -> None:
+        """After an interrupt inside ``run_batch``: commit or nothing, never a part.
+
+        An open transaction is rolled back, so nothing of the batch is durable
+        and its applied operations are undecided again. With no transaction
+        open, operations left applied were carried by a COMMIT that returned
+        before the interrupt: they succeeded.
+        """
+        if self.conn.in_transaction:
+            _rollback(self.conn, self.cursor)
+            for op in batch:
+                op.applied = False
+            return
+        for op in batch:
+            if op.applied and not op.done:
+                op.succeed(op.result)
+
+    def _take_more(self, batch: list[Operation[Any]]) -> bool:
+        """Move what was queued meanwhile into the running ``batch``."""
+        with self._mutex:
+            if not self._queue:
+                return False
+            batch += self._queue
+            self.operations += len(self._queue)
+            self._queue = []
+        return True
+
+    def _decide(self, batch: list[Operation[Any]], more: Callable[[], bool]) -> None:
+        try:
+            self.run_batch(batch, more)
+        except Exception as exc:
+            _undecided(batch, exc)
+            raise
+        except BaseException:
+            # An interrupt of the leader's thread: settle what is durable,
+            # leave the rest undecided for the next leader (_hand_over).
+            self._settle_interrupted(batch)
+            raise
+        for op in batch:
+            if not op.done:  # pragma: no cover - a runner bug
+                op.fail(ContractError(f"sqlite {op.name}: the batch left it undecided"))
 
 
 @final
@@ -94,6 +356,7 @@ class Operation(Generic[T]):
 
     __slots__ = (
         "_wake",
+        "applied",
         "atomic",
         "done",
         "error",
@@ -115,6 +378,8 @@ class Operation(Generic[T]):
         self.mutate = mutate
         self.atomic = atomic
         self.done = False
+        # Applied in the running transaction, its result kept, not yet decided.
+        self.applied = False
         self.result: T | None = None
         self.error: BaseException | None = None
         # Held until the caller may go on (decided, or made leader); a plain
@@ -138,113 +403,16 @@ class Operation(Generic[T]):
         return self.result  # type: ignore[return-value]  # set by succeed()
 
     def wait(self) -> None:
-        """Sleep until ``wake``: the operation is decided, or its caller leads."""
-        self._wake.acquire()
+        """Sleep until ``wake``: the operation is decided, or its caller leads.
+
+        A timed wait, so an asynchronous exception aimed at this thread
+        (``PyThreadState_SetAsyncExc``) is delivered while it is queued.
+        """
+        while not self._wake.acquire(timeout=_WAIT_SLICE_S):
+            pass
 
     def wake(self) -> None:
         self._wake.release()
-
-
-@final
-class GroupCommitter:
-    """Queue and leadership of one store's writers (see the module docstring).
-
-    ``store_lock`` is the store's instance RLock (Q9); the leader holds it for
-    the whole batch, so reads and other writes of the store never interleave
-    with the transaction. ``run_batch(batch, more)`` runs the batch as one
-    transaction and must decide every operation (``succeed`` or ``fail``);
-    ``more()`` moves operations queued meanwhile into it.
-    """
-
-    __slots__ = (
-        "_leading",
-        "_mutex",
-        "_queue",
-        "_run_batch",
-        "_store_lock",
-        "batches",
-        "operations",
-    )
-
-    def __init__(
-        self,
-        store_lock: threading.RLock,
-        run_batch: Callable[[list[Operation[Any]], Callable[[], bool]], None],
-    ) -> None:
-        self._store_lock = store_lock
-        self._run_batch = run_batch
-        self._mutex = threading.Lock()
-        self._queue: list[Operation[Any]] = []
-        self._leading = False
-        # Transactions run and operations carried, for benchmarks and tests.
-        self.batches = 0
-        self.operations = 0
-
-    def queued(self) -> int:
-        """Operations waiting for the next batch (tests park a leader and count)."""
-        with self._mutex:
-            return len(self._queue)
-
-    def submit(self, op: Operation[T]) -> T:
-        """Run ``op`` in the next batch and return its result (or raise its error)."""
-        if self._store_lock._is_owned():  # type: ignore[attr-defined]  # CPython RLock
-            with self._store_lock:
-                self._decide([op], _no_more)
-            return op.outcome()
-        with self._mutex:
-            self._queue.append(op)
-            lead = not self._leading
-            self._leading = True
-        if not lead:
-            op.wait()
-            if op.done:
-                return op.outcome()
-        self._lead(op)
-        return op.outcome()
-
-    def _lead(self, own: Operation[Any]) -> None:
-        """Run everything queued as one batch, then wake its callers."""
-        batch: list[Operation[Any]] = []
-        try:
-            with self._store_lock:
-                with self._mutex:
-                    batch, self._queue = self._queue, []
-                self.batches += 1
-                self.operations += len(batch)
-                self._decide(batch, lambda: self._take_more(batch))
-        finally:
-            with self._mutex:
-                successor = self._queue[0] if self._queue else None
-                if successor is None:
-                    self._leading = False
-            if successor is not None:
-                successor.wake()  # not decided: it leads the next batch
-            for op in batch:
-                if op is not own:
-                    op.wake()
-
-    def _take_more(self, batch: list[Operation[Any]]) -> bool:
-        """Move what was queued meanwhile into the running ``batch``."""
-        with self._mutex:
-            if not self._queue:
-                return False
-            batch += self._queue
-            self.operations += len(self._queue)
-            self._queue = []
-        return True
-
-    def _decide(self, batch: list[Operation[Any]], more: Callable[[], bool]) -> None:
-        try:
-            self._run_batch(batch, more)
-        except BaseException as exc:
-            # Never leave a waiter hanging: whatever escaped fails the rest.
-            for op in batch:
-                if not op.done:
-                    op.fail(_copy_for_caller(exc))
-            raise
-        for op in batch:
-            if not op.done:  # pragma: no cover - a runner bug
-                op.fail(ContractError(f"sqlite {op.name}: the batch left it undecided"))
 
 
 def run_batch(
@@ -252,6 +420,7 @@ def run_batch(
     cursor: apsw.Cursor,
     batch: list[Operation[Any]],
     more: Callable[[], bool],
+    begin: str = sql.BEGIN,
 ) -> None:
     """Run ``batch`` as ONE transaction, each operation with its own outcome.
 
@@ -259,8 +428,15 @@ def run_batch(
     the busy deadline. Before committing, ``more()`` moves operations queued
     meanwhile into ``batch`` (late joiners ride the same COMMIT; nobody waits
     for them), up to ``MAX_BATCH``. Decides every operation of ``batch``.
+    ``begin`` is BEGIN IMMEDIATE; only a seeded defect passes another.
+
+    BEGIN IMMEDIATE takes the write lock at once (waiting in the busy handler
+    up to the deadline), never a read lock upgraded later, which SQLite would
+    fail without calling the busy handler.
     """
-    applied: list[tuple[Operation[Any], Any]] = []
+    # An interrupt (a BaseException that is not an Exception) passes through
+    # untouched: the door settles the batch (GroupCommitter._settle_interrupted).
+    applied: list[Operation[Any]] = []
     index = 0
     while index < len(batch) or (len(batch) < MAX_BATCH and more()):
         op = batch[index]
@@ -270,7 +446,7 @@ def run_batch(
         changes = conn.total_changes()
         try:
             if not conn.in_transaction:
-                cursor.execute(sql.BEGIN)
+                cursor.execute(begin)
             if savepoint:
                 cursor.execute(SAVEPOINT)
         except apsw.Error as exc:
@@ -292,25 +468,21 @@ def run_batch(
                 return
             op.fail(_spi_error(exc, op.name))
             continue
-        except BaseException:
-            _rollback(conn, cursor)
-            raise
-        applied.append((op, result))
+        op.result = result
+        op.applied = True
+        applied.append(op)
     if not applied:
         _rollback(conn, cursor)
         return
     try:
-        for op, _ in applied:
+        for op in applied:
             hit(op.name, "before-commit")
         cursor.execute(sql.COMMIT)
     except Exception as exc:
-        _fail_all([op for op, _ in applied], conn, cursor, exc)
+        _fail_all(applied, conn, cursor, exc)
         return
-    except BaseException:
-        _rollback(conn, cursor)
-        raise
-    for op, result in applied:
-        op.succeed(result)
+    for op in applied:
+        op.succeed(op.result)
 
 
 def _undo_failed(
@@ -362,8 +534,9 @@ def _fail_all(
 
 
 def _rollback(conn: apsw.Connection, cursor: apsw.Cursor) -> None:
-    # As in SqliteStore._rollback: SQLite may already have rolled back, and a
-    # failing ROLLBACK never hides the error that caused it.
+    # The one rollback. SQLite may already have rolled back (BUSY, FULL, IOERR):
+    # only an open transaction is rolled back, and a failing ROLLBACK never
+    # hides the error that caused it.
     with suppress(apsw.Error):
         if conn.in_transaction:
             cursor.execute(sql.ROLLBACK)
@@ -376,6 +549,16 @@ def _spi_error(exc: BaseException, operation: str) -> BaseException:
         error.__cause__ = exc
         return error
     return exc
+
+
+def _undecided(batch: Sequence[Operation[Any]], exc: BaseException) -> None:
+    """Fail every undecided operation of ``batch`` with a copy of ``exc``.
+
+    Whatever escaped a batch must never leave a waiter hanging.
+    """
+    for op in batch:
+        if not op.done:
+            op.fail(_copy_for_caller(exc))
 
 
 def _copy_for_caller(exc: BaseException) -> BaseException:
