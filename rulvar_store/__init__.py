@@ -5,6 +5,17 @@ blobs. Leases carry a fencing epoch; a store that declares ``fenced_writes``
 refuses every write of a superseded owner (CONTRACT.md sections 1-5).
 """
 
+from rulvar_store._async_adapter import adapt_opened
+from rulvar_store._async_open import AsyncStoreOpening, open_store_async
+from rulvar_store._async_protocols import (
+    AsyncIncrementalReadStore,
+    AsyncJournalStore,
+    AsyncLeasableStore,
+    AsyncMetaLookupStore,
+    AsyncOpenedStore,
+    AsyncTranscriptStore,
+    is_async_store,
+)
 from rulvar_store._audit import (
     RUN_STATUSES,
     TERMINAL_RUN_STATUSES,
@@ -93,6 +104,7 @@ from rulvar_store._urls import StoreUrl, option_bool, option_int, redact_url
 from rulvar_store.errors import (
     ConfigError,
     ContractError,
+    ForkedStoreError,
     InvalidArgumentError,
     JournalOrderViolation,
     LeaseHeldError,
@@ -115,6 +127,13 @@ __all__ = [
     "MAX_LEASE_TTL_MS",
     "RUN_STATUSES",
     "TERMINAL_RUN_STATUSES",
+    "AsyncIncrementalReadStore",
+    "AsyncJournalStore",
+    "AsyncLeasableStore",
+    "AsyncMetaLookupStore",
+    "AsyncOpenedStore",
+    "AsyncStoreOpening",
+    "AsyncTranscriptStore",
     "Backend",
     "BackendInfo",
     "BlobInput",
@@ -124,6 +143,7 @@ __all__ = [
     "CorruptFileError",
     "Failpoint",
     "FileTranscriptStore",
+    "ForkedStoreError",
     "FreshStoreFactory",
     "IncrementalReadStore",
     "InvalidArgumentError",
@@ -165,6 +185,7 @@ __all__ = [
     "TranscriptStore",
     "UnsafeNameError",
     "UrlOpener",
+    "adapt_opened",
     "assert_fenced_writes",
     "audit_run",
     "audit_runs",
@@ -180,6 +201,7 @@ __all__ = [
     "has_meta_pages",
     "hit",
     "hookimpl",
+    "is_async_store",
     "is_safe_token",
     "iter_listed_runs",
     "iter_run_audits",
@@ -190,6 +212,7 @@ __all__ = [
     "make_plugin_manager",
     "meta_matches_filter",
     "open_store",
+    "open_store_async",
     "opened_at",
     "option_bool",
     "option_int",
