@@ -60,21 +60,31 @@ one GIL hand-off after another, once the commit has returned.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from typing import Any, ClassVar, Final, Generic, TypeVar, final
 
 import apsw
 
 from rulvar_store._failpoints import hit
+from rulvar_store._fork import ForkGuard
 from rulvar_store.errors import ContractError, StoreClosedError
 from rulvar_store_sqlite import _sql as sql
 from rulvar_store_sqlite._connection import BusyDeadline
 from rulvar_store_sqlite._errors import translate, translate_errors
 
-__all__ = ["MAX_BATCH", "SAVEPOINT", "GroupCommitter", "Operation", "run_batch"]
+__all__ = [
+    "MAX_BATCH",
+    "SAVEPOINT",
+    "GroupCommitter",
+    "Operation",
+    "one_statement",
+    "run_batch",
+]
 
 T = TypeVar("T")
 
@@ -134,24 +144,48 @@ class GroupCommitter:
         # Transactions run and operations carried, for benchmarks and tests.
         self.batches = 0
         self.operations = 0
+        # A handle crossing a fork refuses in the child (it shares the
+        # parent's file descriptors and locks): checked before any I/O.
+        self.fork = ForkGuard("sqlite")
+        # The one thread that leads batches for asyncio callers (and runs
+        # their reads): made on first use, so sync-only stores never have it.
+        self._worker: ThreadPoolExecutor | None = None
 
     # -- lifecycle and reads ---------------------------------------------------
 
     def ensure_open(self, operation: str) -> None:
+        self.fork.check(operation)
         if self.closed:
             raise StoreClosedError(
                 f"sqlite {operation} on {self.path}: the store is closed", operation
             )
 
     def close(self) -> None:
-        """Close cursor and connection; idempotent."""
+        """Close cursor and connection; idempotent.
+
+        In a forked child the connection is the parent's: it is only marked
+        closed, never closed (closing would act on the parent's file).
+        """
         with self.lock:
             if self.closed:
                 return
             self.closed = True
+            if self.fork.forked:
+                return
+            if self._worker is not None:
+                self._worker.shutdown(wait=False)  # idle once this close returns
             with translate_errors("close"):
                 self.cursor.close()
                 self.conn.close()
+
+    def worker(self) -> ThreadPoolExecutor:
+        """The thread that leads asyncio callers' batches (made on first use)."""
+        with self._mutex:
+            if self._worker is None:
+                self._worker = ThreadPoolExecutor(
+                    max_workers=1, thread_name_prefix="rulvar-sqlite"
+                )
+            return self._worker
 
     def read(
         self, operation: str, statement: str, params: tuple[object, ...]
@@ -200,7 +234,11 @@ class GroupCommitter:
         errors (busy -> ``StoreBusyError``). ``atomic`` says ``mutate`` is a
         single statement, which needs no savepoint inside a batch.
         """
-        op = Operation(operation, fence, mutate, atomic)
+        return self.submit(Operation(operation, fence, mutate, atomic))
+
+    def submit(self, op: Operation[T]) -> T:
+        """Decide ``op`` (see ``write``) and return its result or raise its error."""
+        self.fork.check(op.name)
         # A thread that already holds the lock (re-entrant use) runs alone:
         # queueing behind a leader that needs the same lock would deadlock.
         if not self.grouping or self.lock._is_owned():  # type: ignore[attr-defined]  # CPython RLock
@@ -209,8 +247,40 @@ class GroupCommitter:
         else:
             self._submit(op)
         result = op.outcome()
-        hit(operation, "after-commit")
+        hit(op.name, "after-commit")
         return result
+
+    def after_commit(self, op: Operation[Any]) -> None:
+        """The caller's own ``after-commit`` failpoint, once its outcome is known."""
+        hit(op.name, "after-commit")
+
+    def enqueue(self, op: Operation[Any]) -> None:
+        """Queue an asyncio caller's ``op``; the worker thread leads if nobody does.
+
+        The caller awaits ``op.resume``'s future, resolved on its loop once
+        ``op`` is decided (``_wake_decided``).
+        """
+        self.ensure_open(op.name)
+        with self._mutex:
+            self._queue.append(op)
+            lead = not self._leading
+            self._leading = True
+            if lead:
+                self._heir = op
+        if lead:
+            self._wake_heir(op)
+
+    def withdraw_queued(self, op: Operation[Any]) -> bool:
+        """Take a cancelled asyncio caller's ``op`` out of the queue, if still there.
+
+        True: it never runs. False: a batch carries it (or carried it) whole.
+        A withdrawn heir needs no successor: the worker's leading job runs anyway.
+        """
+        with self._mutex:
+            if op in self._queue:
+                self._queue.remove(op)
+                return True
+            return False
 
     def run_batch(self, batch: list[Operation[Any]], more: Callable[[], bool]) -> None:
         """Run ``batch`` as one transaction; the caller holds the lock.
@@ -267,9 +337,20 @@ class GroupCommitter:
             if heir is None:
                 self._leading = False
         if heir is not None:
-            heir.wake()
+            self._wake_heir(heir)
 
-    def _lead(self, own: Operation[Any]) -> None:
+    def _lead_detached(self) -> None:
+        """The worker thread's turn as leader, for a queue led by asyncio callers."""
+        self._lead(None)
+
+    def _wake_heir(self, heir: Operation[Any]) -> None:
+        """Make ``heir``'s caller lead: its thread, or the worker for a coroutine."""
+        if heir.resume is None:
+            heir.wake()
+        else:
+            self.worker().submit(self._lead_detached)
+
+    def _lead(self, own: Operation[Any] | None) -> None:
         """Run everything queued as one batch, then wake its callers."""
         batch: list[Operation[Any]] = []
         try:
@@ -283,7 +364,9 @@ class GroupCommitter:
         finally:
             self._hand_over(batch, own)
 
-    def _hand_over(self, batch: list[Operation[Any]], own: Operation[Any]) -> None:
+    def _hand_over(
+        self, batch: list[Operation[Any]], own: Operation[Any] | None
+    ) -> None:
         """Wake the decided callers of ``batch`` and the next leader.
 
         After an interrupted leader, its batch-mates' operations are still
@@ -298,10 +381,8 @@ class GroupCommitter:
             if heir is None:
                 self._leading = False
         if heir is not None:
-            heir.wake()  # not decided: it leads the next batch
-        for op in batch:
-            if op.done and op is not own:
-                op.wake()
+            self._wake_heir(heir)  # not decided: it leads the next batch
+        _wake_decided([op for op in batch if op.done and op is not own])
 
     def _settle_interrupted(self, batch: list[Operation[Any]]) -> None:
         """After an interrupt inside ``run_batch``: commit or nothing, never a part.
@@ -364,6 +445,7 @@ class Operation(Generic[T]):
         "mutate",
         "name",
         "result",
+        "resume",
     )
 
     def __init__(
@@ -387,6 +469,10 @@ class Operation(Generic[T]):
         # queue on again when it wakes.
         self._wake = threading.Lock()
         self._wake.acquire()
+        # An asyncio caller's loop and future instead (GroupCommitter.enqueue).
+        self.resume: tuple[asyncio.AbstractEventLoop, asyncio.Future[None]] | None = (
+            None
+        )
 
     def succeed(self, result: T) -> None:
         self.result = result
@@ -413,6 +499,36 @@ class Operation(Generic[T]):
 
     def wake(self) -> None:
         self._wake.release()
+
+
+def one_statement(
+    statement: str, params: tuple[object, ...]
+) -> Callable[[apsw.Cursor], None]:
+    """A mutation of one statement (an ``atomic`` operation's usual shape)."""
+
+    def mutate(cursor: apsw.Cursor) -> None:
+        cursor.execute(statement, params)
+
+    return mutate
+
+
+def _wake_decided(ops: list[Operation[Any]]) -> None:
+    """Wake decided callers: threads one by one, coroutines one hop per loop."""
+    loops: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
+    for op in ops:
+        if op.resume is None:
+            op.wake()
+        else:
+            loops.setdefault(op.resume[0], []).append(op.resume[1])
+    for loop, futures in loops.items():
+        with suppress(RuntimeError):  # the loop is closed: nobody waits any more
+            loop.call_soon_threadsafe(_resolve, futures)
+
+
+def _resolve(futures: list[asyncio.Future[None]]) -> None:
+    for future in futures:
+        if not future.done():
+            future.set_result(None)
 
 
 def run_batch(

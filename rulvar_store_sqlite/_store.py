@@ -29,7 +29,7 @@ from rulvar_store.errors import (
 from rulvar_store_sqlite import _sql as sql
 from rulvar_store_sqlite._checks import check_run_match, seq_param
 from rulvar_store_sqlite._connection import BootAttempt, BusyDeadline, open_connection
-from rulvar_store_sqlite._group_commit import GroupCommitter
+from rulvar_store_sqlite._group_commit import GroupCommitter, Operation, one_statement
 from rulvar_store_sqlite._options import (
     DEFAULT_BUSY_TIMEOUT_MS,
     Synchronous,
@@ -195,6 +195,12 @@ class SqliteStore:
             InvalidArgumentError: a bad run id, entry or lease (``_intake`` rules).
             NotJsonError: the entry is not JSON (nothing persisted, D2).
         """
+        self._door.submit(self._append_op(run_id, entry, lease))
+
+    def _append_op(
+        self, run_id: str, entry: JournalEntry, lease: Lease | None = None
+    ) -> Operation[None]:
+        """The operation of ``append``: checked arguments, fence, mutation."""
         _intake.run_id_for_write(run_id, "append")
         text = _intake.entry_text(entry)
         check_run_match(_intake.lease_or_none(lease, "append"), run_id, "append")
@@ -212,7 +218,7 @@ class SqliteStore:
                     seq,
                 )
 
-        self._door.write("append", self._fence(lease), mutate, atomic=True)
+        return Operation("append", self._fence(lease), mutate, atomic=True)
 
     def load(self, run_id: str) -> list[JournalEntry]:
         """Return the run's entries in append order, freshly parsed; [] if unknown."""
@@ -250,12 +256,18 @@ class SqliteStore:
             LeaseHeldError: the lease names another run or is not live.
             NotJsonError: the meta is not JSON (nothing persisted, D2).
         """
+        self._door.submit(self._put_meta_op(meta, lease))
+
+    def _put_meta_op(
+        self, meta: RunMeta, lease: Lease | None = None
+    ) -> Operation[None]:
+        """The operation of ``put_meta``: checked arguments, fence, mutation."""
         run_id, text = _intake.meta_text(meta)
         check_run_match(_intake.lease_or_none(lease, "put_meta"), run_id, "put_meta")
-        self._door.write(
+        return Operation(
             "put_meta",
             self._fence(lease),
-            lambda cursor: cursor.execute(sql.UPSERT_META, (run_id, text)),
+            one_statement(sql.UPSERT_META, (run_id, text)),
             atomic=True,
         )
 
@@ -284,6 +296,10 @@ class SqliteStore:
         Raises:
             LeaseHeldError: the lease names another run or is not live.
         """
+        self._door.submit(self._delete_op(run_id, lease))
+
+    def _delete_op(self, run_id: str, lease: Lease | None = None) -> Operation[None]:
+        """The operation of ``delete``: checked arguments, fence, mutation."""
         _intake.run_id_for_read(run_id, "delete")
         check_run_match(_intake.lease_or_none(lease, "delete"), run_id, "delete")
 
@@ -295,7 +311,7 @@ class SqliteStore:
             else:
                 cursor.execute(sql.RELEASE_LEASE, (run_id, lease.owner, lease.epoch))
 
-        self._door.write("delete", self._fence(lease), mutate)
+        return Operation("delete", self._fence(lease), mutate)
 
     # -- operator reads (rulvar_store._observe) --------------------------------
 
@@ -328,6 +344,10 @@ class SqliteStore:
         Raises:
             LeaseHeldError: another lease of the run is live (retry after it ends).
         """
+        return self._door.submit(self._acquire_op(run_id, owner))
+
+    def _acquire_op(self, run_id: str, owner: str) -> Operation[Lease]:
+        """The operation of ``acquire``: checked arguments, fence, mutation."""
         _intake.run_id_for_write(run_id, "acquire")
         _intake.owner_for_write(owner, "acquire")
         now = 0
@@ -357,7 +377,7 @@ class SqliteStore:
                 )
             return Lease(run_id, owner, epoch)
 
-        return self._door.write("acquire", check_free, take)
+        return Operation("acquire", check_free, take)
 
     def renew(self, lease: Lease) -> None:
         """Extend the live lease to ``now + ttl`` (L8), pinned by owner and epoch.
@@ -365,6 +385,10 @@ class SqliteStore:
         Raises:
             LeaseHeldError: the lease is not live (released, expired, superseded).
         """
+        self._door.submit(self._renew_op(lease))
+
+    def _renew_op(self, lease: Lease) -> Operation[None]:
+        """The operation of ``renew``: checked arguments, fence, mutation."""
         _intake.require_lease(lease, "renew")
 
         def extend(cursor: apsw.Cursor) -> None:
@@ -378,7 +402,7 @@ class SqliteStore:
                 ),
             )
 
-        self._door.write("renew", self._fence(lease), extend, atomic=True)
+        return Operation("renew", self._fence(lease), extend, atomic=True)
 
     def release(self, lease: Lease) -> None:
         """Give up the live lease; its epoch can never write again (L6).
@@ -386,12 +410,14 @@ class SqliteStore:
         Raises:
             LeaseHeldError: the lease is not live.
         """
+        self._door.submit(self._release_op(lease))
+
+    def _release_op(self, lease: Lease) -> Operation[None]:
+        """The operation of ``release``: checked arguments, fence, mutation."""
         _intake.require_lease(lease, "release")
-        self._door.write(
+        return Operation(
             "release",
             self._fence(lease),
-            lambda cursor: cursor.execute(
-                sql.RELEASE_LEASE, (lease.run_id, lease.owner, lease.epoch)
-            ),
+            one_statement(sql.RELEASE_LEASE, (lease.run_id, lease.owner, lease.epoch)),
             atomic=True,
         )

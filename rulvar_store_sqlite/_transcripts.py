@@ -11,7 +11,7 @@ from rulvar_store import _intake
 from rulvar_store._records import Lease
 from rulvar_store_sqlite import _sql as sql
 from rulvar_store_sqlite._checks import check_run_match
-from rulvar_store_sqlite._group_commit import GroupCommitter
+from rulvar_store_sqlite._group_commit import GroupCommitter, Operation, one_statement
 
 FenceFor = Callable[[Lease | None], Callable[[], None] | None]
 """The store's lease check for a write: ``None`` for an unleased one."""
@@ -45,14 +45,20 @@ class SqliteFencedTranscriptStore:
             InvalidArgumentError: a bad ref, blob or lease (``_intake`` rules).
             LeaseHeldError: the lease names another run (F2) or is not live.
         """
+        self._door.submit(self._put_op(ref, blob, lease))
+
+    def _put_op(
+        self, ref: str, blob: bytes | bytearray | memoryview, lease: Lease | None = None
+    ) -> Operation[None]:
+        """The operation of ``put``: checked arguments, fence, mutation."""
         ref, run_id = _intake.ref_for_write(ref, "blob put")
         check_run_match(_intake.lease_or_none(lease, "blob put"), run_id, "blob put")
         # Copied now: a later mutation must not leak in (D3).
         data = _intake.blob_bytes(blob, "blob put")
-        self._door.write(
+        return Operation(
             "blob_put",
             self._fence(lease),
-            lambda cursor: cursor.execute(sql.UPSERT_BLOB, (ref, run_id, data)),
+            one_statement(sql.UPSERT_BLOB, (ref, run_id, data)),
             atomic=True,
         )
 
@@ -82,6 +88,10 @@ class SqliteFencedTranscriptStore:
         Raises:
             LeaseHeldError: the lease names another run (F2) or is not live.
         """
+        self._door.submit(self._delete_op(ref, lease))
+
+    def _delete_op(self, ref: str, lease: Lease | None = None) -> Operation[None]:
+        """The operation of ``delete``: checked arguments, fence, mutation."""
         ref, run_id = _intake.ref_for_read(ref, "blob delete")
         check_run_match(
             _intake.lease_or_none(lease, "blob delete"), run_id, "blob delete"
@@ -90,7 +100,7 @@ class SqliteFencedTranscriptStore:
         def remove(cursor: apsw.Cursor) -> None:
             cursor.execute(sql.DELETE_BLOB, (ref,))
 
-        self._door.write("blob_delete", self._fence(lease), remove, atomic=True)
+        return Operation("blob_delete", self._fence(lease), remove, atomic=True)
 
     def close(self) -> None:
         """Nothing to do: the twin ends when its store closes (T7)."""

@@ -39,17 +39,12 @@ T = TypeVar("T")
 
 
 class _FenceBeforeBeginDoor(GroupCommitter):
-    def write(
-        self,
-        operation: str,
-        fence: Callable[[], None] | None,
-        mutate: Callable[[apsw.Cursor], T],
-        atomic: bool = False,
-    ) -> T:
+    def submit(self, op: Operation[T]) -> T:
         with self.lock:
-            if fence is not None:
-                fence()
-            return super().write(operation, None, mutate, atomic)
+            if op.fence is not None:
+                op.fence()
+                op.fence = None
+            return super().submit(op)
 
 
 class FenceBeforeBegin(SqliteStore):
@@ -63,17 +58,16 @@ class FenceBeforeBegin(SqliteStore):
 
 
 class _FenceOwnTransactionDoor(GroupCommitter):
-    def write(
-        self,
-        operation: str,
-        fence: Callable[[], None] | None,
-        mutate: Callable[[apsw.Cursor], T],
-        atomic: bool = False,
-    ) -> T:
+    def submit(self, op: Operation[T]) -> T:
         with self.lock:
-            if fence is not None:
-                super().write(operation, fence, lambda cursor: None)
-            return super().write(operation, None, mutate, atomic)
+            if op.fence is not None:
+                super().submit(Operation(op.name, op.fence, _nothing))
+                op.fence = None
+            return super().submit(op)
+
+
+def _nothing(cursor: apsw.Cursor) -> None:
+    return None
 
 
 class FenceOwnTransaction(SqliteStore):
@@ -254,15 +248,9 @@ class ProcessLocalLeases(SqliteStore):
 
 
 class _RawBusyErrorDoor(GroupCommitter):
-    def write(
-        self,
-        operation: str,
-        fence: Callable[[], None] | None,
-        mutate: Callable[[apsw.Cursor], T],
-        atomic: bool = False,
-    ) -> T:
+    def submit(self, op: Operation[T]) -> T:
         try:
-            return super().write(operation, fence, mutate, atomic)
+            return super().submit(op)
         except StoreBusyError as exc:
             cause = exc.__cause__
             raise cause if isinstance(cause, apsw.Error) else exc from None
