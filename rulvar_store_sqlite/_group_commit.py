@@ -387,15 +387,14 @@ class GroupCommitter:
     def _settle_interrupted(self, batch: list[Operation[Any]]) -> None:
         """After an interrupt inside ``run_batch``: commit or nothing, never a part.
 
-        An open transaction is rolled back, so nothing of the batch is durable
-        and its applied operations are undecided again. With no transaction
-        open, operations left applied were carried by a COMMIT that returned
-        before the interrupt: they succeeded.
+        ``run_batch`` rolls back an interrupted transaction itself; one still
+        open here (an interrupt between its steps) is rolled back too, so
+        nothing of the batch is durable and its operations are undecided
+        again. With no transaction open, operations still marked applied were
+        carried by a COMMIT that returned before the interrupt: they succeeded.
         """
         if self.conn.in_transaction:
-            _rollback(self.conn, self.cursor)
-            for op in batch:
-                op.applied = False
+            _roll_back_applied(self.conn, self.cursor, batch)
             return
         for op in batch:
             if op.applied and not op.done:
@@ -550,8 +549,9 @@ def run_batch(
     up to the deadline), never a read lock upgraded later, which SQLite would
     fail without calling the busy handler.
     """
-    # An interrupt (a BaseException that is not an Exception) passes through
-    # untouched: the door settles the batch (GroupCommitter._settle_interrupted).
+    # An interrupt (a BaseException that is not an Exception) rolls back and
+    # passes through, its batch-mates undecided, unless COMMIT had returned:
+    # the door settles the batch (GroupCommitter._settle_interrupted).
     applied: list[Operation[Any]] = []
     index = 0
     while index < len(batch) or (len(batch) < MAX_BATCH and more()):
@@ -584,6 +584,9 @@ def run_batch(
                 return
             op.fail(_spi_error(exc, op.name))
             continue
+        except BaseException:
+            _roll_back_applied(conn, cursor, applied)
+            raise
         op.result = result
         op.applied = True
         applied.append(op)
@@ -597,8 +600,21 @@ def run_batch(
     except Exception as exc:
         _fail_all(applied, conn, cursor, exc)
         return
+    except BaseException:
+        if conn.in_transaction:  # COMMIT never ran: nothing is durable
+            _roll_back_applied(conn, cursor, applied)
+        raise  # else COMMIT returned: the door marks the applied ones succeeded
     for op in applied:
         op.succeed(op.result)
+
+
+def _roll_back_applied(
+    conn: apsw.Connection, cursor: apsw.Cursor, applied: list[Operation[Any]]
+) -> None:
+    """Roll back; the applied operations are undecided again (nothing is durable)."""
+    _rollback(conn, cursor)
+    for op in applied:
+        op.applied = False
 
 
 def _undo_failed(
