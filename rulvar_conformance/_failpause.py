@@ -3,8 +3,10 @@
 A store that supports the failpoint contract calls
 ``rulvar_store._failpoints.hit(operation, point)`` at fixed moments of its write
 path (see ``rulvar_conformance.forced_races`` for the contract). The hook is
-process-global, so every tool here acts only on the ONE thread it was aimed at,
-matched by identity; hits from other threads (the competing handle) pass through.
+process-global, so every tool here acts only on the ONE caller it was aimed at,
+matched by ``caller_identity`` (a context mark that follows the call onto worker
+threads on the asyncio path, else the thread); hits of other callers (the
+competing handle) pass through.
 """
 
 from __future__ import annotations
@@ -16,7 +18,14 @@ from contextlib import contextmanager
 from typing import Final, Generic, TypeVar
 
 from rulvar_conformance._kit import Outcome, attempt, require
-from rulvar_store._failpoints import Failpoint, FailpointHook, set_failpoint_hook
+from rulvar_store._failpoints import (
+    Failpoint,
+    FailpointHook,
+    caller_identity,
+    mark_caller,
+    marked_caller,
+    set_failpoint_hook,
+)
 
 __all__ = [
     "PAUSE_LIMIT_S",
@@ -65,16 +74,16 @@ def fast_switching(interval_s: float = 1e-5) -> Iterator[None]:
 
 
 def hits_of(call: Callable[[], object]) -> tuple[list[Hit], Outcome[object]]:
-    """Run ``call`` on this thread with a recording hook; return its hits and outcome."""
-    me = threading.get_ident()
+    """Run ``call`` as this caller with a recording hook; return its hits and outcome."""
     seen: list[Hit] = []
+    with marked_caller() as me:
 
-    def record(operation: str, point: Failpoint) -> None:
-        if threading.get_ident() == me:
-            seen.append((operation, point))
+        def record(operation: str, point: Failpoint) -> None:
+            if caller_identity() is me:
+                seen.append((operation, point))
 
-    with installed(record):
-        outcome = attempt(call)
+        with installed(record):
+            outcome = attempt(call)
     return seen, outcome
 
 
@@ -90,15 +99,15 @@ class FailpointPause:
         self.index = index
         self.reached = threading.Event()
         self._go = threading.Event()
-        self._ident: int | None = None
+        self._caller: object | None = None
         self.seen: list[Hit] = []
 
     def aim(self) -> None:
-        """Make the calling thread the one to pause."""
-        self._ident = threading.get_ident()
+        """Make the caller (this thread's context and its copies) the one to pause."""
+        self._caller = mark_caller()
 
     def hook(self, operation: str, point: Failpoint) -> None:
-        if threading.get_ident() != self._ident:
+        if self._caller is None or caller_identity() is not self._caller:
             return
         self.seen.append((operation, point))
         if len(self.seen) - 1 == self.index:

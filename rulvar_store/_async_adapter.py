@@ -154,6 +154,9 @@ class _AsyncJournal(_Closing):
     ) -> None:
         self.sync_store: Final = store
         self.fenced_writes: Final[bool] = has_fenced_writes(store)
+        ttl: int | None = getattr(store, "lease_ttl_ms", None)
+        if ttl is not None:  # L9: the ttl the store was opened with, when it says
+            self.lease_ttl_ms: int = ttl
         self._hop = hop
         self._close = close
 

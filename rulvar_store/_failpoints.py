@@ -12,11 +12,21 @@ but not yet the journal), ``after-write`` (data written, not yet fsynced),
 operation is complete). With no hook installed a hit costs one global read. A
 test or the kill-point driver installs a hook (for example one that SIGKILLs
 the process when a given operation reaches a given point).
+
+A hook is process-global, so tools aim it at one caller by ``caller_identity``:
+the mark ``mark_caller`` set in the caller's context, else its thread. Context
+variables follow a call across threads wherever the store hops with a copy of
+the caller's context (``asyncio.to_thread``, the async adapter, the kit's async
+facade), so aiming works on the asyncio path, where the failpoint is hit on a
+worker thread, not on the caller's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Final, Literal
 
 __all__ = [
@@ -24,7 +34,10 @@ __all__ = [
     "Failpoint",
     "FailpointHook",
     "armed",
+    "caller_identity",
     "hit",
+    "mark_caller",
+    "marked_caller",
     "set_failpoint_hook",
 ]
 
@@ -73,3 +86,30 @@ def hit(operation: str, point: Failpoint) -> None:
     hook = _hook
     if hook is not None:
         hook(operation, point)
+
+
+_caller_mark: ContextVar[object | None] = ContextVar("rulvar_failpoint_caller", default=None)
+
+
+def caller_identity() -> object:
+    """Who is calling, for aiming a hook: the context's mark, else the thread id."""
+    mark = _caller_mark.get()
+    return mark if mark is not None else threading.get_ident()
+
+
+def mark_caller() -> object:
+    """Give the current context a fresh mark and return it (copies carry it along)."""
+    mark = object()
+    _caller_mark.set(mark)
+    return mark
+
+
+@contextmanager
+def marked_caller() -> Iterator[object]:
+    """``mark_caller`` for the duration of the block, then the previous mark again."""
+    mark = object()
+    token = _caller_mark.set(mark)
+    try:
+        yield mark
+    finally:
+        _caller_mark.reset(token)

@@ -120,9 +120,10 @@ class UrlOpener:
     options: Mapping[str, Any] = field(default_factory=dict)
     fail_fast_options: Mapping[str, Any] = field(default_factory=dict)
 
-    def __call__(
+    def options_for(
         self, ttl_ms: int | None, now: Clock | None, fail_fast: bool
-    ) -> OpenedStore:
+    ) -> dict[str, Any]:
+        """The keyword options one open passes (the async facade opens with them too)."""
         options = dict(self.options)
         if ttl_ms is not None:
             options["ttl_ms"] = ttl_ms
@@ -130,7 +131,12 @@ class UrlOpener:
             options["now"] = now
         if fail_fast:
             options.update(self.fail_fast_options)
-        return open_store(self.url, **options)
+        return options
+
+    def __call__(
+        self, ttl_ms: int | None, now: Clock | None, fail_fast: bool
+    ) -> OpenedStore:
+        return open_store(self.url, **self.options_for(ttl_ms, now, fail_fast))
 
 
 @dataclass(frozen=True)
