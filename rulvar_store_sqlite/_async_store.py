@@ -34,6 +34,7 @@ from functools import partial
 from types import TracebackType
 from typing import Any, Final, Literal, Self, TypeVar, final
 
+from rulvar_store._failpoints import armed
 from rulvar_store._incremental import JournalTail
 from rulvar_store._records import BlobInput, JournalEntry, Lease, RunFilter, RunMeta
 from rulvar_store_sqlite._group_commit import GroupCommitter, Operation
@@ -58,7 +59,11 @@ async def _write(door: GroupCommitter, op: Operation[T]) -> T:
             await _finish(future)  # a batch carries it: it ends whole first
         raise
     result = op.outcome()
-    door.after_commit(op)
+    if armed():
+        # The caller's own after-commit failpoint, in its context but never on
+        # the loop (a hook may pause or kill) nor on the door's worker thread
+        # (a paused caller must not hold up the store's other writers).
+        await _whole(loop.run_in_executor(None, op.context.run, door.after_commit, op))
     return result
 
 
@@ -67,7 +72,11 @@ async def _call(door: GroupCommitter, operation: str, call: Callable[[], T]) -> 
     door.ensure_open(operation)
     loop = asyncio.get_running_loop()
     context = contextvars.copy_context()
-    future = loop.run_in_executor(door.worker(), context.run, call)
+    return await _whole(loop.run_in_executor(door.worker(), context.run, call))
+
+
+async def _whole(future: asyncio.Future[T]) -> T:
+    """Await a hop to a thread; a cancelled caller waits for it to end, then re-raises."""
     try:
         return await asyncio.shield(future)
     except asyncio.CancelledError:
@@ -131,9 +140,8 @@ class AsyncSqliteStore(_Closing):
         loop = asyncio.get_running_loop()
         future = loop.run_in_executor(None, partial(cls, path, **options))
         try:
-            return await asyncio.shield(future)
+            return await _whole(future)
         except asyncio.CancelledError:
-            await _finish(future)
             if not future.cancelled() and future.exception() is None:
                 store = future.result().sync_store
                 await _finish(loop.run_in_executor(None, store.close))

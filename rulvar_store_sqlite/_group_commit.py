@@ -61,6 +61,7 @@ one GIL hand-off after another, once the commit has returned.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import copy
 import threading
 from collections.abc import Callable, Sequence
@@ -438,6 +439,7 @@ class Operation(Generic[T]):
         "_wake",
         "applied",
         "atomic",
+        "context",
         "done",
         "error",
         "fence",
@@ -468,6 +470,8 @@ class Operation(Generic[T]):
         # queue on again when it wakes.
         self._wake = threading.Lock()
         self._wake.acquire()
+        # The caller's context (its failpoint aim, contextvars), for its steps.
+        self.context = contextvars.copy_context()
         # An asyncio caller's loop and future instead (GroupCommitter.enqueue).
         self.resume: tuple[asyncio.AbstractEventLoop, asyncio.Future[None]] | None = (
             None
@@ -569,11 +573,9 @@ def run_batch(
             _fail_all(batch, conn, cursor, exc)
             return
         try:
-            hit(op.name, "after-begin")
-            if op.fence is not None:
-                op.fence()
-            hit(op.name, "after-fence-check")
-            result = op.mutate(cursor)
+            # In the caller's context, wherever this runs: a failpoint hook
+            # aimed at the caller (caller_identity) finds its hits.
+            result = op.context.run(_apply, op, cursor)
             if savepoint:
                 cursor.execute(RELEASE)
         except Exception as exc:
@@ -595,7 +597,7 @@ def run_batch(
         return
     try:
         for op in applied:
-            hit(op.name, "before-commit")
+            op.context.run(hit, op.name, "before-commit")
         cursor.execute(sql.COMMIT)
     except Exception as exc:
         _fail_all(applied, conn, cursor, exc)
@@ -606,6 +608,15 @@ def run_batch(
         raise  # else COMMIT returned: the door marks the applied ones succeeded
     for op in applied:
         op.succeed(op.result)
+
+
+def _apply(op: Operation[T], cursor: apsw.Cursor) -> T:
+    """The operation's own steps inside the transaction, failpoints included."""
+    hit(op.name, "after-begin")
+    if op.fence is not None:
+        op.fence()
+    hit(op.name, "after-fence-check")
+    return op.mutate(cursor)
 
 
 def _roll_back_applied(
