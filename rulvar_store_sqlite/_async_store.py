@@ -37,8 +37,9 @@ from typing import Any, Final, Literal, Self, TypeVar, final
 from rulvar_store._failpoints import armed
 from rulvar_store._incremental import JournalTail
 from rulvar_store._records import BlobInput, JournalEntry, Lease, RunFilter, RunMeta
-from rulvar_store_sqlite._group_commit import GroupCommitter, Operation
+from rulvar_store_sqlite._group_commit import GroupCommitter
 from rulvar_store_sqlite._store import SqliteStore
+from rulvar_store_sqlite._transaction import Operation
 from rulvar_store_sqlite._transcripts import SqliteFencedTranscriptStore
 
 __all__ = ["AsyncSqliteStore", "AsyncSqliteTranscriptStore"]

@@ -3,7 +3,8 @@
 ``GroupCommitter`` owns the store's connection, cursor and busy deadline; every
 write (the journal's and the blob twin's) and every read goes through it. With
 ``group_commit=False`` each write runs as a batch of one under the instance
-lock; otherwise the steps below apply.
+lock; otherwise the steps below apply. The transaction itself is
+``_transaction.run_batch``.
 
 A ``SqliteStore`` owns one connection, so its writers queue on the instance lock
 (Q9) and, at ``synchronous=FULL``, each write pays one WAL flush of its own.
@@ -16,7 +17,7 @@ a transaction instead:
    handed to it.
 2. The leader takes the instance lock, then EVERYTHING queued at that moment
    (its own operation included) as one batch, and runs it as ONE ``BEGIN
-   IMMEDIATE`` transaction (``run_batch``). It never waits for company: a lone
+   IMMEDIATE`` transaction (``_transaction.run_batch``). It never waits for company: a lone
    caller's batch of one runs at once, with exactly the statements of a
    transaction of its own.
 3. Each operation has its failpoints (``after-begin``, ``after-fence-check``),
@@ -49,7 +50,20 @@ leader arms the busy deadline before BEGIN IMMEDIATE, and a busy BEGIN or
 COMMIT fails every caller of the batch with ``StoreBusyError`` (nothing
 written). A thread that already holds the instance lock (re-entrant use) runs
 its operation alone, since queueing behind a leader that needs the same lock
-would deadlock.
+would deadlock. Each operation's steps (failpoints, fence, mutation) run in
+its caller's ``contextvars`` context, whichever thread leads.
+
+Interrupts (``KeyboardInterrupt``, ``SystemExit``, asynchronous exceptions)
+stay with the interrupted caller (Q14). One interrupted while queued takes its
+operation out of the queue (it never runs) and passes on leadership it was
+handed. A leader interrupted inside its batch rolls the transaction back; its
+batch-mates' operations go back, undecided, to the front of the queue for the
+next leader, unless COMMIT had already returned, in which case they succeeded.
+
+asyncio callers (``AsyncSqliteStore``) queue the same operations with
+``enqueue``; the door's one worker thread leads their batches, and each
+batch's coroutines are resumed with one ``call_soon_threadsafe`` per event
+loop, after the COMMIT. Sync threads and coroutines may share one batch.
 
 What it buys is bounded twice over (``bench/bench_group_commit.py`` measures
 both): a commit's flush grows with the pages it writes (appends to N runs
@@ -61,13 +75,11 @@ one GIL hand-off after another, once the commit has returned.
 from __future__ import annotations
 
 import asyncio
-import contextvars
-import copy
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
-from typing import Any, ClassVar, Final, Generic, TypeVar, final
+from typing import Any, ClassVar, TypeVar
 
 import apsw
 
@@ -76,31 +88,20 @@ from rulvar_store._fork import ForkGuard
 from rulvar_store.errors import ContractError, StoreClosedError
 from rulvar_store_sqlite import _sql as sql
 from rulvar_store_sqlite._connection import BusyDeadline
-from rulvar_store_sqlite._errors import translate, translate_errors
+from rulvar_store_sqlite._errors import translate_errors
+from rulvar_store_sqlite._transaction import (
+    Operation,
+    fail_undecided,
+    roll_back_applied,
+    run_batch,
+)
 
-__all__ = [
-    "MAX_BATCH",
-    "SAVEPOINT",
-    "GroupCommitter",
-    "Operation",
-    "one_statement",
-    "run_batch",
-]
+__all__ = ["GroupCommitter"]
 
 T = TypeVar("T")
 
 Fence = Callable[[], None] | None
 Mutation = Callable[[apsw.Cursor], T]
-
-# Operations one transaction carries at most (late joiners included), so a
-# steady stream of writers cannot keep a leader's own caller waiting forever.
-MAX_BATCH: Final = 64
-SAVEPOINT: Final = "SAVEPOINT rulvar_py_op"
-# A queued caller checks for asynchronous exceptions this often (a wake-up
-# itself returns at once).
-_WAIT_SLICE_S: Final = 0.05
-RELEASE: Final = "RELEASE rulvar_py_op"
-ROLLBACK_TO: Final = "ROLLBACK TO rulvar_py_op"
 
 
 def _no_more() -> bool:
@@ -395,7 +396,7 @@ class GroupCommitter:
         carried by a COMMIT that returned before the interrupt: they succeeded.
         """
         if self.conn.in_transaction:
-            _roll_back_applied(self.conn, self.cursor, batch)
+            roll_back_applied(self.conn, self.cursor, batch)
             return
         for op in batch:
             if op.applied and not op.done:
@@ -415,7 +416,7 @@ class GroupCommitter:
         try:
             self.run_batch(batch, more)
         except Exception as exc:
-            _undecided(batch, exc)
+            fail_undecided(batch, exc)
             raise
         except BaseException:
             # An interrupt of the leader's thread: settle what is durable,
@@ -425,94 +426,6 @@ class GroupCommitter:
         for op in batch:
             if not op.done:  # pragma: no cover - a runner bug
                 op.fail(ContractError(f"sqlite {op.name}: the batch left it undecided"))
-
-
-@final
-class Operation(Generic[T]):
-    """One caller's write: its closures, then its outcome once the batch is decided.
-
-    ``atomic`` says the mutation is a single statement, which SQLite undoes by
-    itself when it fails, so it needs no savepoint of its own.
-    """
-
-    __slots__ = (
-        "_wake",
-        "applied",
-        "atomic",
-        "context",
-        "done",
-        "error",
-        "fence",
-        "mutate",
-        "name",
-        "result",
-        "resume",
-    )
-
-    def __init__(
-        self,
-        name: str,
-        fence: Callable[[], None] | None,
-        mutate: Callable[[apsw.Cursor], T],
-        atomic: bool = False,
-    ) -> None:
-        self.name = name
-        self.fence = fence
-        self.mutate = mutate
-        self.atomic = atomic
-        self.done = False
-        # Applied in the running transaction, its result kept, not yet decided.
-        self.applied = False
-        self.result: T | None = None
-        self.error: BaseException | None = None
-        # Held until the caller may go on (decided, or made leader); a plain
-        # lock per waiter wakes exactly one thread, with no shared lock to
-        # queue on again when it wakes.
-        self._wake = threading.Lock()
-        self._wake.acquire()
-        # The caller's context (its failpoint aim, contextvars), for its steps.
-        self.context = contextvars.copy_context()
-        # An asyncio caller's loop and future instead (GroupCommitter.enqueue).
-        self.resume: tuple[asyncio.AbstractEventLoop, asyncio.Future[None]] | None = (
-            None
-        )
-
-    def succeed(self, result: T) -> None:
-        self.result = result
-        self.done = True
-
-    def fail(self, error: BaseException) -> None:
-        self.error = error
-        self.done = True
-
-    def outcome(self) -> T:
-        """Return the result, or raise the error, in the caller's thread."""
-        if self.error is not None:
-            raise self.error
-        return self.result  # type: ignore[return-value]  # set by succeed()
-
-    def wait(self) -> None:
-        """Sleep until ``wake``: the operation is decided, or its caller leads.
-
-        A timed wait, so an asynchronous exception aimed at this thread
-        (``PyThreadState_SetAsyncExc``) is delivered while it is queued.
-        """
-        while not self._wake.acquire(timeout=_WAIT_SLICE_S):
-            pass
-
-    def wake(self) -> None:
-        self._wake.release()
-
-
-def one_statement(
-    statement: str, params: tuple[object, ...]
-) -> Callable[[apsw.Cursor], None]:
-    """A mutation of one statement (an ``atomic`` operation's usual shape)."""
-
-    def mutate(cursor: apsw.Cursor) -> None:
-        cursor.execute(statement, params)
-
-    return mutate
 
 
 def _wake_decided(ops: list[Operation[Any]]) -> None:
@@ -532,187 +445,3 @@ def _resolve(futures: list[asyncio.Future[None]]) -> None:
     for future in futures:
         if not future.done():
             future.set_result(None)
-
-
-def run_batch(
-    conn: apsw.Connection,
-    cursor: apsw.Cursor,
-    batch: list[Operation[Any]],
-    more: Callable[[], bool],
-    begin: str = sql.BEGIN,
-) -> None:
-    """Run ``batch`` as ONE transaction, each operation with its own outcome.
-
-    The caller holds the store lock, has checked the store is open and armed
-    the busy deadline. Before committing, ``more()`` moves operations queued
-    meanwhile into ``batch`` (late joiners ride the same COMMIT; nobody waits
-    for them), up to ``MAX_BATCH``. Decides every operation of ``batch``.
-    ``begin`` is BEGIN IMMEDIATE; only a seeded defect passes another.
-
-    BEGIN IMMEDIATE takes the write lock at once (waiting in the busy handler
-    up to the deadline), never a read lock upgraded later, which SQLite would
-    fail without calling the busy handler.
-    """
-    # An interrupt (a BaseException that is not an Exception) rolls back and
-    # passes through, its batch-mates undecided, unless COMMIT had returned:
-    # the door settles the batch (GroupCommitter._settle_interrupted).
-    applied: list[Operation[Any]] = []
-    index = 0
-    while index < len(batch) or (len(batch) < MAX_BATCH and more()):
-        op = batch[index]
-        index += 1
-        # Nothing applied yet: the operation's failure is the transaction's.
-        savepoint = bool(applied) and not op.atomic
-        changes = conn.total_changes()
-        try:
-            if not conn.in_transaction:
-                cursor.execute(begin)
-            if savepoint:
-                cursor.execute(SAVEPOINT)
-        except apsw.Error as exc:
-            _fail_all(batch, conn, cursor, exc)
-            return
-        try:
-            # In the caller's context, wherever this runs: a failpoint hook
-            # aimed at the caller (caller_identity) finds its hits.
-            result = op.context.run(_apply, op, cursor)
-            if savepoint:
-                cursor.execute(RELEASE)
-        except Exception as exc:
-            if not _undo_failed(conn, cursor, savepoint, bool(applied), changes):
-                # The error ended the whole transaction (SQLite rolls back on
-                # some I/O and busy errors): nothing of the batch survives.
-                _fail_all(batch, conn, cursor, exc)
-                return
-            op.fail(_spi_error(exc, op.name))
-            continue
-        except BaseException:
-            _roll_back_applied(conn, cursor, applied)
-            raise
-        op.result = result
-        op.applied = True
-        applied.append(op)
-    if not applied:
-        _rollback(conn, cursor)
-        return
-    try:
-        for op in applied:
-            op.context.run(hit, op.name, "before-commit")
-        cursor.execute(sql.COMMIT)
-    except Exception as exc:
-        _fail_all(applied, conn, cursor, exc)
-        return
-    except BaseException:
-        if conn.in_transaction:  # COMMIT never ran: nothing is durable
-            _roll_back_applied(conn, cursor, applied)
-        raise  # else COMMIT returned: the door marks the applied ones succeeded
-    for op in applied:
-        op.succeed(op.result)
-
-
-def _apply(op: Operation[T], cursor: apsw.Cursor) -> T:
-    """The operation's own steps inside the transaction, failpoints included."""
-    hit(op.name, "after-begin")
-    if op.fence is not None:
-        op.fence()
-    hit(op.name, "after-fence-check")
-    return op.mutate(cursor)
-
-
-def _roll_back_applied(
-    conn: apsw.Connection, cursor: apsw.Cursor, applied: list[Operation[Any]]
-) -> None:
-    """Roll back; the applied operations are undecided again (nothing is durable)."""
-    _rollback(conn, cursor)
-    for op in applied:
-        op.applied = False
-
-
-def _undo_failed(
-    conn: apsw.Connection,
-    cursor: apsw.Cursor,
-    savepoint: bool,
-    others_applied: bool,
-    changes_before: int,
-) -> bool:
-    """Undo a failed operation alone; False if the whole transaction is gone.
-
-    Without a savepoint, SQLite has undone the failed statement by itself
-    (``total_changes`` counts no row of a failed statement). If rows changed
-    anyway, the operation raised after a statement that succeeded: it cannot
-    be undone alone, so the whole batch fails rather than commit part of it.
-    """
-    if not others_applied:
-        _rollback(conn, cursor)  # nothing to keep: as a transaction of its own
-        return True
-    if savepoint:
-        return _undo_savepoint(conn, cursor)
-    return conn.in_transaction and conn.total_changes() == changes_before
-
-
-def _undo_savepoint(conn: apsw.Connection, cursor: apsw.Cursor) -> bool:
-    """Roll back to the operation's savepoint; False if the transaction is gone."""
-    if not conn.in_transaction:
-        return False
-    try:
-        cursor.execute(ROLLBACK_TO)
-        cursor.execute(RELEASE)
-    except apsw.Error:
-        _rollback(conn, cursor)
-        return False
-    return True
-
-
-def _fail_all(
-    ops: Sequence[Operation[Any]],
-    conn: apsw.Connection,
-    cursor: apsw.Cursor,
-    exc: BaseException,
-) -> None:
-    """Roll the transaction back and fail every undecided operation with ``exc``."""
-    _rollback(conn, cursor)
-    for op in ops:
-        if not op.done:
-            op.fail(_copy_for_caller(_spi_error(exc, op.name)))
-
-
-def _rollback(conn: apsw.Connection, cursor: apsw.Cursor) -> None:
-    # The one rollback. SQLite may already have rolled back (BUSY, FULL, IOERR):
-    # only an open transaction is rolled back, and a failing ROLLBACK never
-    # hides the error that caused it.
-    with suppress(apsw.Error):
-        if conn.in_transaction:
-            cursor.execute(sql.ROLLBACK)
-
-
-def _spi_error(exc: BaseException, operation: str) -> BaseException:
-    """The SPI error a caller sees for ``exc`` (driver errors translated, chained)."""
-    if isinstance(exc, apsw.Error):
-        error = translate(exc, operation)
-        error.__cause__ = exc
-        return error
-    return exc
-
-
-def _undecided(batch: Sequence[Operation[Any]], exc: BaseException) -> None:
-    """Fail every undecided operation of ``batch`` with a copy of ``exc``.
-
-    Whatever escaped a batch must never leave a waiter hanging.
-    """
-    for op in batch:
-        if not op.done:
-            op.fail(_copy_for_caller(exc))
-
-
-def _copy_for_caller(exc: BaseException) -> BaseException:
-    """A separate exception object per caller thread, chained to the shared one.
-
-    Raising one object in several threads would interleave their tracebacks.
-    """
-    try:
-        clone = copy.copy(exc)
-    except Exception:  # pragma: no cover - an exception type that cannot be copied
-        return exc
-    clone.__cause__ = exc.__cause__ if exc.__cause__ is not None else exc
-    clone.__traceback__ = None
-    return clone

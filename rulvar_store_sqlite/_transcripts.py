@@ -11,7 +11,8 @@ from rulvar_store import _intake
 from rulvar_store._records import Lease
 from rulvar_store_sqlite import _sql as sql
 from rulvar_store_sqlite._checks import check_run_match
-from rulvar_store_sqlite._group_commit import GroupCommitter, Operation, one_statement
+from rulvar_store_sqlite._group_commit import GroupCommitter
+from rulvar_store_sqlite._transaction import Operation, one_statement
 
 FenceFor = Callable[[Lease | None], Callable[[], None] | None]
 """The store's lease check for a write: ``None`` for an unleased one."""

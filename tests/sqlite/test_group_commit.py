@@ -33,7 +33,7 @@ from rulvar_store import (
 )
 from rulvar_store_sqlite import SqliteStore
 from rulvar_store_sqlite import _sql as sql
-from rulvar_store_sqlite._group_commit import SAVEPOINT, Operation
+from rulvar_store_sqlite._transaction import SAVEPOINT, Operation
 
 DEADLINE_S = 20.0
 

@@ -33,7 +33,8 @@ from rulvar_store._locations import LocationFactory, StoreLocation
 from rulvar_store._records import Clock
 from rulvar_store_sqlite import SqliteStore
 from rulvar_store_sqlite import _sql as sql
-from rulvar_store_sqlite._group_commit import GroupCommitter, Operation
+from rulvar_store_sqlite._group_commit import GroupCommitter
+from rulvar_store_sqlite._transaction import Operation
 
 T = TypeVar("T")
 
