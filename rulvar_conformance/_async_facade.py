@@ -29,21 +29,21 @@ from typing import Any, Final, Generic, TypeVar, cast
 
 from rulvar_store import (
     AsyncOpenedStore,
+    Clock,
     JournalStore,
     OpenedStore,
     TranscriptStore,
-    adapt_opened,
     has_fenced_writes,
     open_store_async,
 )
-from rulvar_store._fork import fork_generation
-from rulvar_store._locations import (
+from rulvar_store.backend import (
     LocationFactory,
     LocationOpener,
     StoreLocation,
     UrlOpener,
+    adapt_opened,
+    fork_generation,
 )
-from rulvar_store._records import Clock
 
 __all__ = [
     "AsyncFacadeOpener",
@@ -173,7 +173,9 @@ def _facade_class(calls: tuple[str, ...]) -> type[_Facade]:
 def facade_opened(opened: AsyncOpenedStore, loop: EventLoopThread) -> OpenedStore:
     """Present an opened async store through the sync SPI, driven on ``loop``."""
     journal_calls = _JOURNAL_CALLS + tuple(
-        name for name in _OPTIONAL_CALLS if callable(getattr(opened.journal, name, None))
+        name
+        for name in _OPTIONAL_CALLS
+        if callable(getattr(opened.journal, name, None))
     )
     journal = _facade_class(journal_calls)(opened.journal, loop)
     blobs = _facade_class(_BLOB_CALLS)(opened.transcripts, loop)

@@ -35,6 +35,7 @@ _FAMILIES: Final[dict[str, tuple[int, str]]] = {
     "A": (11, "Audit and reconcile"),
     "R": (12, "Retention"),
     "X": (13, "Pitfalls the kit checks"),
+    "Y": (14, "asyncio API"),
 }
 
 _INTRO: Final = """\

@@ -40,8 +40,12 @@ from rulvar_store import (
     OpenedStore,
     read_run_meta,
 )
-from rulvar_store._failpoints import caller_identity, mark_caller
-from rulvar_store._locations import LocationFactory, StoreLocation
+from rulvar_store.backend import (
+    LocationFactory,
+    StoreLocation,
+    caller_identity,
+    mark_caller,
+)
 
 __all__ = ["cancellation_conformance"]
 

@@ -147,6 +147,12 @@ CLAUSES: Final[dict[str, str]] = {
     "X5": "assert_fenced_writes tells declaring stores from undeclared ones.",
     "X6": "Concurrent SQLite boots never surface a raw SQLITE_BUSY.",
     "X7": "Port traps: shared-instance threads, bool seq, mutable blobs, non-JSON values.",
+    # 14. asyncio API
+    "Y1": "open_store_async opens every backend; async stores declare async_api and keep the sync SPI's names, records, errors and argument rules.",
+    "Y2": "A caller cancelled inside a store call gets CancelledError only once the call is over, and the write is all or nothing.",
+    "Y3": "After a cancelled write the store stays usable and a second handle can write at once.",
+    "Y4": "A store handle used in a forked child refuses with ForkedStoreError and leaves the parent's resources alone.",
+    "Y5": "The kit certifies the async path: its suites drive the async store from threads, failpoints aimed by caller context.",
 }
 
 

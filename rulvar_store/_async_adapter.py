@@ -40,7 +40,7 @@ from rulvar_store._capabilities import (
 )
 from rulvar_store._fork import ForkGuard
 from rulvar_store._incremental import IncrementalReadStore, JournalTail
-from rulvar_store._plugins import OpenedStore
+from rulvar_store._location_records import OpenedStore
 from rulvar_store._protocols import (
     JournalStore,
     LeasableStore,

@@ -34,9 +34,15 @@ from functools import partial
 from types import TracebackType
 from typing import Any, Final, Literal, Self, TypeVar, final
 
-from rulvar_store._failpoints import armed
-from rulvar_store._incremental import JournalTail
-from rulvar_store._records import BlobInput, JournalEntry, Lease, RunFilter, RunMeta
+from rulvar_store import (
+    BlobInput,
+    JournalEntry,
+    JournalTail,
+    Lease,
+    RunFilter,
+    RunMeta,
+)
+from rulvar_store.backend import armed
 from rulvar_store_sqlite._group_commit import GroupCommitter
 from rulvar_store_sqlite._store import SqliteStore
 from rulvar_store_sqlite._transaction import Operation

@@ -83,12 +83,12 @@ from typing import Any, ClassVar, TypeVar
 
 import apsw
 
-from rulvar_store._failpoints import hit
-from rulvar_store._fork import ForkGuard
+from rulvar_store.backend import ForkGuard, hit
 from rulvar_store.errors import ContractError, StoreClosedError
 from rulvar_store_sqlite import _sql as sql
 from rulvar_store_sqlite._connection import BusyDeadline
 from rulvar_store_sqlite._errors import translate_errors
+from rulvar_store_sqlite._owned_lock import OwnedRLock
 from rulvar_store_sqlite._transaction import (
     Operation,
     fail_undecided,
@@ -111,9 +111,10 @@ def _no_more() -> bool:
 class GroupCommitter:
     """The one door of one store's connection (see the module docstring).
 
-    ``lock`` is the store's instance RLock (Q9): the leader holds it for the
-    whole batch, so reads and other writes of the store never interleave with
-    the transaction. ``grouping`` False runs each write alone.
+    ``lock`` is the store's instance lock (an ``OwnedRLock``, Q9): the
+    leader holds it for the whole batch, so reads and other writes of the
+    store never interleave with the transaction. ``grouping`` False runs
+    each write alone.
 
     Seeded defects of the conformance self-tests subclass this door (and set
     ``begin``, or wrap ``run_batch``) instead of copying the transaction.
@@ -125,7 +126,7 @@ class GroupCommitter:
         self,
         conn: apsw.Connection,
         busy: BusyDeadline,
-        lock: threading.RLock,
+        lock: OwnedRLock,
         path: str,
         *,
         grouping: bool = True,
@@ -243,7 +244,7 @@ class GroupCommitter:
         self.fork.check(op.name)
         # A thread that already holds the lock (re-entrant use) runs alone:
         # queueing behind a leader that needs the same lock would deadlock.
-        if not self.grouping or self.lock._is_owned():  # type: ignore[attr-defined]  # CPython RLock
+        if not self.grouping or self.lock.held_here():
             with self.lock:
                 self._decide([op], _no_more)
         else:

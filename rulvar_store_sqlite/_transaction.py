@@ -20,7 +20,7 @@ from typing import Any, Final, Generic, TypeVar, final
 
 import apsw
 
-from rulvar_store._failpoints import hit
+from rulvar_store.backend import hit
 from rulvar_store_sqlite import _sql as sql
 from rulvar_store_sqlite._errors import translate
 

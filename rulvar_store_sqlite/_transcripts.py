@@ -7,10 +7,10 @@ from typing import Literal, final
 
 import apsw
 
-from rulvar_store import _intake
-from rulvar_store._records import Lease
+from rulvar_store import Lease
+from rulvar_store import backend as _intake
+from rulvar_store.backend import check_run_match
 from rulvar_store_sqlite import _sql as sql
-from rulvar_store_sqlite._checks import check_run_match
 from rulvar_store_sqlite._group_commit import GroupCommitter
 from rulvar_store_sqlite._transaction import Operation, one_statement
 

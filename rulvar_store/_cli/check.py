@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from rulvar_store import list_backends
 from rulvar_store._cli._common import EXIT_FAILED
-from rulvar_store._plugins import list_backends, resolve_backend
-from rulvar_store._urls import parse_store_url
+from rulvar_store.backend import parse_store_url, resolve_backend
 
 if TYPE_CHECKING:
     from rulvar_conformance.certify import CheckResult
@@ -95,14 +95,23 @@ def _explain(result: CheckResult) -> list[str]:
     help="Run this suite (repeatable; 'all' for every suite). Default: the default suites.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.option(
+    "--async",
+    "async_too",
+    is_flag=True,
+    help="Also certify the asyncio path (automatic for a backend with a native "
+    "async opener): the suites again through open_store_async, plus cancellation.",
+)
 def check_command(
-    url: str | None, suites_wanted: tuple[str, ...], as_json: bool
+    url: str | None, suites_wanted: tuple[str, ...], as_json: bool, async_too: bool
 ) -> None:
     """Certify the backend behind URL with the conformance kit.
 
     Each check runs against a fresh, isolated location next to URL's (a new
     file, directory or schema), so certifying never touches existing runs.
-    Without URL: a temporary SQLite file (the embedded default).
+    Without URL: a temporary SQLite file (the embedded default). A backend
+    with a native async opener is certified through it too (suites marked
+    "(async)"), as is any backend with --async.
     """
     with _scratch_dir() as scratch:
         target = url if url is not None else _default_check_url(scratch)
@@ -139,6 +148,10 @@ def check_command(
                 suites = certification_suites(certification, suites_wanted or None)
             except KeyError as exc:
                 raise click.UsageError(str(exc.args[0])) from exc
+            if async_too or backend.open_async is not None:
+                from rulvar_conformance.async_certify import async_suites
+
+                suites += async_suites(certification, suites_wanted or None)
             results = run_suites(suites, on_result=progress)
 
     failed = [result for result in results if result.status == "failed"]

@@ -20,6 +20,7 @@ from typing import Any, Final
 
 import click
 
+from rulvar_store import OpenedStore, RunFilter
 from rulvar_store._cli._common import EXIT_FAILED, RUNS_EXIT_CODES_HELP
 from rulvar_store._cli._operator import (
     DEFAULT_TIMEOUT_S,
@@ -30,8 +31,6 @@ from rulvar_store._cli._operator import (
     store_did_not_answer,
 )
 from rulvar_store._cli._show import describe_run, print_run
-from rulvar_store._plugins import OpenedStore
-from rulvar_store._records import RunFilter
 from rulvar_store.errors import StoreBusyError, StoreUnavailableError
 
 __all__ = ["runs_command"]
@@ -104,7 +103,7 @@ def list_command(
     timeout_s: float,
 ) -> None:
     """List the runs in URL's store with their status; never writes."""
-    from rulvar_store._observe import iter_listed_runs
+    from rulvar_store.ops import iter_listed_runs
 
     run_filter = RunFilter(
         statuses=list(statuses) if statuses else None,
@@ -216,8 +215,8 @@ def audit_command(url: str, repair: bool, as_json: bool, timeout_s: float) -> No
     --repair nothing is written. With it, each repairable run is leased
     briefly (a live owner's run is skipped), re-audited and rewritten.
     """
-    from rulvar_store._audit import iter_run_audits
     from rulvar_store._cli._repair import repair_audit
+    from rulvar_store.ops import iter_run_audits
 
     reported = remaining = repaired = 0
     rows: list[dict[str, Any]] = []
@@ -280,7 +279,7 @@ def _retention(
     url: str, run_ids: tuple[str, ...], *, prune: bool, timeout_s: float
 ) -> None:
     from rulvar_store._cli._show import run_exists
-    from rulvar_store._retention import sweep_runs
+    from rulvar_store.ops import sweep_runs
 
     failed = 0
     with _store(url, write=True, timeout_s=timeout_s) as (opened, watchdog):

@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from rulvar_store._cli._common import EXIT_FAILED, SOAK_EXIT_CODES_HELP
-from rulvar_store._plugins import resolve_backend
-from rulvar_store._urls import parse_store_url
+from rulvar_store.backend import parse_store_url, resolve_backend
 
 if TYPE_CHECKING:
     from rulvar_conformance.soak.runner import SoakResult

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from rulvar_store._plugins import BackendInfo, list_backends
+from rulvar_store import BackendInfo, list_backends
 
 __all__ = ["stores_command"]
 
@@ -20,6 +20,9 @@ def _backend_row(info: BackendInfo) -> dict[str, Any]:
         "capabilities": sorted(backend.capabilities),
         "distribution": info.distribution,
         "installed": info.installed,
+        # open_store_async serves every backend; "native" ones have their own
+        # async stores, the others run each call on a worker thread (adapter).
+        "async": "native" if backend.open_async is not None else "adapter",
         "extra": backend.extra,
         "description": backend.description,
     }
@@ -28,12 +31,12 @@ def _backend_row(info: BackendInfo) -> dict[str, Any]:
 @click.command("stores")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def stores_command(as_json: bool) -> None:
-    """List installed store backends, their URL schemes and capabilities."""
+    """List installed store backends: URL schemes, capabilities, native or adapted async."""
     rows = [_backend_row(info) for info in list_backends()]
     if as_json:
         click.echo(json.dumps({"backends": rows}, indent=2))
         return
-    table = [("SCHEME", "CAPABILITIES", "DISTRIBUTION")]
+    table = [("SCHEME", "CAPABILITIES", "ASYNC", "DISTRIBUTION")]
     for row in rows:
         origin = row["distribution"] or "-"
         if not row["installed"]:
@@ -42,10 +45,14 @@ def stores_command(as_json: bool) -> None:
             (
                 ", ".join(f"{scheme}://" for scheme in row["schemes"]),
                 ", ".join(row["capabilities"]) or "-",
+                row["async"],
                 origin,
             )
         )
     # Columns as wide as their longest cell, so long rows stay aligned.
-    widths = [max(len(line[column]) for line in table) for column in range(2)]
-    for schemes, capabilities, origin in table:
-        click.echo(f"{schemes:<{widths[0]}}  {capabilities:<{widths[1]}}  {origin}")
+    widths = [max(len(line[column]) for line in table) for column in range(3)]
+    for schemes, capabilities, async_api, origin in table:
+        click.echo(
+            f"{schemes:<{widths[0]}}  {capabilities:<{widths[1]}}  "
+            f"{async_api:<{widths[2]}}  {origin}"
+        )

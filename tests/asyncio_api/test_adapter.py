@@ -40,6 +40,7 @@ class _SyncLookalike:
     def __aexit__(self, *exc_info: object) -> None: ...
 
 
+@pytest.mark.clause("Y1")
 def test_a_sync_store_is_not_async_though_its_method_names_match() -> None:
     """Protocols check names only; the marker tells a coroutine API apart."""
     store: object = _SyncLookalike()
@@ -48,6 +49,7 @@ def test_a_sync_store_is_not_async_though_its_method_names_match() -> None:
     assert not is_async_store(MemoryStore())
 
 
+@pytest.mark.clause("Y1")
 def test_the_adapter_round_trips_every_call(store_url: str) -> None:
     async def scenario() -> None:
         async with open_store_async(store_url) as opened:
@@ -86,6 +88,7 @@ def test_the_adapter_round_trips_every_call(store_url: str) -> None:
     asyncio.run(scenario())
 
 
+@pytest.mark.clause("Y1")
 def test_awaiting_the_open_hands_the_store_over(store_url: str) -> None:
     async def scenario() -> None:
         opened = await open_store_async(store_url)
@@ -103,6 +106,7 @@ def test_awaiting_the_open_hands_the_store_over(store_url: str) -> None:
     asyncio.run(scenario())
 
 
+@pytest.mark.clause("Y1")
 def test_typed_errors_cross_the_hop_unchanged(store_url: str) -> None:
     async def scenario() -> None:
         async with open_store_async(store_url) as opened:
@@ -120,6 +124,7 @@ def test_typed_errors_cross_the_hop_unchanged(store_url: str) -> None:
     asyncio.run(scenario())
 
 
+@pytest.mark.clause("Y1")
 def test_the_adapter_keeps_the_sync_stores_fencing_marker(store_url: str) -> None:
     async def scenario() -> tuple[bool, bool]:
         async with open_store_async(store_url) as opened:
@@ -131,6 +136,7 @@ def test_the_adapter_keeps_the_sync_stores_fencing_marker(store_url: str) -> Non
     assert fenced == ((False, False) if store_url.startswith("file:") else (True, True))
 
 
+@pytest.mark.clause("Y1")
 def test_a_bad_url_raises_config_error_when_awaited() -> None:
     opening = open_store_async("nosuch://x")  # nothing happens until awaited
     with pytest.raises(ConfigError):

@@ -40,6 +40,8 @@ def sqlite_url(tmp_path: Path) -> Iterator[str]:
     set_failpoint_hook(None)
 
 
+@pytest.mark.clause("Y2")
+@pytest.mark.clause("Y3")
 @pytest.mark.parametrize("point", ["after-begin", "before-commit", "after-commit"])
 def test_a_cancelled_append_finishes_whole_before_the_caller_sees_the_cancel(
     sqlite_url: str, point: Failpoint
@@ -70,6 +72,7 @@ def test_a_cancelled_append_finishes_whole_before_the_caller_sees_the_cancel(
     asyncio.run(scenario())
 
 
+@pytest.mark.clause("Y4")
 def test_a_forked_child_refuses_the_parents_async_handle(tmp_path: Path) -> None:
     """Fork detection: typed refusal in the child, the parent's handle untouched."""
 

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Sequence
 
-from rulvar_store import (
-    AsyncOpenedStore,
+import pytest
+
+from rulvar_store import AsyncOpenedStore, OpenedStore, open_store, open_store_async
+from rulvar_store.backend import (
     Backend,
-    OpenedStore,
     StoreUrl,
     adapt_opened,
     hookimpl,
     make_plugin_manager,
-    open_store,
-    open_store_async,
 )
 
 
@@ -43,6 +43,7 @@ class _NativeMarker:
         ]
 
 
+@pytest.mark.clause("Y1")
 def test_open_store_async_uses_the_backends_async_opener() -> None:
     plugin = _NativeMarker()
     manager = make_plugin_manager(load_entry_points=False)
@@ -54,3 +55,16 @@ def test_open_store_async_uses_the_backends_async_opener() -> None:
 
     asyncio.run(scenario())
     assert plugin.opened == ["nativetest"]
+
+
+@pytest.mark.clause("Y1")
+def test_rulvar_stores_says_which_backends_are_native_async() -> None:
+    from click.testing import CliRunner
+
+    from rulvar_store._cli.stores import stores_command
+
+    result = CliRunner().invoke(stores_command, ["--json"])
+    assert result.exit_code == 0
+    rows = {row["name"]: row["async"] for row in json.loads(result.output)["backends"]}
+    assert rows["memory"] == "adapter"
+    assert set(rows.values()) <= {"native", "adapter"}

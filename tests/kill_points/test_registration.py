@@ -8,8 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 from rulvar_conformance.certify import Certification, certification_suites
-from rulvar_store import StoreLocation
 from rulvar_store._cli import cli
+from rulvar_store.backend import StoreLocation
 
 
 def _never_opened() -> StoreLocation:

@@ -1,0 +1,39 @@
+"""Certifying the asyncio path: the same suites through ``open_store_async``, plus cancellation.
+
+Every location is opened through the async API (the backend's native opener,
+or the generic adapter) and handed to the suites behind the sync facade, so
+the forced-races, thread-races and shared-handle suites race real threads
+into the async store. The cancellation suite then cancels awaiting callers
+inside every write. Suite names carry an ``(async)`` suffix in reports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+
+from rulvar_conformance._async_facade import async_locations
+from rulvar_conformance._kit import ConformanceSuite
+from rulvar_conformance.cancellation import cancellation_conformance
+from rulvar_conformance.certify import Certification, certification_suites
+
+__all__ = ["ASYNC_SUFFIX", "async_suites"]
+
+ASYNC_SUFFIX = " (async)"
+
+
+def async_suites(
+    certification: Certification, selection: Iterable[str] | None = None
+) -> list[ConformanceSuite]:
+    """The selected suites over async-opened locations, then the cancellation suite.
+
+    Raises:
+        KeyError: ``selection`` names an unknown suite.
+    """
+    facade = certification._replace(locations=async_locations(certification.locations))
+    suites = [
+        replace(suite, name=suite.name + ASYNC_SUFFIX)
+        for suite in certification_suites(facade, selection)
+    ]
+    cancellation = cancellation_conformance(certification.locations)
+    return [*suites, replace(cancellation, name=cancellation.name + ASYNC_SUFFIX)]

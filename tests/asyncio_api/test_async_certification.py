@@ -1,0 +1,117 @@
+"""The kit certifies the asyncio path: every default suite and the cancellation suite."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+import rulvar_store._async_adapter as adapter
+from rulvar_conformance import Certification, run_suites
+from rulvar_conformance._site import FEATURE_REASONS
+from rulvar_conformance.async_certify import async_suites
+from rulvar_conformance.cancellation import cancellation_conformance
+from rulvar_conformance.certify import CheckResult
+from rulvar_store.backend import parse_store_url, resolve_backend
+from tests._postgres_gate import postgres_url
+
+T = TypeVar("T")
+
+# Why a check may legitimately not run on the async path: a location ability the
+# backend lacks, a store without failpoints, and the facade's lack of a
+# ``transcripts()`` method (the twin comes from the opener, T7 is certified sync).
+EXPLAINED = (
+    *FEATURE_REASONS.values(),
+    "transcripts() twin",
+    "never calls rulvar_store._failpoints.hit",  # memory: thread-races race instead
+)
+
+
+def _certify_async(url: str) -> list[CheckResult]:
+    parsed = parse_store_url(url)
+    backend = resolve_backend(parsed)
+    assert backend.certify is not None
+    with backend.certify(parsed) as locations:
+        certification = Certification(
+            locations, backend.capabilities, backend.certify_expiry_ttl_ms
+        )
+        return run_suites(async_suites(certification))
+
+
+def _assert_certified(results: list[CheckResult], *, cancellation_runs: bool) -> None:
+    failed = [
+        f"{r.suite} {r.check_id}: {r.error}" for r in results if r.status == "failed"
+    ]
+    assert failed == []
+    unexplained = [
+        f"{r.check_id}: {r.error}"
+        for r in results
+        if r.status == "not-run"
+        and not any(why in (r.error or "") for why in EXPLAINED)
+    ]
+    assert unexplained == []
+    cancellation = [r for r in results if r.suite.startswith("cancellation")]
+    assert len(cancellation) == 8
+    if cancellation_runs:
+        assert all(r.status == "passed" for r in cancellation)
+    suites = {r.suite for r in results}
+    assert {"forced-races (async)", "thread-races (async)"} <= suites
+
+
+@pytest.mark.clause("Y5")
+@pytest.mark.clause("Y2")
+@pytest.mark.clause("Y3")
+def test_memory_passes_every_default_suite_and_cancellation_through_the_async_api() -> (
+    None
+):
+    _assert_certified(_certify_async("memory://"), cancellation_runs=True)
+
+
+@pytest.mark.clause("Y5")
+@pytest.mark.clause("Y2")
+@pytest.mark.clause("Y3")
+def test_sqlite_passes_every_default_suite_and_cancellation_through_the_async_api(
+    tmp_path: Path,
+) -> None:
+    results = _certify_async(f"sqlite:///{tmp_path / 'certify.db'}")
+    _assert_certified(results, cancellation_runs=True)
+    assert "shared-handle (async)" in {r.suite for r in results}
+
+
+@pytest.mark.clause("Y5")
+@pytest.mark.clause("Y2")
+@pytest.mark.clause("Y3")
+def test_postgres_passes_every_default_suite_and_cancellation_through_the_async_api() -> (
+    None
+):
+    schema = f"rulvar_async_{secrets.token_hex(4)}"
+    results = _certify_async(f"{postgres_url()}?schema={schema}")
+    _assert_certified(results, cancellation_runs=True)
+
+
+async def _resumes_at_once(future: asyncio.Future[T]) -> T:
+    """A seeded defect: the caller is resumed by a cancel while its call still runs."""
+    return await asyncio.shield(future)
+
+
+@pytest.fixture
+def splitting_adapter(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(adapter, "finish_uncancelled", _resumes_at_once)
+
+
+@pytest.mark.clause("Y2")
+def test_the_cancellation_suite_fails_an_adapter_that_resumes_a_cancelled_caller_early(
+    tmp_path: Path, splitting_adapter: None
+) -> None:
+    """Negative control: a caller resumed while its write is still inside the store."""
+    parsed = parse_store_url(f"sqlite:///{tmp_path / 'defect.db'}")
+    backend = resolve_backend(parsed)
+    assert backend.certify is not None
+    with backend.certify(parsed) as locations:
+        results = run_suites([cancellation_conformance(locations)])
+    failed: list[Any] = [r for r in results if r.status == "failed"]
+    assert failed, "the suite passed an adapter that splits cancelled calls"
+    assert all("was still inside the store" in (r.error or "") for r in failed)
