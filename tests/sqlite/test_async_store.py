@@ -30,8 +30,8 @@ from rulvar_store import (
     StoreClosedError,
     is_async_store,
     open_store_async,
-    set_failpoint_hook,
 )
+from rulvar_store.backend import set_failpoint_hook
 from rulvar_store_sqlite import AsyncSqliteStore, SqliteStore
 from rulvar_store_sqlite import _sql as sql
 

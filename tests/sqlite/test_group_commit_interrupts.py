@@ -25,7 +25,8 @@ from typing import Any
 
 import pytest
 
-from rulvar_store import Lease, set_failpoint_hook
+from rulvar_store import Lease
+from rulvar_store.backend import set_failpoint_hook
 from rulvar_store_sqlite import SqliteStore
 
 DEADLINE_S = 20.0
@@ -205,7 +206,7 @@ def test_an_async_exception_in_the_leader_is_the_leaders_alone(
 SIGINT_CHILD = textwrap.dedent(
     """
     import json, os, signal, sys, threading, time
-    from rulvar_store import set_failpoint_hook
+    from rulvar_store.backend import set_failpoint_hook
     from rulvar_store_sqlite import SqliteStore
 
     path, role = sys.argv[1], sys.argv[2]
