@@ -130,8 +130,8 @@ class StoreThreads(Timed):
         self.done += sum(self.seqs) - before
 
     def batch(self) -> float:
-        group = self.store._group
-        return group.operations / max(1, group.batches) if group else 1.0
+        door = self.store._door
+        return door.operations / max(1, door.batches)
 
     def check_and_close(self) -> None:
         for n, lease in enumerate(self.leases):  # complete and ordered, nothing lost

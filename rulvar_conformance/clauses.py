@@ -80,6 +80,10 @@ CLAUSES: Final[dict[str, str]] = {
     "Q11": "list_runs narrows in SQL, re-applies D7 and orders by run id; close closes the twin.",
     "Q12": "The README says one SQLite file holds everything and many local processes are safe.",
     "Q13": "The live-lease check goes through one overridable seam for race injection.",
+    "Q14": "A caller of group commit interrupted while queued or leading gets its own interrupt alone: its batch-mates keep their own outcomes, no queue entry stays behind, later writers never hang.",
+    "Q15": "AsyncSqliteStore's coroutines share group commit (one transaction and one COMMIT, each write with its own fence, seq guard and outcome, each caller resumed after the shared COMMIT); no SQLite statement runs on the event-loop thread.",
+    "Q16": "An AsyncSqliteStore caller cancelled at any point gets CancelledError; its write is all or nothing and no transaction or file lock stays behind.",
+    "Q17": "A SQLite store, sync or async, used in a forked child refuses with ForkedStoreError and leaves the parent's connection untouched.",
     # 7. PostgreSQL
     "P1": "PostgresStore validates url, schema, ttl and pool size before any connection.",
     "P2": "Each store owns a schema of five TEXT-payload tables, qualified and indexed as listed.",

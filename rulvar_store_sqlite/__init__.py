@@ -2,6 +2,8 @@
 
 ``SqliteStore`` is fenced (``fenced_writes``), leasable and meta-lookup; its
 ``transcripts()`` twin stores blobs in the same file under the same fence.
+``AsyncSqliteStore`` is its asyncio twin: the same operations through the same
+door, coroutines sharing group commit.
 
 Names are resolved lazily (PEP 562), so importing the package, as the plugin
 registry does through ``rulvar_store_sqlite._plugin``, never imports apsw.
@@ -13,6 +15,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from rulvar_store_sqlite._async_store import (
+        AsyncSqliteStore,
+        AsyncSqliteTranscriptStore,
+    )
     from rulvar_store_sqlite._boot import BOOT_BUSY_TIMEOUT_MS
     from rulvar_store_sqlite._options import DEFAULT_BUSY_TIMEOUT_MS
     from rulvar_store_sqlite._store import SqliteStore
@@ -21,11 +27,15 @@ if TYPE_CHECKING:
 __all__ = [
     "BOOT_BUSY_TIMEOUT_MS",
     "DEFAULT_BUSY_TIMEOUT_MS",
+    "AsyncSqliteStore",
+    "AsyncSqliteTranscriptStore",
     "SqliteFencedTranscriptStore",
     "SqliteStore",
 ]
 
 _HOMES = {
+    "AsyncSqliteStore": "rulvar_store_sqlite._async_store",
+    "AsyncSqliteTranscriptStore": "rulvar_store_sqlite._async_store",
     "BOOT_BUSY_TIMEOUT_MS": "rulvar_store_sqlite._boot",
     "DEFAULT_BUSY_TIMEOUT_MS": "rulvar_store_sqlite._options",
     "SqliteFencedTranscriptStore": "rulvar_store_sqlite._transcripts",

@@ -1,4 +1,10 @@
-"""Group commit: one durable COMMIT carries the writes of many threads of one store.
+"""The store's one transaction door: group commit of every write of one store.
+
+``GroupCommitter`` owns the store's connection, cursor and busy deadline; every
+write (the journal's and the blob twin's) and every read goes through it. With
+``group_commit=False`` each write runs as a batch of one under the instance
+lock; otherwise the steps below apply. The transaction itself is
+``_transaction.run_batch``.
 
 A ``SqliteStore`` owns one connection, so its writers queue on the instance lock
 (Q9) and, at ``synchronous=FULL``, each write pays one WAL flush of its own.
@@ -11,7 +17,7 @@ a transaction instead:
    handed to it.
 2. The leader takes the instance lock, then EVERYTHING queued at that moment
    (its own operation included) as one batch, and runs it as ONE ``BEGIN
-   IMMEDIATE`` transaction (``run_batch``). It never waits for company: a lone
+   IMMEDIATE`` transaction (``_transaction.run_batch``). It never waits for company: a lone
    caller's batch of one runs at once, with exactly the statements of a
    transaction of its own.
 3. Each operation has its failpoints (``after-begin``, ``after-fence-check``),
@@ -44,7 +50,20 @@ leader arms the busy deadline before BEGIN IMMEDIATE, and a busy BEGIN or
 COMMIT fails every caller of the batch with ``StoreBusyError`` (nothing
 written). A thread that already holds the instance lock (re-entrant use) runs
 its operation alone, since queueing behind a leader that needs the same lock
-would deadlock.
+would deadlock. Each operation's steps (failpoints, fence, mutation) run in
+its caller's ``contextvars`` context, whichever thread leads.
+
+Interrupts (``KeyboardInterrupt``, ``SystemExit``, asynchronous exceptions)
+stay with the interrupted caller (Q14). One interrupted while queued takes its
+operation out of the queue (it never runs) and passes on leadership it was
+handed. A leader interrupted inside its batch rolls the transaction back; its
+batch-mates' operations go back, undecided, to the front of the queue for the
+next leader, unless COMMIT had already returned, in which case they succeeded.
+
+asyncio callers (``AsyncSqliteStore``) queue the same operations with
+``enqueue``; the door's one worker thread leads their batches, and each
+batch's coroutines are resumed with one ``call_soon_threadsafe`` per event
+loop, after the COMMIT. Sync threads and coroutines may share one batch.
 
 What it buys is bounded twice over (``bench/bench_group_commit.py`` measures
 both): a commit's flush grows with the pages it writes (appends to N runs
@@ -55,174 +74,334 @@ one GIL hand-off after another, once the commit has returned.
 
 from __future__ import annotations
 
-import copy
+import asyncio
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
-from typing import Any, Final, Generic, TypeVar, final
+from typing import Any, ClassVar, TypeVar
 
 import apsw
 
-from rulvar_store.backend import hit
-from rulvar_store.errors import ContractError
+from rulvar_store.backend import ForkGuard, hit
+from rulvar_store.errors import ContractError, StoreClosedError
 from rulvar_store_sqlite import _sql as sql
-from rulvar_store_sqlite._errors import translate
+from rulvar_store_sqlite._connection import BusyDeadline
+from rulvar_store_sqlite._errors import translate_errors
 from rulvar_store_sqlite._owned_lock import OwnedRLock
+from rulvar_store_sqlite._transaction import (
+    Operation,
+    fail_undecided,
+    roll_back_applied,
+    run_batch,
+)
 
-__all__ = ["GroupCommitter", "Operation", "run_batch"]
+__all__ = ["GroupCommitter"]
 
 T = TypeVar("T")
 
-# Operations one transaction carries at most (late joiners included), so a
-# steady stream of writers cannot keep a leader's own caller waiting forever.
-MAX_BATCH: Final = 64
-SAVEPOINT: Final = "SAVEPOINT rulvar_py_op"
-RELEASE: Final = "RELEASE rulvar_py_op"
-ROLLBACK_TO: Final = "ROLLBACK TO rulvar_py_op"
+Fence = Callable[[], None] | None
+Mutation = Callable[[apsw.Cursor], T]
 
 
 def _no_more() -> bool:
     return False
 
 
-@final
-class Operation(Generic[T]):
-    """One caller's write: its closures, then its outcome once the batch is decided.
-
-    ``atomic`` says the mutation is a single statement, which SQLite undoes by
-    itself when it fails, so it needs no savepoint of its own.
-    """
-
-    __slots__ = (
-        "_wake",
-        "atomic",
-        "done",
-        "error",
-        "fence",
-        "mutate",
-        "name",
-        "result",
-    )
-
-    def __init__(
-        self,
-        name: str,
-        fence: Callable[[], None] | None,
-        mutate: Callable[[apsw.Cursor], T],
-        atomic: bool = False,
-    ) -> None:
-        self.name = name
-        self.fence = fence
-        self.mutate = mutate
-        self.atomic = atomic
-        self.done = False
-        self.result: T | None = None
-        self.error: BaseException | None = None
-        # Held until the caller may go on (decided, or made leader); a plain
-        # lock per waiter wakes exactly one thread, with no shared lock to
-        # queue on again when it wakes.
-        self._wake = threading.Lock()
-        self._wake.acquire()
-
-    def succeed(self, result: T) -> None:
-        self.result = result
-        self.done = True
-
-    def fail(self, error: BaseException) -> None:
-        self.error = error
-        self.done = True
-
-    def outcome(self) -> T:
-        """Return the result, or raise the error, in the caller's thread."""
-        if self.error is not None:
-            raise self.error
-        return self.result  # type: ignore[return-value]  # set by succeed()
-
-    def wait(self) -> None:
-        """Sleep until ``wake``: the operation is decided, or its caller leads."""
-        self._wake.acquire()
-
-    def wake(self) -> None:
-        self._wake.release()
-
-
-@final
 class GroupCommitter:
-    """Queue and leadership of one store's writers (see the module docstring).
+    """The one door of one store's connection (see the module docstring).
 
-    ``store_lock`` is the store's instance lock (an ``OwnedRLock``) (Q9); the leader holds it for
-    the whole batch, so reads and other writes of the store never interleave
-    with the transaction. ``run_batch(batch, more)`` runs the batch as one
-    transaction and must decide every operation (``succeed`` or ``fail``);
-    ``more()`` moves operations queued meanwhile into it.
+    ``lock`` is the store's instance lock (an ``OwnedRLock``, Q9): the
+    leader holds it for the whole batch, so reads and other writes of the
+    store never interleave with the transaction. ``grouping`` False runs
+    each write alone.
+
+    Seeded defects of the conformance self-tests subclass this door (and set
+    ``begin``, or wrap ``run_batch``) instead of copying the transaction.
     """
 
-    __slots__ = (
-        "_leading",
-        "_mutex",
-        "_queue",
-        "_run_batch",
-        "_store_lock",
-        "batches",
-        "operations",
-    )
+    begin: ClassVar[str] = sql.BEGIN
 
     def __init__(
         self,
-        store_lock: OwnedRLock,
-        run_batch: Callable[[list[Operation[Any]], Callable[[], bool]], None],
+        conn: apsw.Connection,
+        busy: BusyDeadline,
+        lock: OwnedRLock,
+        path: str,
+        *,
+        grouping: bool = True,
     ) -> None:
-        self._store_lock = store_lock
-        self._run_batch = run_batch
+        self.conn = conn
+        self.cursor = conn.cursor()
+        self.lock = lock
+        self.path = path
+        self.grouping = grouping
+        self.closed = False
+        self._busy = busy
         self._mutex = threading.Lock()
         self._queue: list[Operation[Any]] = []
         self._leading = False
+        # The queued operation told to lead the next batch (woken, not yet
+        # leading); an interrupted heir passes leadership on (_withdraw).
+        self._heir: Operation[Any] | None = None
         # Transactions run and operations carried, for benchmarks and tests.
         self.batches = 0
         self.operations = 0
+        # A handle crossing a fork refuses in the child (it shares the
+        # parent's file descriptors and locks): checked before any I/O.
+        self.fork = ForkGuard("sqlite")
+        # The one thread that leads batches for asyncio callers (and runs
+        # their reads): made on first use, so sync-only stores never have it.
+        self._worker: ThreadPoolExecutor | None = None
+
+    # -- lifecycle and reads ---------------------------------------------------
+
+    def ensure_open(self, operation: str) -> None:
+        self.fork.check(operation)
+        if self.closed:
+            raise StoreClosedError(
+                f"sqlite {operation} on {self.path}: the store is closed", operation
+            )
+
+    def close(self) -> None:
+        """Close cursor and connection; idempotent.
+
+        In a forked child the connection is the parent's: it is only marked
+        closed, never closed (closing would act on the parent's file).
+        """
+        with self.lock:
+            if self.closed:
+                return
+            self.closed = True
+            if self.fork.forked:
+                return
+            if self._worker is not None:
+                self._worker.shutdown(wait=False)  # idle once this close returns
+            with translate_errors("close"):
+                self.cursor.close()
+                self.conn.close()
+
+    def worker(self) -> ThreadPoolExecutor:
+        """The thread that leads asyncio callers' batches (made on first use)."""
+        with self._mutex:
+            if self._worker is None:
+                self._worker = ThreadPoolExecutor(
+                    max_workers=1, thread_name_prefix="rulvar-sqlite"
+                )
+            return self._worker
+
+    def read(
+        self, operation: str, statement: str, params: tuple[object, ...]
+    ) -> list[apsw.SQLiteValues]:
+        """Run one read statement to completion (no hidden read transaction)."""
+        with self.lock:
+            self.ensure_open(operation)
+            self._busy.arm()
+            with translate_errors(operation):
+                return self.cursor.execute(statement, params).fetchall()
+
+    def read_values(
+        self, operation: str, statement: str, params: tuple[object, ...]
+    ) -> list[Any]:
+        """Run a one-column read to completion and return its values as a list.
+
+        ``Cursor.get`` hands back bare values instead of one tuple per row, the
+        cheapest way out of apsw for a long journal.
+        """
+        with self.lock:
+            self.ensure_open(operation)
+            self._busy.arm()
+            with translate_errors(operation):
+                got = self.cursor.execute(statement, params).get
+        if got is None:
+            return []
+        if isinstance(got, list):
+            return got
+        return [got]  # one row: get returns the bare value
+
+    # -- writes ------------------------------------------------------------------
+
+    def write(
+        self,
+        operation: str,
+        fence: Fence,
+        mutate: Mutation[T],
+        atomic: bool = False,
+    ) -> T:
+        """Run ``fence`` and ``mutate`` in ONE ``BEGIN IMMEDIATE`` transaction (Q6).
+
+        Order: BEGIN IMMEDIATE, the fence check (for leased calls the store's
+        lease check), the mutation, COMMIT; ROLLBACK on any error, so nothing
+        of a refused or failed call is ever visible. Failpoints mark each step
+        (``after-commit`` in the caller's thread). Driver errors leave as SPI
+        errors (busy -> ``StoreBusyError``). ``atomic`` says ``mutate`` is a
+        single statement, which needs no savepoint inside a batch.
+        """
+        return self.submit(Operation(operation, fence, mutate, atomic))
+
+    def submit(self, op: Operation[T]) -> T:
+        """Decide ``op`` (see ``write``) and return its result or raise its error."""
+        self.fork.check(op.name)
+        # A thread that already holds the lock (re-entrant use) runs alone:
+        # queueing behind a leader that needs the same lock would deadlock.
+        if not self.grouping or self.lock.held_here():
+            with self.lock:
+                self._decide([op], _no_more)
+        else:
+            self._submit(op)
+        result = op.outcome()
+        hit(op.name, "after-commit")
+        return result
+
+    def after_commit(self, op: Operation[Any]) -> None:
+        """The caller's own ``after-commit`` failpoint, once its outcome is known."""
+        hit(op.name, "after-commit")
+
+    def enqueue(self, op: Operation[Any]) -> None:
+        """Queue an asyncio caller's ``op``; the worker thread leads if nobody does.
+
+        The caller awaits ``op.resume``'s future, resolved on its loop once
+        ``op`` is decided (``_wake_decided``).
+        """
+        self.ensure_open(op.name)
+        with self._mutex:
+            self._queue.append(op)
+            lead = not self._leading
+            self._leading = True
+            if lead:
+                self._heir = op
+        if lead:
+            self._wake_heir(op)
+
+    def withdraw_queued(self, op: Operation[Any]) -> bool:
+        """Take a cancelled asyncio caller's ``op`` out of the queue, if still there.
+
+        True: it never runs. False: a batch carries it (or carried it) whole.
+        A withdrawn heir needs no successor: the worker's leading job runs anyway.
+        """
+        with self._mutex:
+            if op in self._queue:
+                self._queue.remove(op)
+                return True
+            return False
+
+    def run_batch(self, batch: list[Operation[Any]], more: Callable[[], bool]) -> None:
+        """Run ``batch`` as one transaction; the caller holds the lock.
+
+        Decides every operation: a closed store fails them all typed.
+        """
+        if self.closed:
+            for op in batch:
+                op.fail(
+                    StoreClosedError(
+                        f"sqlite {op.name} on {self.path}: the store is closed", op.name
+                    )
+                )
+            return
+        self._busy.arm()
+        run_batch(self.conn, self.cursor, batch, more, self.begin)
 
     def queued(self) -> int:
         """Operations waiting for the next batch (tests park a leader and count)."""
         with self._mutex:
             return len(self._queue)
 
-    def submit(self, op: Operation[T]) -> T:
-        """Run ``op`` in the next batch and return its result (or raise its error)."""
-        if self._store_lock.held_here():
-            with self._store_lock:
-                self._decide([op], _no_more)
-            return op.outcome()
+    def _submit(self, op: Operation[Any]) -> None:
+        """Decide ``op`` in the next batch, leading it if nobody leads."""
         with self._mutex:
             self._queue.append(op)
             lead = not self._leading
             self._leading = True
-        if not lead:
-            op.wait()
-            if op.done:
-                return op.outcome()
-        self._lead(op)
-        return op.outcome()
+        try:
+            if not lead:
+                op.wait()
+                if op.done:
+                    return
+            self._lead(op)
+        except BaseException:
+            # An interrupt (KeyboardInterrupt, SystemExit, an async exception)
+            # is this caller's alone: take its operation out of the queue so
+            # no leader waits on it, and pass on leadership it was handed.
+            self._withdraw(op)
+            raise
 
-    def _lead(self, own: Operation[Any]) -> None:
+    def _withdraw(self, op: Operation[Any]) -> None:
+        """Forget an interrupted caller's queued operation (it never runs).
+
+        An operation already taken into a running batch is decided there as a
+        whole; its caller just does not wait for the outcome.
+        """
+        with self._mutex:
+            if op in self._queue:
+                self._queue.remove(op)
+            if self._heir is not op:
+                return
+            heir = self._heir = self._queue[0] if self._queue else None
+            if heir is None:
+                self._leading = False
+        if heir is not None:
+            self._wake_heir(heir)
+
+    def _lead_detached(self) -> None:
+        """The worker thread's turn as leader, for a queue led by asyncio callers."""
+        self._lead(None)
+
+    def _wake_heir(self, heir: Operation[Any]) -> None:
+        """Make ``heir``'s caller lead: its thread, or the worker for a coroutine."""
+        if heir.resume is None:
+            heir.wake()
+        else:
+            self.worker().submit(self._lead_detached)
+
+    def _lead(self, own: Operation[Any] | None) -> None:
         """Run everything queued as one batch, then wake its callers."""
         batch: list[Operation[Any]] = []
         try:
-            with self._store_lock:
+            with self.lock:
                 with self._mutex:
                     batch, self._queue = self._queue, []
+                    self._heir = None
                 self.batches += 1
                 self.operations += len(batch)
                 self._decide(batch, lambda: self._take_more(batch))
         finally:
-            with self._mutex:
-                successor = self._queue[0] if self._queue else None
-                if successor is None:
-                    self._leading = False
-            if successor is not None:
-                successor.wake()  # not decided: it leads the next batch
-            for op in batch:
-                if op is not own:
-                    op.wake()
+            self._hand_over(batch, own)
+
+    def _hand_over(
+        self, batch: list[Operation[Any]], own: Operation[Any] | None
+    ) -> None:
+        """Wake the decided callers of ``batch`` and the next leader.
+
+        After an interrupted leader, its batch-mates' operations are still
+        undecided (rolled back, never committed): they go back to the front
+        of the queue, in order, for the next leader, instead of sharing the
+        leader's interrupt. The leader's own operation is dropped.
+        """
+        with self._mutex:
+            again = [op for op in batch if not op.done and op is not own]
+            self._queue[:0] = again
+            heir = self._heir = self._queue[0] if self._queue else None
+            if heir is None:
+                self._leading = False
+        if heir is not None:
+            self._wake_heir(heir)  # not decided: it leads the next batch
+        _wake_decided([op for op in batch if op.done and op is not own])
+
+    def _settle_interrupted(self, batch: list[Operation[Any]]) -> None:
+        """After an interrupt inside ``run_batch``: commit or nothing, never a part.
+
+        ``run_batch`` rolls back an interrupted transaction itself; one still
+        open here (an interrupt between its steps) is rolled back too, so
+        nothing of the batch is durable and its operations are undecided
+        again. With no transaction open, operations still marked applied were
+        carried by a COMMIT that returned before the interrupt: they succeeded.
+        """
+        if self.conn.in_transaction:
+            roll_back_applied(self.conn, self.cursor, batch)
+            return
+        for op in batch:
+            if op.applied and not op.done:
+                op.succeed(op.result)
 
     def _take_more(self, batch: list[Operation[Any]]) -> bool:
         """Move what was queued meanwhile into the running ``batch``."""
@@ -236,158 +415,34 @@ class GroupCommitter:
 
     def _decide(self, batch: list[Operation[Any]], more: Callable[[], bool]) -> None:
         try:
-            self._run_batch(batch, more)
-        except BaseException as exc:
-            # Never leave a waiter hanging: whatever escaped fails the rest.
-            for op in batch:
-                if not op.done:
-                    op.fail(_copy_for_caller(exc))
+            self.run_batch(batch, more)
+        except Exception as exc:
+            fail_undecided(batch, exc)
+            raise
+        except BaseException:
+            # An interrupt of the leader's thread: settle what is durable,
+            # leave the rest undecided for the next leader (_hand_over).
+            self._settle_interrupted(batch)
             raise
         for op in batch:
             if not op.done:  # pragma: no cover - a runner bug
                 op.fail(ContractError(f"sqlite {op.name}: the batch left it undecided"))
 
 
-def run_batch(
-    conn: apsw.Connection,
-    cursor: apsw.Cursor,
-    batch: list[Operation[Any]],
-    more: Callable[[], bool],
-) -> None:
-    """Run ``batch`` as ONE transaction, each operation with its own outcome.
-
-    The caller holds the store lock, has checked the store is open and armed
-    the busy deadline. Before committing, ``more()`` moves operations queued
-    meanwhile into ``batch`` (late joiners ride the same COMMIT; nobody waits
-    for them), up to ``MAX_BATCH``. Decides every operation of ``batch``.
-    """
-    applied: list[tuple[Operation[Any], Any]] = []
-    index = 0
-    while index < len(batch) or (len(batch) < MAX_BATCH and more()):
-        op = batch[index]
-        index += 1
-        # Nothing applied yet: the operation's failure is the transaction's.
-        savepoint = bool(applied) and not op.atomic
-        changes = conn.total_changes()
-        try:
-            if not conn.in_transaction:
-                cursor.execute(sql.BEGIN)
-            if savepoint:
-                cursor.execute(SAVEPOINT)
-        except apsw.Error as exc:
-            _fail_all(batch, conn, cursor, exc)
-            return
-        try:
-            hit(op.name, "after-begin")
-            if op.fence is not None:
-                op.fence()
-            hit(op.name, "after-fence-check")
-            result = op.mutate(cursor)
-            if savepoint:
-                cursor.execute(RELEASE)
-        except Exception as exc:
-            if not _undo_failed(conn, cursor, savepoint, bool(applied), changes):
-                # The error ended the whole transaction (SQLite rolls back on
-                # some I/O and busy errors): nothing of the batch survives.
-                _fail_all(batch, conn, cursor, exc)
-                return
-            op.fail(_spi_error(exc, op.name))
-            continue
-        except BaseException:
-            _rollback(conn, cursor)
-            raise
-        applied.append((op, result))
-    if not applied:
-        _rollback(conn, cursor)
-        return
-    try:
-        for op, _ in applied:
-            hit(op.name, "before-commit")
-        cursor.execute(sql.COMMIT)
-    except Exception as exc:
-        _fail_all([op for op, _ in applied], conn, cursor, exc)
-        return
-    except BaseException:
-        _rollback(conn, cursor)
-        raise
-    for op, result in applied:
-        op.succeed(result)
-
-
-def _undo_failed(
-    conn: apsw.Connection,
-    cursor: apsw.Cursor,
-    savepoint: bool,
-    others_applied: bool,
-    changes_before: int,
-) -> bool:
-    """Undo a failed operation alone; False if the whole transaction is gone.
-
-    Without a savepoint, SQLite has undone the failed statement by itself
-    (``total_changes`` counts no row of a failed statement). If rows changed
-    anyway, the operation raised after a statement that succeeded: it cannot
-    be undone alone, so the whole batch fails rather than commit part of it.
-    """
-    if not others_applied:
-        _rollback(conn, cursor)  # nothing to keep: as a transaction of its own
-        return True
-    if savepoint:
-        return _undo_savepoint(conn, cursor)
-    return conn.in_transaction and conn.total_changes() == changes_before
-
-
-def _undo_savepoint(conn: apsw.Connection, cursor: apsw.Cursor) -> bool:
-    """Roll back to the operation's savepoint; False if the transaction is gone."""
-    if not conn.in_transaction:
-        return False
-    try:
-        cursor.execute(ROLLBACK_TO)
-        cursor.execute(RELEASE)
-    except apsw.Error:
-        _rollback(conn, cursor)
-        return False
-    return True
-
-
-def _fail_all(
-    ops: Sequence[Operation[Any]],
-    conn: apsw.Connection,
-    cursor: apsw.Cursor,
-    exc: BaseException,
-) -> None:
-    """Roll the transaction back and fail every undecided operation with ``exc``."""
-    _rollback(conn, cursor)
+def _wake_decided(ops: list[Operation[Any]]) -> None:
+    """Wake decided callers: threads one by one, coroutines one hop per loop."""
+    loops: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
     for op in ops:
-        if not op.done:
-            op.fail(_copy_for_caller(_spi_error(exc, op.name)))
+        if op.resume is None:
+            op.wake()
+        else:
+            loops.setdefault(op.resume[0], []).append(op.resume[1])
+    for loop, futures in loops.items():
+        with suppress(RuntimeError):  # the loop is closed: nobody waits any more
+            loop.call_soon_threadsafe(_resolve, futures)
 
 
-def _rollback(conn: apsw.Connection, cursor: apsw.Cursor) -> None:
-    # As in SqliteStore._rollback: SQLite may already have rolled back, and a
-    # failing ROLLBACK never hides the error that caused it.
-    with suppress(apsw.Error):
-        if conn.in_transaction:
-            cursor.execute(sql.ROLLBACK)
-
-
-def _spi_error(exc: BaseException, operation: str) -> BaseException:
-    """The SPI error a caller sees for ``exc`` (driver errors translated, chained)."""
-    if isinstance(exc, apsw.Error):
-        error = translate(exc, operation)
-        error.__cause__ = exc
-        return error
-    return exc
-
-
-def _copy_for_caller(exc: BaseException) -> BaseException:
-    """A separate exception object per caller thread, chained to the shared one.
-
-    Raising one object in several threads would interleave their tracebacks.
-    """
-    try:
-        clone = copy.copy(exc)
-    except Exception:  # pragma: no cover - an exception type that cannot be copied
-        return exc
-    clone.__cause__ = exc.__cause__ if exc.__cause__ is not None else exc
-    clone.__traceback__ = None
-    return clone
+def _resolve(futures: list[asyncio.Future[None]]) -> None:
+    for future in futures:
+        if not future.done():
+            future.set_result(None)

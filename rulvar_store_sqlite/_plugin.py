@@ -19,7 +19,7 @@ from itertools import count
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import quote, unquote
 
-from rulvar_store import DEFAULT_LEASE_TTL_MS, OpenedStore
+from rulvar_store import DEFAULT_LEASE_TTL_MS, AsyncOpenedStore, OpenedStore
 from rulvar_store.backend import (
     Backend,
     LocationFactory,
@@ -150,6 +150,17 @@ def _open(url: StoreUrl) -> OpenedStore:
     return _open_at(target.path, target.options)
 
 
+async def _open_async(url: StoreUrl) -> AsyncOpenedStore:
+    from rulvar_store_sqlite._async_store import AsyncSqliteStore
+
+    target = _target(url)
+    _check_location(target.path, target.options)
+    store = await AsyncSqliteStore.open(target.path, **target.options)
+    return AsyncOpenedStore(
+        journal=store, transcripts=store.transcripts(), closers=(store.aclose,)
+    )
+
+
 def _remove_database(path: str) -> None:
     for suffix in ("", "-wal", "-shm", "-journal"):
         with suppress(FileNotFoundError):
@@ -213,6 +224,7 @@ def rulvar_store_backends() -> Sequence[Backend]:
             name="sqlite",
             schemes=("sqlite",),
             open=_open,
+            open_async=_open_async,
             capabilities=frozenset(
                 {"leases", "meta_lookup", "fenced_writes", "fenced_transcripts"}
             ),

@@ -13,6 +13,7 @@ from typing import Final
 import apsw
 
 from rulvar_store.errors import ConfigError
+from rulvar_store_sqlite import _sql as sql
 
 __all__ = [
     "EXPECTED_COLUMNS",
@@ -128,14 +129,14 @@ def bootstrap(connection: apsw.Connection, in_memory: bool) -> None:
         _ensure_wal(cursor, in_memory)
         _verify_columns(cursor)  # before the DDL: indexes on a foreign shape would fail
         if not _schema_present(cursor):
-            cursor.execute("BEGIN IMMEDIATE")
+            cursor.execute(sql.BEGIN)
             try:
                 for statement in SCHEMA_DDL:
                     cursor.execute(statement)
-                cursor.execute("COMMIT")
+                cursor.execute(sql.COMMIT)
             except BaseException:
                 if connection.in_transaction:
-                    cursor.execute("ROLLBACK")
+                    cursor.execute(sql.ROLLBACK)
                 raise
     finally:
         cursor.close()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 import apsw
 
@@ -20,7 +20,6 @@ from rulvar_store import backend as _intake
 from rulvar_store.backend import (
     check_run_match,
     finite_seq,
-    hit,
     load_record,
     load_records,
     meta_matches_filter,
@@ -29,13 +28,11 @@ from rulvar_store.backend import (
 from rulvar_store.errors import (
     JournalOrderViolation,
     LeaseHeldError,
-    StoreClosedError,
 )
 from rulvar_store.ops import LeaseState
 from rulvar_store_sqlite import _sql as sql
 from rulvar_store_sqlite._connection import BootAttempt, BusyDeadline, open_connection
-from rulvar_store_sqlite._errors import translate_errors
-from rulvar_store_sqlite._group_commit import GroupCommitter, Operation, run_batch
+from rulvar_store_sqlite._group_commit import GroupCommitter
 from rulvar_store_sqlite._options import (
     DEFAULT_BUSY_TIMEOUT_MS,
     Synchronous,
@@ -43,13 +40,12 @@ from rulvar_store_sqlite._options import (
 )
 from rulvar_store_sqlite._owned_lock import OwnedRLock
 from rulvar_store_sqlite._schema import bootstrap
+from rulvar_store_sqlite._transaction import Operation, one_statement
 
 if TYPE_CHECKING:
     from rulvar_store_sqlite._transcripts import SqliteFencedTranscriptStore
 
 __all__ = ["SqliteStore"]
-
-T = TypeVar("T")
 
 
 class SqliteStore:
@@ -97,6 +93,8 @@ class SqliteStore:
     """
 
     fenced_writes: Literal[True] = True
+    # The door's class; only the conformance self-tests' seeded defects change it.
+    _door_type: ClassVar[type[GroupCommitter]] = GroupCommitter
 
     def __init__(
         self,
@@ -125,18 +123,20 @@ class SqliteStore:
         self.busy_timeout_ms: int = options.busy_timeout_ms
         self.synchronous: Synchronous = options.synchronous
         self._now: Clock = options.now
-        self._busy = BusyDeadline(options.busy_timeout_ms)
+        self.group_commit: bool = options.group_commit
+        busy = BusyDeadline(options.busy_timeout_ms)
         self._lock = OwnedRLock()
         self._twin: SqliteFencedTranscriptStore | None = None
-        self._conn = open_connection(options, _boot_attempt, self._busy)
-        self._cursor = self._conn.cursor()
-        self._closed = False
-        self.group_commit: bool = options.group_commit
-        self._group: GroupCommitter | None = (
-            GroupCommitter(self._lock, self._run_batch)
-            if options.group_commit
-            else None
+        # The one door: connection, cursor, busy deadline, every read and write.
+        self._door = self._door_type(
+            open_connection(options, _boot_attempt, busy),
+            busy,
+            self._lock,
+            self.path,
+            grouping=options.group_commit,
         )
+        self._conn = self._door.conn
+        self._cursor = self._door.cursor
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -145,142 +145,20 @@ class SqliteStore:
         from rulvar_store_sqlite._transcripts import SqliteFencedTranscriptStore
 
         with self._lock:
-            self._ensure_open("transcripts")
+            self._door.ensure_open("transcripts")
             if self._twin is None:
-                self._twin = SqliteFencedTranscriptStore(self)
+                self._twin = SqliteFencedTranscriptStore(self._door, self._fence)
             return self._twin
 
     def close(self) -> None:
         """Close the connection, which also ends the twin; idempotent."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            with translate_errors("close"):
-                self._cursor.close()
-                self._conn.close()
+        self._door.close()
 
     def __enter__(self) -> SqliteStore:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-    def _ensure_open(self, operation: str) -> None:
-        if self._closed:
-            raise StoreClosedError(
-                f"sqlite {operation} on {self.path}: the store is closed", operation
-            )
-
-    # -- the one transaction path ----------------------------------------------
-
-    def _read(
-        self, operation: str, statement: str, params: tuple[object, ...]
-    ) -> list[apsw.SQLiteValues]:
-        """Run one read statement to completion (no hidden read transaction)."""
-        with self._lock:
-            self._ensure_open(operation)
-            self._busy.arm()
-            with translate_errors(operation):
-                return self._cursor.execute(statement, params).fetchall()
-
-    def _read_payloads(
-        self, operation: str, statement: str, params: tuple[object, ...]
-    ) -> list[str]:
-        """Run a one-column read to completion and return its values as a list.
-
-        ``Cursor.get`` hands back bare values instead of one tuple per row, the
-        cheapest way out of apsw for a long journal.
-        """
-        with self._lock:
-            self._ensure_open(operation)
-            self._busy.arm()
-            with translate_errors(operation):
-                got = self._cursor.execute(statement, params).get
-        if got is None:
-            return []
-        if isinstance(got, list):
-            return got
-        return [got]  # one row: get returns the bare value
-
-    def _write(
-        self,
-        operation: str,
-        fence: Callable[[], None] | None,
-        mutate: Callable[[apsw.Cursor], T],
-        atomic: bool = False,
-    ) -> T:
-        """Run ``fence`` and ``mutate`` as ONE ``BEGIN IMMEDIATE`` transaction (Q6).
-
-        Order: BEGIN IMMEDIATE, the fence check (for leased calls
-        ``_assert_fencing``), the mutation, COMMIT; ROLLBACK on any error, so
-        nothing of a refused or failed call is ever visible. Failpoints mark each
-        step. Driver errors leave as SPI errors (busy -> ``StoreBusyError``). Run
-        match and argument checks happen before this, without database work.
-
-        With group commit (the default) concurrent callers of this store share
-        the transaction, each operation undone alone if it fails, and each
-        returns after the shared COMMIT (``_group_commit``). ``atomic`` says
-        ``mutate`` is a single statement, which needs no savepoint there.
-        """
-        if self._group is None:
-            with self._lock:
-                result = self._transaction(operation, fence, mutate)
-        else:
-            result = self._group.submit(Operation(operation, fence, mutate, atomic))
-        hit(operation, "after-commit")
-        return result
-
-    def _run_batch(self, batch: list[Operation[Any]], more: Callable[[], bool]) -> None:
-        """Run queued callers' operations as one transaction (``run_batch``)."""
-        if self._closed:
-            for op in batch:
-                op.fail(
-                    StoreClosedError(
-                        f"sqlite {op.name} on {self.path}: the store is closed", op.name
-                    )
-                )
-            return
-        self._busy.arm()
-        run_batch(self._conn, self._cursor, batch, more)
-
-    def _transaction(
-        self,
-        operation: str,
-        fence: Callable[[], None] | None,
-        mutate: Callable[[apsw.Cursor], T],
-    ) -> T:
-        """The single-operation transaction; the caller holds the instance lock."""
-        self._ensure_open(operation)
-        self._busy.arm()
-        cursor = self._cursor
-        with translate_errors(operation):
-            # BEGIN IMMEDIATE takes the write lock now (waiting in the busy
-            # handler up to the deadline), never a read lock upgraded later,
-            # which SQLite would fail without calling the busy handler.
-            cursor.execute(sql.BEGIN)
-            try:
-                hit(operation, "after-begin")
-                if fence is not None:
-                    fence()
-                hit(operation, "after-fence-check")
-                result = mutate(cursor)
-                hit(operation, "before-commit")
-                cursor.execute(sql.COMMIT)
-            except BaseException:
-                self._rollback()
-                raise
-        return result
-
-    def _rollback(self) -> None:
-        # SQLite may already have rolled back (BUSY, FULL, IOERR); only an open
-        # transaction is rolled back, and a failing ROLLBACK never hides the error
-        # that caused it.
-        try:
-            if self._conn.in_transaction:
-                self._cursor.execute(sql.ROLLBACK)
-        except apsw.Error:
-            pass
 
     def _assert_fencing(self, lease: Lease) -> None:
         """Raise unless ``lease`` is the live lease of its run (L6); the Q13 seam.
@@ -322,6 +200,12 @@ class SqliteStore:
             InvalidArgumentError: a bad run id, entry or lease (``_intake`` rules).
             NotJsonError: the entry is not JSON (nothing persisted, D2).
         """
+        self._door.submit(self._append_op(run_id, entry, lease))
+
+    def _append_op(
+        self, run_id: str, entry: JournalEntry, lease: Lease | None = None
+    ) -> Operation[None]:
+        """The operation of ``append``: checked arguments, fence, mutation."""
         _intake.run_id_for_write(run_id, "append")
         text = _intake.entry_text(entry)
         check_run_match(_intake.lease_or_none(lease, "append"), run_id, "append")
@@ -341,12 +225,12 @@ class SqliteStore:
                     seq,
                 )
 
-        self._write("append", self._fence(lease), mutate, atomic=True)
+        return Operation("append", self._fence(lease), mutate, atomic=True)
 
     def load(self, run_id: str) -> list[JournalEntry]:
         """Return the run's entries in append order, freshly parsed; [] if unknown."""
         _intake.run_id_for_read(run_id, "load")
-        return load_records(self._read_payloads("load", sql.LOAD_ENTRIES, (run_id,)))
+        return load_records(self._door.read_values("load", sql.LOAD_ENTRIES, (run_id,)))
 
     def load_since(self, run_id: str, cursor: str | None = None) -> JournalTail:
         """Return the entries appended after ``cursor`` (O(new entries); ``_incremental``).
@@ -358,11 +242,11 @@ class SqliteStore:
         _intake.run_id_for_read(run_id, "load_since")
         anchor = parse_cursor(cursor, "sqlite", 1)
         after = 0 if anchor is None else anchor[0]
-        rows = self._read("load_since", sql.LOAD_ENTRIES_SINCE, (run_id, after))
+        rows = self._door.read("load_since", sql.LOAD_ENTRIES_SINCE, (run_id, after))
         restarted = after > 0 and (not rows or rows[0][0] != after)
         if restarted:
             after = 0
-            rows = self._read("load_since", sql.LOAD_ENTRIES_SINCE, (run_id, 0))
+            rows = self._door.read("load_since", sql.LOAD_ENTRIES_SINCE, (run_id, 0))
         last = rows[-1][0] if rows else after
         payloads = [row[1] for row in rows if row[0] != after]
         return JournalTail(
@@ -379,19 +263,25 @@ class SqliteStore:
             LeaseHeldError: the lease names another run or is not live.
             NotJsonError: the meta is not JSON (nothing persisted, D2).
         """
+        self._door.submit(self._put_meta_op(meta, lease))
+
+    def _put_meta_op(
+        self, meta: RunMeta, lease: Lease | None = None
+    ) -> Operation[None]:
+        """The operation of ``put_meta``: checked arguments, fence, mutation."""
         run_id, text = _intake.meta_text(meta)
         check_run_match(_intake.lease_or_none(lease, "put_meta"), run_id, "put_meta")
-        self._write(
+        return Operation(
             "put_meta",
             self._fence(lease),
-            lambda cursor: cursor.execute(sql.UPSERT_META, (run_id, text)),
+            one_statement(sql.UPSERT_META, (run_id, text)),
             atomic=True,
         )
 
     def get_meta(self, run_id: str) -> RunMeta | None:
         """Return the run's meta by primary key, or ``None`` (M5)."""
         _intake.run_id_for_read(run_id, "get_meta")
-        rows = self._read_payloads("get_meta", sql.GET_META, (run_id,))
+        rows = self._door.read_values("get_meta", sql.GET_META, (run_id,))
         return load_record(rows[0]) if rows else None
 
     def list_runs(self, run_filter: RunFilter | None = None) -> list[RunMeta]:
@@ -404,7 +294,7 @@ class SqliteStore:
         query = sql.list_meta_query(checked)
         if query is None:
             return []
-        metas: list[RunMeta] = load_records(self._read_payloads("list_runs", *query))
+        metas: list[RunMeta] = load_records(self._door.read_values("list_runs", *query))
         return [meta for meta in metas if meta_matches_filter(meta, checked)]
 
     def delete(self, run_id: str, lease: Lease | None = None) -> None:
@@ -413,6 +303,10 @@ class SqliteStore:
         Raises:
             LeaseHeldError: the lease names another run or is not live.
         """
+        self._door.submit(self._delete_op(run_id, lease))
+
+    def _delete_op(self, run_id: str, lease: Lease | None = None) -> Operation[None]:
+        """The operation of ``delete``: checked arguments, fence, mutation."""
         _intake.run_id_for_read(run_id, "delete")
         check_run_match(_intake.lease_or_none(lease, "delete"), run_id, "delete")
 
@@ -424,7 +318,7 @@ class SqliteStore:
             else:
                 cursor.execute(sql.RELEASE_LEASE, (run_id, lease.owner, lease.epoch))
 
-        self._write("delete", self._fence(lease), mutate)
+        return Operation("delete", self._fence(lease), mutate)
 
     # -- operator reads (rulvar_store._observe) --------------------------------
 
@@ -434,16 +328,16 @@ class SqliteStore:
         Unparsed, so a malformed row is the caller's diagnostic, not a failed page.
         """
         if after is None:
-            rows = self._read("meta_page", sql.META_PAGE_FIRST, (limit,))
+            rows = self._door.read("meta_page", sql.META_PAGE_FIRST, (limit,))
         else:
             _intake.text_for_read(after, "meta_page", "after")
-            rows = self._read("meta_page", sql.META_PAGE_AFTER, (after, limit))
+            rows = self._door.read("meta_page", sql.META_PAGE_AFTER, (after, limit))
         return [(str(row[0]), str(row[1])) for row in rows]
 
     def peek_lease(self, run_id: str) -> LeaseState | None:
         """Return the run's lease row as it stands; takes nothing, moves no epoch."""
         _intake.run_id_for_read(run_id, "peek_lease")
-        rows = self._read("peek_lease", sql.LEASE_ROW, (run_id,))
+        rows = self._door.read("peek_lease", sql.LEASE_ROW, (run_id,))
         if not rows:
             return None
         owner, epoch, expires_at = rows[0]
@@ -457,6 +351,10 @@ class SqliteStore:
         Raises:
             LeaseHeldError: another lease of the run is live (retry after it ends).
         """
+        return self._door.submit(self._acquire_op(run_id, owner))
+
+    def _acquire_op(self, run_id: str, owner: str) -> Operation[Lease]:
+        """The operation of ``acquire``: checked arguments, fence, mutation."""
         _intake.run_id_for_write(run_id, "acquire")
         _intake.owner_for_write(owner, "acquire")
         now = 0
@@ -486,7 +384,7 @@ class SqliteStore:
                 )
             return Lease(run_id, owner, epoch)
 
-        return self._write("acquire", check_free, take)
+        return Operation("acquire", check_free, take)
 
     def renew(self, lease: Lease) -> None:
         """Extend the live lease to ``now + ttl`` (L8), pinned by owner and epoch.
@@ -494,6 +392,10 @@ class SqliteStore:
         Raises:
             LeaseHeldError: the lease is not live (released, expired, superseded).
         """
+        self._door.submit(self._renew_op(lease))
+
+    def _renew_op(self, lease: Lease) -> Operation[None]:
+        """The operation of ``renew``: checked arguments, fence, mutation."""
         _intake.require_lease(lease, "renew")
 
         def extend(cursor: apsw.Cursor) -> None:
@@ -507,7 +409,7 @@ class SqliteStore:
                 ),
             )
 
-        self._write("renew", self._fence(lease), extend, atomic=True)
+        return Operation("renew", self._fence(lease), extend, atomic=True)
 
     def release(self, lease: Lease) -> None:
         """Give up the live lease; its epoch can never write again (L6).
@@ -515,12 +417,14 @@ class SqliteStore:
         Raises:
             LeaseHeldError: the lease is not live.
         """
+        self._door.submit(self._release_op(lease))
+
+    def _release_op(self, lease: Lease) -> Operation[None]:
+        """The operation of ``release``: checked arguments, fence, mutation."""
         _intake.require_lease(lease, "release")
-        self._write(
+        return Operation(
             "release",
             self._fence(lease),
-            lambda cursor: cursor.execute(
-                sql.RELEASE_LEASE, (lease.run_id, lease.owner, lease.epoch)
-            ),
+            one_statement(sql.RELEASE_LEASE, (lease.run_id, lease.owner, lease.epoch)),
             atomic=True,
         )

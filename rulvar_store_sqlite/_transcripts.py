@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal, final
+from collections.abc import Callable
+from typing import Literal, final
 
 import apsw
 
@@ -10,9 +11,11 @@ from rulvar_store import Lease
 from rulvar_store import backend as _intake
 from rulvar_store.backend import check_run_match
 from rulvar_store_sqlite import _sql as sql
+from rulvar_store_sqlite._group_commit import GroupCommitter
+from rulvar_store_sqlite._transaction import Operation, one_statement
 
-if TYPE_CHECKING:
-    from rulvar_store_sqlite._store import SqliteStore
+FenceFor = Callable[[Lease | None], Callable[[], None] | None]
+"""The store's lease check for a write: ``None`` for an unleased one."""
 
 __all__ = ["SqliteFencedTranscriptStore"]
 
@@ -30,8 +33,9 @@ class SqliteFencedTranscriptStore:
 
     fenced_writes: Literal[True] = True
 
-    def __init__(self, store: SqliteStore) -> None:
-        self._store = store
+    def __init__(self, door: GroupCommitter, fence: FenceFor) -> None:
+        self._door = door
+        self._fence = fence
 
     def put(
         self, ref: str, blob: bytes | bytearray | memoryview, lease: Lease | None = None
@@ -42,21 +46,27 @@ class SqliteFencedTranscriptStore:
             InvalidArgumentError: a bad ref, blob or lease (``_intake`` rules).
             LeaseHeldError: the lease names another run (F2) or is not live.
         """
+        self._door.submit(self._put_op(ref, blob, lease))
+
+    def _put_op(
+        self, ref: str, blob: bytes | bytearray | memoryview, lease: Lease | None = None
+    ) -> Operation[None]:
+        """The operation of ``put``: checked arguments, fence, mutation."""
         ref, run_id = _intake.ref_for_write(ref, "blob put")
         check_run_match(_intake.lease_or_none(lease, "blob put"), run_id, "blob put")
         # Copied now: a later mutation must not leak in (D3).
         data = _intake.blob_bytes(blob, "blob put")
-        self._store._write(
+        return Operation(
             "blob_put",
-            self._store._fence(lease),
-            lambda cursor: cursor.execute(sql.UPSERT_BLOB, (ref, run_id, data)),
+            self._fence(lease),
+            one_statement(sql.UPSERT_BLOB, (ref, run_id, data)),
             atomic=True,
         )
 
     def get(self, ref: str) -> bytes | None:
         """Return the blob, or ``None`` for a missing ref (T2)."""
         _intake.ref_for_read(ref, "blob get")
-        rows = self._store._read("blob_get", sql.GET_BLOB, (ref,))
+        rows = self._door.read("blob_get", sql.GET_BLOB, (ref,))
         if not rows:
             return None
         data = rows[0][0]
@@ -70,7 +80,7 @@ class SqliteFencedTranscriptStore:
             sql.LIST_BLOB_REFS_BY_PREFIX if "/" in run_id else sql.LIST_BLOB_REFS
         )
         return [
-            str(row[0]) for row in self._store._read("blob_list", statement, (run_id,))
+            str(row[0]) for row in self._door.read("blob_list", statement, (run_id,))
         ]
 
     def delete(self, ref: str, lease: Lease | None = None) -> None:
@@ -79,6 +89,10 @@ class SqliteFencedTranscriptStore:
         Raises:
             LeaseHeldError: the lease names another run (F2) or is not live.
         """
+        self._door.submit(self._delete_op(ref, lease))
+
+    def _delete_op(self, ref: str, lease: Lease | None = None) -> Operation[None]:
+        """The operation of ``delete``: checked arguments, fence, mutation."""
         ref, run_id = _intake.ref_for_read(ref, "blob delete")
         check_run_match(
             _intake.lease_or_none(lease, "blob delete"), run_id, "blob delete"
@@ -87,9 +101,7 @@ class SqliteFencedTranscriptStore:
         def remove(cursor: apsw.Cursor) -> None:
             cursor.execute(sql.DELETE_BLOB, (ref,))
 
-        self._store._write(
-            "blob_delete", self._store._fence(lease), remove, atomic=True
-        )
+        return Operation("blob_delete", self._fence(lease), remove, atomic=True)
 
     def close(self) -> None:
         """Nothing to do: the twin ends when its store closes (T7)."""

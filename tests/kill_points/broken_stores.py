@@ -43,14 +43,14 @@ class PayloadAfterSeqStore(SqliteStore):
                 (json.dumps(entry, separators=(",", ":")), run_id),
             )
 
-        self._write("append", self._fence(lease), fill)
+        self._door.write("append", self._fence(lease), fill)
 
 
 class TwoTransactionDeleteStore(SqliteStore):
     """delete removes the entries in one commit and meta plus lease row in another."""
 
     def delete(self, run_id: str, lease: Lease | None = None) -> None:
-        self._write(
+        self._door.write(
             "delete",
             self._fence(lease),
             lambda cursor: cursor.execute(sql.DELETE_ENTRIES, (run_id,)),

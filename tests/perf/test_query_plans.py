@@ -102,11 +102,11 @@ def test_sqlite_read_paths_use_the_format_indexes(
 ) -> None:
     """Every statement of the read path is an index SEARCH, never a table SCAN."""
     store = populated_sqlite
-    seen = spy(store, "_read_payloads", "_read")
+    seen = spy(store._door, "read_values", "read")
     try:
         read(store)
     finally:
-        del store._read_payloads, store._read  # back to the class's methods
+        del store._door.read_values, store._door.read  # back to the class's methods
     statements = [(s, p) for s, p in seen if "FROM" in s]
     assert statements, f"{name}: no statement captured"
     for statement, params in statements:

@@ -40,7 +40,7 @@ class StaleReleaseDeletesSuccessor(SqliteStore):
     """Defect: release deletes the run's lease row without any fence (F3's stale release)."""
 
     def release(self, lease: Lease) -> None:
-        self._write(
+        self._door.write(
             "release",
             None,
             lambda cursor: cursor.execute(

@@ -33,7 +33,7 @@ from rulvar_store import (
 from rulvar_store.backend import set_failpoint_hook
 from rulvar_store_sqlite import SqliteStore
 from rulvar_store_sqlite import _sql as sql
-from rulvar_store_sqlite._group_commit import SAVEPOINT, Operation, run_batch
+from rulvar_store_sqlite._transaction import SAVEPOINT, Operation
 
 DEADLINE_S = 20.0
 
@@ -85,8 +85,8 @@ class Calls:
 
 
 def queued(store: SqliteStore) -> int:
-    group = store._group
-    assert group is not None
+    group = store._door
+    assert group.grouping
     return group.queued()
 
 
@@ -141,8 +141,8 @@ def test_refused_operations_fail_alone_while_their_batch_mates_commit(
     other = store.acquire("other", "w")
     stale = Lease("good", "w", good.epoch + 7)  # never the live lease
     store.append("other", {"seq": 5}, other)
-    group = store._group
-    assert group is not None
+    group = store._door
+    assert group.grouping
     before = (group.batches, group.operations)
     calls = Calls()
     park_leader(
@@ -202,8 +202,8 @@ def test_a_failure_at_commit_fails_the_whole_batch_and_leaves_nothing(
     behind.append(
         ("stale", lambda: store.append("r0", {"seq": 2}, Lease("r0", "x", 1)))
     )
-    group = store._group
-    assert group is not None
+    group = store._door
+    assert group.grouping
     before = (group.batches, group.operations)
     parked = threading.Event()
     release = threading.Event()
@@ -260,8 +260,8 @@ def test_a_busy_begin_fails_every_caller_of_the_batch_typed(tmp_path: Path) -> N
         """
     )
     with SqliteStore(path, busy_timeout_ms=300) as store:
-        group = store._group
-        assert group is not None
+        group = store._door
+        assert group.grouping
         with subprocess.Popen(
             [sys.executable, "-c", holder_script, path],
             stdin=subprocess.PIPE,
@@ -293,8 +293,8 @@ def test_many_threads_through_one_store_give_complete_ordered_journals(
 ) -> None:
     """8 threads x 60 appends: every journal complete and in order; batches did form."""
     store = gc_store
-    group = store._group
-    assert group is not None
+    group = store._door
+    assert group.grouping
     leases = [store.acquire(f"run{n}", f"w{n}") for n in range(8)]
     ops_before, batches_before = group.operations, group.batches
     calls = Calls()
@@ -340,8 +340,8 @@ def test_a_lone_caller_runs_alone_without_savepoints(gc_store: SqliteStore) -> N
     the fence check, the one guarded insert, COMMIT; no savepoint.
     """
     store = gc_store
-    group = store._group
-    assert group is not None
+    group = store._door
+    assert group.grouping
     lease = store.acquire("solo", "w")
     before = (group.batches, group.operations)
     with statements(store) as seen:
@@ -460,7 +460,7 @@ def test_each_way_an_operation_fails_undoes_it_alone(gc_store: SqliteStore) -> N
         _op("refused", atomic=True, fail=True),
     ]
     with statements(store) as seen, store._lock:
-        run_batch(store._conn, store._cursor, batch, lambda: False)
+        store._door.run_batch(batch, lambda: False)
     assert [op.done for op in batch] == [True] * 7
     failed = {op.name: type(op.error).__name__ for op in batch if op.error}
     assert failed == {
@@ -496,7 +496,7 @@ def test_an_atomic_operation_raising_after_its_change_fails_the_whole_batch(
         _op("b", _insert("b", 1), atomic=True),
     ]
     with store._lock:
-        run_batch(store._conn, store._cursor, batch, lambda: False)
+        store._door.run_batch(batch, lambda: False)
     assert all(isinstance(op.error, JournalOrderViolation) for op in batch)
     for run_id in ("a", "liar", "b"):
         assert store.load(run_id) == []
@@ -506,7 +506,7 @@ def test_an_atomic_operation_raising_after_its_change_fails_the_whole_batch(
 def test_group_commit_can_be_turned_off_and_is_validated(tmp_path: Path) -> None:
     """group_commit=False keeps one transaction per call; a non-bool is a ConfigError."""
     with SqliteStore(str(tmp_path / "off.db"), group_commit=False) as store:
-        assert store._group is None
+        assert store._door.grouping is False
         store.append("r", {"seq": 1})
         assert store.load("r") == [{"seq": 1}]
     with pytest.raises(ConfigError):
@@ -582,7 +582,7 @@ KILL_IN_BATCH = textwrap.dedent(
     lead.start(); parked.wait(30)
     for n in (1, 2):
         threading.Thread(name=f"t{n}", target=lambda n=n: store.append(f"k{n}", {"seq": 1}, leases[n])).start()
-    while store._group.queued() < 2:
+    while store._door.queued() < 2:
         time.sleep(0.001)
     release.set()
     time.sleep(30)
@@ -626,8 +626,8 @@ def test_random_mixed_outcomes_under_concurrency_match_the_serial_model(
     import random
 
     store = gc_store
-    group = store._group
-    assert group is not None
+    group = store._door
+    assert group.grouping
     leases = [store.acquire(f"m{n}", f"w{n}") for n in range(6)]
     ops_before, batches_before = group.operations, group.batches
     expected: dict[int, list[dict[str, int]]] = {n: [] for n in range(6)}

@@ -75,7 +75,7 @@ def test_group_commit_is_a_url_option(tmp_path: Path) -> None:
     with open_store(f"sqlite:///{tmp_path / 'off.db'}?group_commit=false") as opened:
         assert isinstance(opened.journal, SqliteStore)
         assert opened.journal.group_commit is False
-        assert opened.journal._group is None
+        assert opened.journal._door.grouping is False
 
 
 @pytest.mark.parametrize(

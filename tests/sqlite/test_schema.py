@@ -109,7 +109,7 @@ def test_file_database_runs_in_wal_mode(db_path: str) -> None:
 def test_memory_database_answers_memory_journal_mode() -> None:
     """':memory:' cannot do WAL; the store accepts SQLite's 'memory' answer."""
     with SqliteStore(":memory:") as store:
-        rows = store._read("test", "PRAGMA journal_mode", ())
+        rows = store._door.read("test", "PRAGMA journal_mode", ())
         assert rows[0][0] == "memory"
 
 
@@ -121,7 +121,7 @@ def test_synchronous_option_is_applied_and_read_back(
 ) -> None:
     """The store's connection runs at the chosen synchronous level (default FULL)."""
     with SqliteStore(db_path, synchronous=synchronous) as store:  # type: ignore[arg-type]  # lower case accepted
-        assert store._read("test", "PRAGMA synchronous", ())[0][0] == level
+        assert store._door.read("test", "PRAGMA synchronous", ())[0][0] == level
     with SqliteStore(db_path) as store:
         assert store.synchronous == "FULL"
-        assert store._read("test", "PRAGMA synchronous", ())[0][0] == 2
+        assert store._door.read("test", "PRAGMA synchronous", ())[0][0] == 2

@@ -33,14 +33,22 @@ from rulvar_store.backend import (
     StoreLocation,
     dump_record,
     finite_seq,
-    hit,
 )
 from rulvar_store_sqlite import SqliteStore
 from rulvar_store_sqlite import _sql as sql
-from rulvar_store_sqlite._errors import translate_errors
-from rulvar_store_sqlite._group_commit import GroupCommitter, Operation
+from rulvar_store_sqlite._group_commit import GroupCommitter
+from rulvar_store_sqlite._transaction import Operation
 
 T = TypeVar("T")
+
+
+class _FenceBeforeBeginDoor(GroupCommitter):
+    def submit(self, op: Operation[T]) -> T:
+        with self.lock:
+            if op.fence is not None:
+                op.fence()
+                op.fence = None
+            return super().submit(op)
 
 
 class FenceBeforeBegin(SqliteStore):
@@ -50,33 +58,26 @@ class FenceBeforeBegin(SqliteStore):
     commits between the check and BEGIN shows the bug.
     """
 
-    def _write(
-        self,
-        operation: str,
-        fence: Callable[[], None] | None,
-        mutate: Callable[[apsw.Cursor], T],
-        atomic: bool = False,
-    ) -> T:
-        with self._lock:
-            if fence is not None:
-                fence()
-            return super()._write(operation, None, mutate, atomic)
+    _door_type = _FenceBeforeBeginDoor
+
+
+class _FenceOwnTransactionDoor(GroupCommitter):
+    def submit(self, op: Operation[T]) -> T:
+        with self.lock:
+            if op.fence is not None:
+                super().submit(Operation(op.name, op.fence, _nothing))
+                op.fence = None
+            return super().submit(op)
+
+
+def _nothing(cursor: apsw.Cursor) -> None:
+    return None
 
 
 class FenceOwnTransaction(SqliteStore):
     """Checks the lease in a transaction of its own, then writes in a second one."""
 
-    def _write(
-        self,
-        operation: str,
-        fence: Callable[[], None] | None,
-        mutate: Callable[[apsw.Cursor], T],
-        atomic: bool = False,
-    ) -> T:
-        with self._lock:
-            if fence is not None:
-                super()._write(operation, fence, lambda cursor: None)
-            return super()._write(operation, None, mutate, atomic)
+    _door_type = _FenceOwnTransactionDoor
 
 
 class UnpinnedLeaseRow(SqliteStore):
@@ -94,7 +95,7 @@ class UnpinnedLeaseRow(SqliteStore):
                     "renew: not live", lease.run_id, lease.owner, lease.epoch
                 )
 
-        self._write("renew", None, extend)
+        self._door.write("renew", None, extend)
 
     def release(self, lease: Lease) -> None:
         def drop(cursor: apsw.Cursor) -> None:
@@ -107,14 +108,14 @@ class UnpinnedLeaseRow(SqliteStore):
                     "release: not live", lease.run_id, lease.owner, lease.epoch
                 )
 
-        self._write("release", None, drop)
+        self._door.write("release", None, drop)
 
 
 class EpochReadBeforeBegin(SqliteStore):
     """acquire reads the epoch counter before its transaction and writes counter + 1."""
 
     def acquire(self, run_id: str, owner: str) -> Lease:
-        rows = self._read(
+        rows = self._door.read(
             "acquire", "SELECT epoch FROM epochs WHERE run_id = ?", (run_id,)
         )
         epoch = int(rows[0][0] if rows else 0) + 1  # type: ignore[arg-type]  # INTEGER
@@ -136,7 +137,7 @@ class EpochReadBeforeBegin(SqliteStore):
             )
             return Lease(run_id, owner, epoch)
 
-        return self._write("acquire", check_free, take)
+        return self._door.write("acquire", check_free, take)
 
 
 class SeqGuardBeforeBegin(SqliteStore):
@@ -147,7 +148,7 @@ class SeqGuardBeforeBegin(SqliteStore):
     ) -> None:
         seq = finite_seq(entry)
         if seq is not None:
-            rows = self._read(
+            rows = self._door.read(
                 "append",
                 "SELECT max(json_extract(payload, '$.seq')) FROM entries WHERE run_id = ?",
                 (run_id,),
@@ -156,7 +157,7 @@ class SeqGuardBeforeBegin(SqliteStore):
             if tail is not None and tail >= seq:  # type: ignore[operator]  # numeric
                 raise JournalOrderViolation("seq not above tail", run_id, seq)
         text = dump_record(entry)
-        self._write(
+        self._door.write(
             "append",
             self._fence(lease),
             lambda cursor: cursor.execute(sql.INSERT_ENTRY, (run_id, text)),
@@ -168,7 +169,7 @@ class AcquireCheckBeforeBegin(SqliteStore):
 
     def acquire(self, run_id: str, owner: str) -> Lease:
         now = self._now()
-        rows = self._read("acquire", sql.LEASE_ROW, (run_id,))
+        rows = self._door.read("acquire", sql.LEASE_ROW, (run_id,))
         if rows and rows[0][2] > now:  # type: ignore[operator]  # INTEGER column
             raise LeaseHeldError("held", run_id, None, None)
 
@@ -184,42 +185,21 @@ class AcquireCheckBeforeBegin(SqliteStore):
             )
             return Lease(run_id, owner, epoch)
 
-        return self._write("acquire", lambda: None, take)
+        return self._door.write("acquire", lambda: None, take)
+
+
+class _DeferredBeginDoor(GroupCommitter):
+    begin = "BEGIN"  # the bug: no write lock until the first write
 
 
 class DeferredBegin(SqliteStore):
     """Opens write transactions with a plain (deferred) BEGIN, not BEGIN IMMEDIATE.
 
-    The rest is the honest write path: fence, mutation and commit in that
-    transaction, failpoints at their places.
+    The rest is the honest write path (the store's own door): fence, mutation
+    and commit in that transaction, failpoints at their places.
     """
 
-    def _write(
-        self,
-        operation: str,
-        fence: Callable[[], None] | None,
-        mutate: Callable[[apsw.Cursor], T],
-        atomic: bool = False,
-    ) -> T:
-        with self._lock:
-            self._ensure_open(operation)
-            self._busy.arm()
-            cursor = self._cursor
-            with translate_errors(operation):
-                cursor.execute("BEGIN")  # the bug: no write lock until the first write
-                try:
-                    hit(operation, "after-begin")
-                    if fence is not None:
-                        fence()
-                    hit(operation, "after-fence-check")
-                    result = mutate(cursor)
-                    hit(operation, "before-commit")
-                    cursor.execute(sql.COMMIT)
-                except BaseException:
-                    self._rollback()
-                    raise
-            hit(operation, "after-commit")
-            return result
+    _door_type = _DeferredBeginDoor
 
 
 class ProcessLocalLeases(SqliteStore):
@@ -251,7 +231,7 @@ class ProcessLocalLeases(SqliteStore):
                 )
                 return Lease(run_id, owner, epoch)
 
-            lease = self._write("acquire", lambda: None, take)
+            lease = self._door.write("acquire", lambda: None, take)
             self._expiry[key] = now + self.lease_ttl_ms
             return lease
 
@@ -271,21 +251,19 @@ class ProcessLocalLeases(SqliteStore):
             self._expiry.pop((self.path, run_id), None)
 
 
-class RawBusyError(SqliteStore):
-    """Lets the driver's busy error escape instead of the typed StoreBusyError."""
-
-    def _write(
-        self,
-        operation: str,
-        fence: Callable[[], None] | None,
-        mutate: Callable[[apsw.Cursor], T],
-        atomic: bool = False,
-    ) -> T:
+class _RawBusyErrorDoor(GroupCommitter):
+    def submit(self, op: Operation[T]) -> T:
         try:
-            return super()._write(operation, fence, mutate, atomic)
+            return super().submit(op)
         except StoreBusyError as exc:
             cause = exc.__cause__
             raise cause if isinstance(cause, apsw.Error) else exc from None
+
+
+class RawBusyError(SqliteStore):
+    """Lets the driver's busy error escape instead of the typed StoreBusyError."""
+
+    _door_type = _RawBusyErrorDoor
 
 
 class _NoLock:
@@ -305,11 +283,23 @@ class NoInstanceLock(SqliteStore):
     def __init__(self, path: str, **options: object) -> None:
         super().__init__(path, group_commit=False, **options)  # type: ignore[arg-type]  # pass-through
         self._lock = _NoLock()  # type: ignore[assignment]  # the bug under test
+        self._door.lock = self._lock  # the bug under test
 
 
 def _unfenced_after_first(batch: list[Operation[Any]]) -> None:
     for op in batch[1:]:
         op.fence = None
+
+
+class _FenceFirstOfBatchDoor(GroupCommitter):
+    def run_batch(self, batch: list[Operation[Any]], more: Callable[[], bool]) -> None:
+        def more_unfenced() -> bool:
+            grew = more()
+            _unfenced_after_first(batch)
+            return grew
+
+        _unfenced_after_first(batch)
+        super().run_batch(batch, more_unfenced)
 
 
 class FenceFirstOfBatch(SqliteStore):
@@ -320,14 +310,7 @@ class FenceFirstOfBatch(SqliteStore):
     a live one. A caller alone (every other suite) is fenced as it should be.
     """
 
-    def _run_batch(self, batch: list[Operation[Any]], more: Callable[[], bool]) -> None:
-        def more_unfenced() -> bool:
-            grew = more()
-            _unfenced_after_first(batch)
-            return grew
-
-        _unfenced_after_first(batch)
-        super()._run_batch(batch, more_unfenced)
+    _door_type = _FenceFirstOfBatchDoor
 
 
 class _Refusal(BaseException):
@@ -348,15 +331,8 @@ def _as_refusal(call: Callable[..., T]) -> Callable[..., T]:
     return raising
 
 
-class RefusalFailsBatch(SqliteStore):
-    """Group commit where one refused operation rolls back and fails its whole batch.
-
-    Nothing wrong is stored, but every batch-mate of a refused write (a live
-    lease, a fine seq) is told ``LeaseHeldError`` or ``JournalOrderViolation``
-    for someone else's mistake, and its write is lost.
-    """
-
-    def _run_batch(self, batch: list[Operation[Any]], more: Callable[[], bool]) -> None:
+class _RefusalFailsBatchDoor(GroupCommitter):
+    def run_batch(self, batch: list[Operation[Any]], more: Callable[[], bool]) -> None:
         wrapped: set[int] = set()
 
         def wrap_new() -> None:
@@ -373,11 +349,22 @@ class RefusalFailsBatch(SqliteStore):
 
         wrap_new()
         try:
-            super()._run_batch(batch, more_wrapped)
+            super().run_batch(batch, more_wrapped)
         except _Refusal as refusal:  # the transaction was rolled back
             for op in batch:
                 if not op.done:
                     op.fail(copy.copy(refusal.error))
+
+
+class RefusalFailsBatch(SqliteStore):
+    """Group commit where one refused operation rolls back and fails its whole batch.
+
+    Nothing wrong is stored, but every batch-mate of a refused write (a live
+    lease, a fine seq) is told ``LeaseHeldError`` or ``JournalOrderViolation``
+    for someone else's mistake, and its write is lost.
+    """
+
+    _door_type = _RefusalFailsBatchDoor
 
 
 def sqlite_locations(cls: type[SqliteStore], directory: Path) -> LocationFactory:
@@ -408,14 +395,15 @@ def sqlite_locations(cls: type[SqliteStore], directory: Path) -> LocationFactory
     return fresh
 
 
-class _KeepsLeadership(GroupCommitter):  # type: ignore[misc]  # the seeded defect overrides a final class
-    """A committer whose leader runs its batch and never hands leadership on."""
+class _KeepsLeadershipDoor(GroupCommitter):
+    """A door whose leader runs its batch and never hands leadership on."""
 
-    def _lead(self, own: Operation[Any]) -> None:
+    def _lead(self, own: Operation[Any] | None) -> None:
         batch: list[Operation[Any]] = []
-        with self._store_lock:
+        with self.lock:
             with self._mutex:
                 batch, self._queue = self._queue, []
+                self._heir = None
             self._decide(batch, lambda: self._take_more(batch))
         # The bug: ``_leading`` stays set and nobody queued behind is woken, so
         # every later caller queues for a leader that will never come.
@@ -427,6 +415,4 @@ class _KeepsLeadership(GroupCommitter):  # type: ignore[misc]  # the seeded defe
 class NeverHandsOn(SqliteStore):
     """Group commit whose first leader keeps leadership: the second write hangs forever."""
 
-    def __init__(self, path: str, **options: Any) -> None:
-        super().__init__(path, **options)
-        self._group = _KeepsLeadership(self._lock, self._run_batch)
+    _door_type = _KeepsLeadershipDoor

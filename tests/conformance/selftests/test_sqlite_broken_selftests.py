@@ -63,7 +63,7 @@ class UnpinnedRelease(SqliteStore):
     """release deletes the run's lease row with no fence and no owner/epoch in WHERE."""
 
     def release(self, lease: Lease) -> None:
-        self._write(
+        self._door.write(
             "release",
             None,
             lambda cursor: cursor.execute(
@@ -97,7 +97,7 @@ class TruncatingGuard(SqliteStore):
             if self._conn.changes() == 0:
                 raise JournalOrderViolation("seq not above the tail", run_id, seq)
 
-        self._write("append", self._fence(lease), mutate)
+        self._door.write("append", self._fence(lease), mutate)
 
 
 class LikeRefsTwin:
@@ -110,7 +110,7 @@ class LikeRefsTwin:
         self.put, self.get, self.delete = twin.put, twin.get, twin.delete
 
     def list_refs(self, run_id: str) -> list[str]:
-        rows = self._store._read(
+        rows = self._store._door.read(
             "blob_list",
             "SELECT ref FROM blobs WHERE ref LIKE ? || '/%' ORDER BY ref",
             (run_id,),

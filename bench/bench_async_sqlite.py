@@ -1,0 +1,240 @@
+"""AsyncSqliteStore: coroutines appending through ONE store, beside raw apsw, as ratios.
+
+Run: ``python bench/bench_async_sqlite.py [--reps 5] [--rounds 12] [--slice 0.125]
+[--coroutines 8] [--synchronous FULL]``
+
+Five variants, each on its own fresh file, run in short alternating slices
+(``--rounds`` x ``--slice`` seconds each per repetition, in rotating order) so
+the disk's swings hit all of them alike:
+
+- ``async 1``: one coroutine appends (leased, seq-guarded) to its own run
+  through an ``AsyncSqliteStore`` (its own event loop);
+- ``async N``: N coroutines append to N runs through the same store;
+- ``sync 1``: one thread appends through a ``SqliteStore``;
+- ``raw 1`` and ``raw batch N``: raw apsw from one thread, the statements of a
+  lone append, one per transaction or N per transaction (the CEILING any group
+  commit of N callers can reach on this disk; ``bench_group_commit.RawBatches``).
+
+Printed per repetition and as medians, with the targets (issue 17):
+
+- ``async N / raw batch N`` (absolute rates) and the share of the ceiling
+  ``(async N / async 1) / (raw batch N / raw 1)`` (the figure the threaded group
+  commit is quoted with): target >= 0.85;
+- ``async N / async 1``: target >= 2.5x;
+- ``async 1 / sync 1`` (the cost of the hop): target >= 0.8x;
+- the longest stall of a 1 ms ticker on the event loop while the N coroutines
+  write: target < 5 ms; beside it, the same ticker on an idle loop (``idle
+  ticker``) shows what the machine itself stalls.
+
+Every journal is read back at the end and checked complete and in order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import apsw
+
+# The project root, so the sibling bench imports as ``bench.bench_group_commit``.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench.bench_group_commit import (
+    LEASE_TTL_MS,
+    RawBatches,
+    StoreThreads,
+    Timed,
+    Variant,
+    entry,
+    spread,
+)
+from rulvar_store_sqlite import AsyncSqliteStore
+
+TICK_S = 0.001
+
+
+class IdleTicker:
+    """The same 1 ms ticker on a loop with nothing else to do: the machine's own stalls."""
+
+    name = "idle ticker"
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.longest_stall_s = 0.0
+
+    def slice(self, seconds: float) -> None:
+        self.loop.run_until_complete(self._slice(seconds))
+
+    async def _slice(self, seconds: float) -> None:
+        stop_at = time.perf_counter() + seconds
+        while time.perf_counter() < stop_at:
+            began = time.perf_counter()
+            await asyncio.sleep(TICK_S)
+            stall = time.perf_counter() - began - TICK_S
+            self.longest_stall_s = max(self.longest_stall_s, stall)
+
+    def rate(self) -> float:
+        return 0.0
+
+    def check_and_close(self) -> None:
+        self.loop.close()
+
+
+class Coroutines(Timed):
+    """One AsyncSqliteStore on its own loop; N coroutines append in timed slices."""
+
+    def __init__(
+        self, name: str, path: Path, coroutines: int, synchronous: str
+    ) -> None:
+        super().__init__()
+        self.name = name
+        self.loop = asyncio.new_event_loop()
+        self.store = self.loop.run_until_complete(
+            AsyncSqliteStore.open(
+                str(path), synchronous=synchronous, ttl_ms=LEASE_TTL_MS
+            )
+        )
+        self.leases = [
+            self.loop.run_until_complete(self.store.acquire(f"run-{n}", f"w-{n}"))
+            for n in range(coroutines)
+        ]
+        self.seqs = [0] * coroutines
+        self.longest_stall_s = 0.0
+
+    def slice(self, seconds: float) -> None:
+        self.loop.run_until_complete(self._slice(seconds))
+
+    async def _slice(self, seconds: float) -> None:
+        stop_at = time.perf_counter() + seconds
+
+        async def writer(n: int) -> None:
+            lease = self.leases[n]
+            while time.perf_counter() < stop_at:
+                await self.store.append(lease.run_id, entry(self.seqs[n]), lease)
+                self.seqs[n] += 1
+
+        async def ticker() -> None:
+            while time.perf_counter() < stop_at:
+                began = time.perf_counter()
+                await asyncio.sleep(TICK_S)
+                stall = time.perf_counter() - began - TICK_S
+                self.longest_stall_s = max(self.longest_stall_s, stall)
+
+        before = sum(self.seqs)
+        began = time.perf_counter()
+        await asyncio.gather(ticker(), *(writer(n) for n in range(len(self.leases))))
+        self.spent += time.perf_counter() - began
+        self.done += sum(self.seqs) - before
+
+    def batch(self) -> float:
+        door = self.store._door
+        return door.operations / max(1, door.batches)
+
+    def check_and_close(self) -> None:
+        async def check() -> None:
+            for n, lease in enumerate(self.leases):
+                seqs = [e["seq"] for e in await self.store.load(lease.run_id)]
+                assert seqs == list(range(self.seqs[n])), f"run-{n} is incomplete"
+            await self.store.aclose()
+
+        self.loop.run_until_complete(check())
+        self.loop.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=12)
+    parser.add_argument("--slice", type=float, default=0.125)
+    parser.add_argument("--coroutines", type=int, default=8)
+    parser.add_argument("--synchronous", default="FULL", choices=["FULL", "NORMAL"])
+    args = parser.parse_args()
+    n, sync = args.coroutines, args.synchronous
+    print(
+        f"apsw {apsw.apsw_version()}, SQLite {apsw.sqlite_lib_version()}, WAL + "
+        f"synchronous={sync}, {os.cpu_count()} CPUs, load average "
+        f"{os.getloadavg()[0]:.1f}; {args.reps} reps x {args.rounds} rounds x "
+        f"{args.slice:g} s per variant"
+    )
+    absolute: list[float] = []
+    shares: list[float] = []
+    speedups: list[float] = []
+    hops: list[float] = []
+    stalls_ms: list[float] = []
+    idle_stalls_ms: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="rulvar-async-") as scratch:
+        for rep in range(args.reps):
+
+            def file(tag: str, rep: int = rep) -> Path:
+                return Path(scratch, f"{tag}-{rep}.db")
+
+            one = Coroutines("async 1", file("a1"), 1, sync)
+            many = Coroutines(f"async {n}", file("an"), n, sync)
+            sync_one = StoreThreads("sync 1", file("s1"), 1, sync, True)
+            raw_one = RawBatches("raw 1", file("r1"), sync, 1)
+            raw_many = RawBatches(f"raw batch {n}", file("rn"), sync, n)
+            idle = IdleTicker()
+            variants: list[Variant] = [one, many, sync_one, raw_one, raw_many, idle]
+            for turn in range(args.rounds):
+                shift = turn % len(variants)
+                for variant in variants[shift:] + variants[:shift]:
+                    variant.slice(args.slice)
+            absolute.append(many.rate() / raw_many.rate())
+            speedups.append(many.rate() / one.rate())
+            shares.append(speedups[-1] / (raw_many.rate() / raw_one.rate()))
+            hops.append(one.rate() / sync_one.rate())
+            stalls_ms.append(many.longest_stall_s * 1000)
+            idle_stalls_ms.append(idle.longest_stall_s * 1000)
+            print(
+                f"  rep {rep}: async 1 {one.rate():6,.0f}/s | async {n} "
+                f"{many.rate():6,.0f}/s (mean batch {many.batch():.1f}) | sync 1 "
+                f"{sync_one.rate():6,.0f}/s | raw 1 {raw_one.rate():6,.0f}/s | raw "
+                f"batch {n} {raw_many.rate():6,.0f}/s || async {n} / raw batch {n} "
+                f"{absolute[-1]:.2f}x, share of ceiling {shares[-1]:.2f}, async {n} / "
+                f"async 1 {speedups[-1]:.2f}x, async 1 / sync 1 {hops[-1]:.2f}x, "
+                f"longest loop stall {stalls_ms[-1]:.1f} ms (idle loop, same "
+                f"machine: {idle_stalls_ms[-1]:.1f} ms)"
+            )
+            for variant in variants:
+                variant.check_and_close()
+    verdicts = [
+        (
+            f"async {n} / raw batch {n} (absolute) >= 0.85x",
+            spread(absolute),
+            statistics.median(absolute) >= 0.85,
+        ),
+        (
+            "share of the ceiling >= 0.85",
+            spread(shares),
+            statistics.median(shares) >= 0.85,
+        ),
+        (
+            f"async {n} / async 1 >= 2.5x",
+            spread(speedups),
+            statistics.median(speedups) >= 2.5,
+        ),
+        ("async 1 / sync 1 >= 0.8x", spread(hops), statistics.median(hops) >= 0.8),
+        (
+            "longest 1 ms ticker stall < 5 ms",
+            f"{statistics.median(stalls_ms):.1f} ms [{min(stalls_ms):.1f}-"
+            f"{max(stalls_ms):.1f}]",
+            max(stalls_ms) < 5,
+        ),
+    ]
+    for label, figures, ok in verdicts:
+        print(f"median {label}: {figures}: {'PASS' if ok else 'MISS'}")
+    print(
+        "  the same ticker on an idle loop beside them stalled "
+        f"{statistics.median(idle_stalls_ms):.1f} ms [{min(idle_stalls_ms):.1f}-"
+        f"{max(idle_stalls_ms):.1f}] (the machine's own scheduling, load average "
+        f"{os.getloadavg()[0]:.1f})"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,254 @@
+"""``AsyncSqliteStore``: the SQLite store for asyncio callers, sharing group commit.
+
+The async twin of ``SqliteStore`` beside it, not a second implementation: each
+write is the sync store's own operation (``SqliteStore._append_op`` and the
+rest: argument checks, fence, mutation with its seq guard), handed to the
+store's one door (``GroupCommitter``). Coroutines writing through one store
+therefore share group commit: their operations queue together, ONE worker
+thread leads each batch as one ``BEGIN IMMEDIATE ... COMMIT``, every operation
+keeps its own fence check, seq guard and outcome, and every caller's future is
+resolved (one hop per event loop and batch) only after the shared COMMIT has
+returned, durable at the store's ``synchronous`` level. Reads run whole on the
+same worker thread. No SQLite call ever runs on the event-loop thread.
+
+Cancellation is safe by construction: nothing of a transaction belongs to the
+awaiting task. A caller cancelled while its write is still queued takes it out
+of the queue (it never runs); one cancelled while a batch carries its write
+waits for that batch to end (bounded by ``busy_timeout_ms``), so the write has
+landed whole or not at all, no transaction is open and no file lock is held.
+Either way the caller gets ``CancelledError`` and, as after a dropped
+connection, does not know whether the write landed: the seq guard and the
+fence make the retry safe (a repeated append of a landed seq is refused with
+``JournalOrderViolation``; a superseded lease refuses everything).
+
+A store used in a forked child refuses every call with ``ForkedStoreError``
+before touching the parent's connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from collections.abc import Callable
+from functools import partial
+from types import TracebackType
+from typing import Any, Final, Literal, Self, TypeVar, final
+
+from rulvar_store import (
+    BlobInput,
+    JournalEntry,
+    JournalTail,
+    Lease,
+    RunFilter,
+    RunMeta,
+)
+from rulvar_store.backend import armed
+from rulvar_store_sqlite._group_commit import GroupCommitter
+from rulvar_store_sqlite._store import SqliteStore
+from rulvar_store_sqlite._transaction import Operation
+from rulvar_store_sqlite._transcripts import SqliteFencedTranscriptStore
+
+__all__ = ["AsyncSqliteStore", "AsyncSqliteTranscriptStore"]
+
+T = TypeVar("T")
+
+
+async def _write(door: GroupCommitter, op: Operation[T]) -> T:
+    """Queue ``op`` for the next batch and return its outcome once it is durable."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[None] = loop.create_future()
+    op.resume = (loop, future)
+    door.enqueue(op)
+    try:
+        await asyncio.shield(future)
+    except asyncio.CancelledError:
+        if not door.withdraw_queued(op):
+            await _finish(future)  # a batch carries it: it ends whole first
+        raise
+    result = op.outcome()
+    if armed():
+        # The caller's own after-commit failpoint, in its context but never on
+        # the loop (a hook may pause or kill) nor on the door's worker thread
+        # (a paused caller must not hold up the store's other writers).
+        await _whole(loop.run_in_executor(None, op.context.run, door.after_commit, op))
+    return result
+
+
+async def _call(door: GroupCommitter, operation: str, call: Callable[[], T]) -> T:
+    """Run ``call`` whole on the door's worker thread, in the caller's context."""
+    door.ensure_open(operation)
+    loop = asyncio.get_running_loop()
+    context = contextvars.copy_context()
+    return await _whole(loop.run_in_executor(door.worker(), context.run, call))
+
+
+async def _whole(future: asyncio.Future[T]) -> T:
+    """Await a hop to a thread; a cancelled caller waits for it to end, then re-raises."""
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        await _finish(future)
+        raise
+
+
+async def _finish(future: asyncio.Future[Any]) -> None:
+    """Wait until ``future`` is done, whatever cancels the waiter meanwhile."""
+    while not future.done():
+        try:
+            await asyncio.wait((future,))
+        except asyncio.CancelledError:
+            continue  # a second cancel: the call still has to end first
+    if not future.cancelled():
+        future.exception()  # retrieved: the caller gets CancelledError instead
+
+
+class _Closing:
+    async def aclose(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+@final
+class AsyncSqliteStore(_Closing):
+    """Leasable, fenced, meta-lookup journal store in one SQLite file, for asyncio.
+
+    Takes ``SqliteStore``'s arguments (``ttl_ms``, ``busy_timeout_ms``,
+    ``synchronous``, ``now``, ``readonly``; ``group_commit`` applies to its
+    sync callers only: coroutines always share commits). Opening reads the
+    file, so open it with ``await AsyncSqliteStore.open(path, ...)`` inside a
+    running loop, or construct it before the loop starts.
+    """
+
+    async_api: Final = True
+    fenced_writes: Literal[True] = True
+
+    def __init__(self, path: str, **options: Any) -> None:
+        self.sync_store: Final = SqliteStore(path, **options)
+        self._door: Final = self.sync_store._door
+        self._twin: AsyncSqliteTranscriptStore | None = None
+
+    @classmethod
+    async def open(cls, path: str, **options: Any) -> AsyncSqliteStore:
+        """Open off the event loop (bootstrap and file checks run on a thread).
+
+        A caller cancelled meanwhile gets ``CancelledError`` once the open has
+        ended and what it opened is closed again: nothing leaks.
+        """
+        loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(None, partial(cls, path, **options))
+        try:
+            return await _whole(future)
+        except asyncio.CancelledError:
+            if not future.cancelled() and future.exception() is None:
+                store = future.result().sync_store
+                await _finish(loop.run_in_executor(None, store.close))
+            raise
+
+    @property
+    def path(self) -> str:
+        return self.sync_store.path
+
+    @property
+    def lease_ttl_ms(self) -> int:
+        return self.sync_store.lease_ttl_ms
+
+    def __repr__(self) -> str:
+        return f"<AsyncSqliteStore {self.path!r}>"
+
+    def transcripts(self) -> AsyncSqliteTranscriptStore:
+        """Return the memoized fenced blob twin (same file, door and fence)."""
+        if self._twin is None:
+            self._twin = AsyncSqliteTranscriptStore(self.sync_store.transcripts())
+        return self._twin
+
+    async def aclose(self) -> None:
+        """Close once queued work has run; idempotent. In a forked child, touch nothing."""
+        door = self._door
+        if door.closed:
+            return
+        if door.fork.forked:
+            door.close()  # marks it closed only: the connection is the parent's
+            return
+        await _finish(
+            asyncio.get_running_loop().run_in_executor(door.worker(), door.close)
+        )
+
+    # -- writes: the sync store's operations, through the shared door ------------
+
+    async def append(
+        self, run_id: str, entry: JournalEntry, lease: Lease | None = None
+    ) -> None:
+        await _write(self._door, self.sync_store._append_op(run_id, entry, lease))
+
+    async def put_meta(self, meta: RunMeta, lease: Lease | None = None) -> None:
+        await _write(self._door, self.sync_store._put_meta_op(meta, lease))
+
+    async def delete(self, run_id: str, lease: Lease | None = None) -> None:
+        await _write(self._door, self.sync_store._delete_op(run_id, lease))
+
+    async def acquire(self, run_id: str, owner: str) -> Lease:
+        return await _write(self._door, self.sync_store._acquire_op(run_id, owner))
+
+    async def renew(self, lease: Lease) -> None:
+        await _write(self._door, self.sync_store._renew_op(lease))
+
+    async def release(self, lease: Lease) -> None:
+        await _write(self._door, self.sync_store._release_op(lease))
+
+    # -- reads: whole on the worker thread -----------------------------------------
+
+    async def load(self, run_id: str) -> list[JournalEntry]:
+        return await _call(self._door, "load", lambda: self.sync_store.load(run_id))
+
+    async def load_since(self, run_id: str, cursor: str | None = None) -> JournalTail:
+        store = self.sync_store
+        return await _call(
+            self._door, "load_since", lambda: store.load_since(run_id, cursor)
+        )
+
+    async def get_meta(self, run_id: str) -> RunMeta | None:
+        store = self.sync_store
+        return await _call(self._door, "get_meta", lambda: store.get_meta(run_id))
+
+    async def list_runs(self, run_filter: RunFilter | None = None) -> list[RunMeta]:
+        store = self.sync_store
+        return await _call(self._door, "list_runs", lambda: store.list_runs(run_filter))
+
+
+@final
+class AsyncSqliteTranscriptStore(_Closing):
+    """The fenced blob twin of an ``AsyncSqliteStore``: its writes share the door."""
+
+    async_api: Final = True
+    fenced_writes: Literal[True] = True
+
+    def __init__(self, twin: SqliteFencedTranscriptStore) -> None:
+        self.sync_store: Final = twin
+        self._door: Final = twin._door
+
+    async def aclose(self) -> None:
+        """A no-op: the twin lives and dies with its journal handle (T7)."""
+
+    async def put(self, ref: str, blob: BlobInput, lease: Lease | None = None) -> None:
+        await _write(self._door, self.sync_store._put_op(ref, blob, lease))
+
+    async def delete(self, ref: str, lease: Lease | None = None) -> None:
+        await _write(self._door, self.sync_store._delete_op(ref, lease))
+
+    async def get(self, ref: str) -> bytes | None:
+        twin = self.sync_store
+        return await _call(self._door, "blob_get", lambda: twin.get(ref))
+
+    async def list_refs(self, run_id: str) -> list[str]:
+        twin = self.sync_store
+        return await _call(self._door, "blob_list", lambda: twin.list_refs(run_id))

@@ -1,0 +1,381 @@
+"""AsyncSqliteStore with real files and real concurrency (Q15-Q17, Q5, J6, J7, L7, T6).
+
+Coroutines writing through one store share group commit: one BEGIN IMMEDIATE
+... COMMIT for many pending writes, each with its own fence, seq guard and
+outcome, each caller resumed only after the shared COMMIT. No SQLite statement
+runs on the event-loop thread. A caller cancelled at any point gets
+``CancelledError``; its write is all or nothing, no transaction stays open and
+another handle can write the file at once. A store used after ``fork``
+refuses, typed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rulvar_store import (
+    ForkedStoreError,
+    JournalOrderViolation,
+    Lease,
+    LeaseHeldError,
+    StoreBusyError,
+    StoreClosedError,
+    is_async_store,
+    open_store_async,
+)
+from rulvar_store.backend import set_failpoint_hook
+from rulvar_store_sqlite import AsyncSqliteStore, SqliteStore
+from rulvar_store_sqlite import _sql as sql
+
+DEADLINE_S = 20.0
+
+
+@contextmanager
+def hook(fn: Callable[[str, str], None]) -> Iterator[None]:
+    previous = set_failpoint_hook(fn)
+    try:
+        yield
+    finally:
+        set_failpoint_hook(previous)
+
+
+@contextmanager
+def statements(store: AsyncSqliteStore) -> Iterator[list[tuple[str, int]]]:
+    """Record (statement, thread id) of everything the store's connection runs."""
+    seen: list[tuple[str, int]] = []
+
+    def trace(cursor: object, statement: str, bindings: object) -> bool:
+        seen.append((statement, threading.get_ident()))
+        return True
+
+    conn = store.sync_store._conn
+    conn.exec_trace = trace
+    try:
+        yield seen
+    finally:
+        conn.exec_trace = None
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    async with asyncio.timeout(DEADLINE_S):
+        while not condition():
+            await asyncio.sleep(0.001)
+
+
+class Park:
+    """Parks the worker thread at one failpoint until released (an Event per use)."""
+
+    def __init__(self, operation: str, point: str) -> None:
+        self.operation, self.point = operation, point
+        self.parked = threading.Event()
+        self.release = threading.Event()
+        self.used = False
+
+    def __call__(self, operation: str, point: str) -> None:
+        if (operation, point) == (self.operation, self.point) and not self.used:
+            self.used = True
+            self.parked.set()
+            assert self.release.wait(DEADLINE_S)
+
+    async def wait_parked(self) -> None:
+        assert await asyncio.to_thread(self.parked.wait, DEADLINE_S)
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> str:
+    return str(tmp_path / "async.db")
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+@pytest.mark.clause("Q15")
+@pytest.mark.clause("J6")
+def test_coroutines_share_one_commit_and_no_statement_runs_on_the_loop(
+    path: str,
+) -> None:
+    """8 coroutines x 30 appends: complete ordered journals, fewer commits than writes."""
+
+    async def scenario() -> None:
+        async with await AsyncSqliteStore.open(path, ttl_ms=600_000) as store:
+            assert is_async_store(store)
+            leases = [await store.acquire(f"r{n}", "w") for n in range(8)]
+            door = store._door
+            before = (door.batches, door.operations)
+            loop_thread = threading.get_ident()
+
+            async def writer(n: int) -> None:
+                for seq in range(30):
+                    await store.append(f"r{n}", {"seq": seq}, leases[n])
+
+            with statements(store) as seen:
+                await asyncio.gather(*(writer(n) for n in range(8)))
+            for n in range(8):
+                assert await store.load(f"r{n}") == [{"seq": s} for s in range(30)]
+            assert door.operations - before[1] == 240
+            commits = [s for s, _ in seen if s == sql.COMMIT]
+            assert len(commits) == door.batches - before[0]
+            assert len(commits) < 240  # writes shared commits
+            assert all(thread != loop_thread for _, thread in seen)
+
+    run(scenario())
+
+
+@pytest.mark.clause("Q15")
+@pytest.mark.clause("J7")
+@pytest.mark.clause("L7")
+def test_each_write_of_a_shared_batch_keeps_its_own_outcome(path: str) -> None:
+    """A stale lease and a seq violation fail alone; their batch-mates commit once."""
+
+    async def scenario() -> None:
+        async with await AsyncSqliteStore.open(path, ttl_ms=600_000) as store:
+            lead = await store.acquire("lead", "w")
+            good = await store.acquire("good", "w")
+            await store.append("good", {"seq": 5}, good)
+            stale = Lease("good", "w", good.epoch + 7)
+            park = Park("append", "after-fence-check")
+            with hook(park), statements(store) as seen:
+                first = asyncio.create_task(store.append("lead", {"seq": 0}, lead))
+                await park.wait_parked()
+                mates = [
+                    asyncio.create_task(store.append("good", {"seq": 9}, stale)),
+                    asyncio.create_task(store.append("good", {"seq": 5}, good)),
+                    asyncio.create_task(store.append("good", {"seq": 6}, good)),
+                    asyncio.create_task(
+                        store.put_meta({"runId": "good", "status": "ok"}, good)
+                    ),
+                ]
+                await until(lambda: store._door.queued() == 4)
+                park.release.set()
+                outcomes = await asyncio.gather(first, *mates, return_exceptions=True)
+            assert outcomes[0] is None
+            assert isinstance(outcomes[1], LeaseHeldError)
+            assert isinstance(outcomes[2], JournalOrderViolation)
+            assert outcomes[3:] == [None, None]
+            assert [s for s, _ in seen].count(sql.COMMIT) == 1
+            assert [s for s, _ in seen].count(sql.BEGIN) == 1
+            assert await store.load("good") == [{"seq": 5}, {"seq": 6}]
+            assert await store.get_meta("good") == {"runId": "good", "status": "ok"}
+
+    run(scenario())
+
+
+@pytest.mark.clause("Q15")
+def test_a_caller_resumes_only_after_the_shared_commit(path: str) -> None:
+    """Parked before COMMIT, the awaiting task stays pending; another handle sees nothing."""
+
+    async def scenario() -> None:
+        async with await AsyncSqliteStore.open(path) as store:
+            park = Park("append", "before-commit")
+            with hook(park):
+                task = asyncio.create_task(store.append("r", {"seq": 1}))
+                await park.wait_parked()
+                await asyncio.sleep(0.05)
+                assert not task.done()
+                with SqliteStore(path) as other:
+                    assert other.load("r") == []
+                park.release.set()
+                await task
+            with SqliteStore(path) as other:
+                assert other.load("r") == [{"seq": 1}]
+
+    run(scenario())
+
+
+def _second_handle_writes_at_once(path: str) -> None:
+    """No transaction and no file lock left behind: a fail-fast handle writes."""
+    with SqliteStore(path, busy_timeout_ms=0) as other:
+        other.append("probe", {"note": "free"})
+
+
+@pytest.mark.clause("Q16")
+@pytest.mark.parametrize("point", ["after-begin", "after-fence-check", "before-commit"])
+def test_cancelled_inside_the_batch_the_write_lands_whole_then_cancelled_error(
+    path: str, point: str
+) -> None:
+    """The batch carrying the write ends first; the caller then gets CancelledError."""
+
+    async def scenario() -> None:
+        async with await AsyncSqliteStore.open(path, ttl_ms=600_000) as store:
+            lease = await store.acquire("r", "w")
+            park = Park("append", point)
+            with hook(park):
+                task = asyncio.create_task(store.append("r", {"seq": 1}, lease))
+                await park.wait_parked()
+                task.cancel()
+                await asyncio.sleep(0.05)
+                assert not task.done()  # still waiting for its batch to end
+                park.release.set()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+            assert await store.load("r") == [{"seq": 1}]
+            assert not store.sync_store._conn.in_transaction
+            assert store._door.queued() == 0
+            _second_handle_writes_at_once(path)
+            await store.append("r", {"seq": 2}, lease)  # still usable
+
+    run(scenario())
+
+
+@pytest.mark.clause("Q16")
+def test_cancelled_while_queued_the_write_never_runs(path: str) -> None:
+    """Queued behind a parked batch: cancel takes it out at once, nothing is written."""
+
+    async def scenario() -> None:
+        async with await AsyncSqliteStore.open(path, ttl_ms=600_000) as store:
+            lease = await store.acquire("q", "w")
+            park = Park("append", "after-fence-check")
+            with hook(park):
+                first = asyncio.create_task(store.append("lead", {"seq": 0}))
+                await park.wait_parked()
+                queued = asyncio.create_task(store.append("q", {"seq": 1}, lease))
+                await until(lambda: store._door.queued() == 1)
+                queued.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await queued  # while the batch is still parked
+                assert store._door.queued() == 0
+                park.release.set()
+                await first
+            assert await store.load("q") == []
+            assert await store.load("lead") == [{"seq": 0}]
+            assert not store.sync_store._conn.in_transaction
+            _second_handle_writes_at_once(path)
+            await store.append("q", {"seq": 1}, lease)
+
+    run(scenario())
+
+
+@pytest.mark.clause("Q16")
+def test_a_timeout_around_a_read_leaves_the_store_usable(path: str) -> None:
+    """asyncio.timeout cancelling a read: the read ends whole first, nothing stays open."""
+
+    async def scenario() -> None:
+        async with await AsyncSqliteStore.open(path) as store:
+            await store.append("r", {"seq": 1})
+            gate = threading.Event()
+            real = store.sync_store.load
+
+            def slow_load(run_id: str) -> Any:
+                gate.wait(DEADLINE_S)
+                return real(run_id)
+
+            store.sync_store.load = slow_load  # type: ignore[method-assign]  # a slow read
+            asyncio.get_running_loop().call_later(0.2, gate.set)
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(store.load("r"), 0.05)
+            assert gate.is_set()  # the timeout waited for the read to end whole
+            del store.sync_store.load
+            assert await store.load("r") == [{"seq": 1}]
+
+    run(scenario())
+
+
+@pytest.mark.clause("Q5")
+def test_every_async_write_is_bounded_by_the_busy_deadline(path: str) -> None:
+    """Another connection holds the write lock: StoreBusyError after busy_timeout_ms."""
+    SqliteStore(path).close()
+
+    async def scenario() -> None:
+        async with await AsyncSqliteStore.open(path, busy_timeout_ms=100) as store:
+            holder = SqliteStore(path)
+            holder._conn.execute("BEGIN IMMEDIATE")
+            try:
+                with pytest.raises(StoreBusyError):
+                    await store.append("r", {"seq": 1})
+            finally:
+                holder._conn.execute("ROLLBACK")
+                holder.close()
+            await store.append("r", {"seq": 1})
+
+    run(scenario())
+
+
+@pytest.mark.clause("T6")
+def test_the_blob_twin_shares_the_door_and_the_fence(path: str) -> None:
+    async def scenario() -> None:
+        async with await AsyncSqliteStore.open(path, ttl_ms=600_000) as store:
+            blobs = store.transcripts()
+            assert is_async_store(blobs)
+            lease = await store.acquire("r", "w")
+            await blobs.put("r/a", b"one", lease)
+            await store.release(lease)
+            with pytest.raises(LeaseHeldError):
+                await blobs.put("r/a", b"stale", lease)
+            assert await blobs.get("r/a") == b"one"
+            assert await blobs.list_refs("r") == ["r/a"]
+            await blobs.delete("r/a")
+            assert await blobs.get("r/a") is None
+
+    run(scenario())
+
+
+@pytest.mark.clause("Q15")
+def test_open_store_async_opens_the_native_store(path: str) -> None:
+    async def scenario() -> None:
+        async with open_store_async(f"sqlite:///{path}") as opened:
+            assert isinstance(opened.journal, AsyncSqliteStore)
+            await opened.journal.append("r", {"seq": 1})
+            await opened.transcripts.put("r/x", b"x")
+        with pytest.raises(StoreClosedError):
+            await opened.journal.append("r", {"seq": 2})
+
+    run(scenario())
+
+
+def _in_child(action: Callable[[], None]) -> int:
+    """Fork; the child runs ``action`` and exits 0 on ForkedStoreError, 1 otherwise."""
+    pid = os.fork()
+    if pid == 0:  # the child: report through the exit code only
+        code = 1
+        try:
+            action()
+        except ForkedStoreError:
+            code = 0
+        except BaseException:
+            code = 2
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+@pytest.mark.clause("Q17")
+@pytest.mark.filterwarnings(
+    "ignore:This process .* is multi-threaded:DeprecationWarning"
+)
+def test_a_store_used_after_fork_refuses_typed_and_the_parent_goes_on(
+    path: str,
+) -> None:
+    """Sync and async handles in a forked child raise ForkedStoreError; the parent writes."""
+    sync_store = SqliteStore(path)
+    sync_store.append("r", {"seq": 1})
+    assert _in_child(lambda: sync_store.append("r", {"seq": 2})) == 0
+    assert _in_child(lambda: print(sync_store.load("r"))) == 0
+    sync_store.close()
+
+    async def opened() -> AsyncSqliteStore:
+        return await AsyncSqliteStore.open(path)
+
+    store = run(opened())
+    run(store.append("r", {"seq": 3}))  # the worker thread exists before the fork
+
+    def async_write() -> None:
+        asyncio.run(store.append("r", {"seq": 4}))
+
+    def async_close_then_write() -> None:
+        asyncio.run(store.aclose())  # touches nothing of the parent's
+        asyncio.run(store.load("r"))
+
+    assert _in_child(async_write) == 0
+    assert _in_child(async_close_then_write) == 0
+    run(store.append("r", {"seq": 5}))
+    assert run(store.load("r")) == [{"seq": 1}, {"seq": 3}, {"seq": 5}]
+    run(store.aclose())
