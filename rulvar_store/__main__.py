@@ -1,5 +1,5 @@
 """``python -m rulvar_store`` runs the ``rulvar`` command."""
 
-from rulvar_store._cli import main
+from rulvar_cli import main
 
 main()

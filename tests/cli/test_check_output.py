@@ -10,7 +10,7 @@ import pytest
 
 from rulvar_conformance.certify import CheckResult
 from rulvar_conformance.clauses import CLAUSES
-from rulvar_store._cli.check import _explain, _result_row
+from rulvar_cli.check import _explain, _result_row
 
 FAILED = CheckResult(
     suite="two-handles",

@@ -27,8 +27,8 @@ from rulvar_store import (
     iter_run_audits,
     set_failpoint_hook,
 )
-from rulvar_store._cli._operator import Watchdog, open_for_operator
-from rulvar_store._cli._repair import repair_audit
+from rulvar_cli._operator import Watchdog, open_for_operator
+from rulvar_cli._repair import repair_audit
 from tests.operator._journals import entry, running, settle, suspension, write_run
 from tests.operator._places import CliResult, Place, with_query
 
@@ -393,7 +393,7 @@ def test_the_watchdog_ends_a_call_stuck_below_every_backend_bound() -> None:
     """A call that outlives --timeout plus slack ends the process with a message and exit 3."""
     code = (
         "import time\n"
-        "from rulvar_store._cli._operator import Watchdog\n"
+        "from rulvar_cli._operator import Watchdog\n"
         "dog = Watchdog(0.2)\n"
         "with dog.bound('reading run x'):\n"
         "    time.sleep(60)\n"

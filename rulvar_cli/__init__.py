@@ -15,11 +15,11 @@ import sys
 
 import click
 
-from rulvar_store._cli._common import EXIT_CODES_HELP, EXIT_FAILED, EXIT_USAGE
-from rulvar_store._cli.check import check_command
-from rulvar_store._cli.runs import runs_command
-from rulvar_store._cli.soak import soak_command
-from rulvar_store._cli.stores import stores_command
+from rulvar_cli._common import EXIT_CODES_HELP, EXIT_FAILED, EXIT_USAGE
+from rulvar_cli.check import check_command
+from rulvar_cli.runs import runs_command
+from rulvar_cli.soak import soak_command
+from rulvar_cli.stores import stores_command
 from rulvar_store.errors import RulvarError
 
 __all__ = ["cli", "main"]

@@ -23,7 +23,7 @@ from typing import Any, Final, TextIO, TypeVar
 
 import click
 
-from rulvar_store._cli._common import EXIT_FAILED
+from rulvar_cli._common import EXIT_FAILED
 from rulvar_store._plugins import OpenedStore, open_store
 from rulvar_store._records import RunFilter
 from rulvar_store._urls import option_bool, parse_store_url

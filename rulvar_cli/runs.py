@@ -20,8 +20,8 @@ from typing import Any, Final
 
 import click
 
-from rulvar_store._cli._common import EXIT_FAILED, RUNS_EXIT_CODES_HELP
-from rulvar_store._cli._operator import (
+from rulvar_cli._common import EXIT_FAILED, RUNS_EXIT_CODES_HELP
+from rulvar_cli._operator import (
     DEFAULT_TIMEOUT_S,
     Progress,
     Watchdog,
@@ -29,7 +29,7 @@ from rulvar_store._cli._operator import (
     sanitize,
     store_did_not_answer,
 )
-from rulvar_store._cli._show import describe_run, print_run
+from rulvar_cli._show import describe_run, print_run
 from rulvar_store._plugins import OpenedStore
 from rulvar_store._records import RunFilter
 from rulvar_store.errors import StoreBusyError, StoreUnavailableError
@@ -217,7 +217,7 @@ def audit_command(url: str, repair: bool, as_json: bool, timeout_s: float) -> No
     briefly (a live owner's run is skipped), re-audited and rewritten.
     """
     from rulvar_store._audit import iter_run_audits
-    from rulvar_store._cli._repair import repair_audit
+    from rulvar_cli._repair import repair_audit
 
     reported = remaining = repaired = 0
     rows: list[dict[str, Any]] = []
@@ -279,7 +279,7 @@ def audit_command(url: str, repair: bool, as_json: bool, timeout_s: float) -> No
 def _retention(
     url: str, run_ids: tuple[str, ...], *, prune: bool, timeout_s: float
 ) -> None:
-    from rulvar_store._cli._show import run_exists
+    from rulvar_cli._show import run_exists
     from rulvar_store._retention import sweep_runs
 
     failed = 0

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from rulvar_store._cli._common import EXIT_FAILED, SOAK_EXIT_CODES_HELP
+from rulvar_cli._common import EXIT_FAILED, SOAK_EXIT_CODES_HELP
 from rulvar_store._plugins import resolve_backend
 from rulvar_store._urls import parse_store_url
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from rulvar_store._cli._common import EXIT_FAILED
+from rulvar_cli._common import EXIT_FAILED
 from rulvar_store._plugins import list_backends, resolve_backend
 from rulvar_store._urls import parse_store_url
 
