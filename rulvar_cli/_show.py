@@ -8,8 +8,8 @@ from typing import Any, Final
 
 import click
 
-from rulvar_store._audit import audit_entries, journal_shape_problem
 from rulvar_cli._operator import sanitize
+from rulvar_store._audit import audit_entries, journal_shape_problem
 from rulvar_store._observe import checked_meta, has_lease_peek
 from rulvar_store._plugins import OpenedStore
 from rulvar_store._records import finite_seq

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from rulvar_cli._common import EXIT_FAILED
-from rulvar_store._plugins import list_backends, resolve_backend
+from rulvar_cli._common import CHECK_EXIT_CODES_HELP, EXIT_FAILED, sqlite_installed
+from rulvar_store._plugins import resolve_backend
 from rulvar_store._urls import parse_store_url
 
 if TYPE_CHECKING:
@@ -25,11 +25,43 @@ _MARKS = {"passed": "PASS", "failed": "FAIL", "not-run": "NOT RUN"}
 
 
 def _default_check_url(scratch: Path) -> str:
-    """The embedded SQLite default when usable, else the in-memory store."""
-    usable = {info.backend.name for info in list_backends() if info.installed}
-    if "sqlite" in usable:
+    """The embedded SQLite default when usable, else the in-memory store (said why)."""
+    if sqlite_installed():
         return f"sqlite:///{scratch / 'rulvar-check.db'}"
+    # Said on stderr so --json output stays one document.
+    click.echo(
+        "rulvar: no URL and SQLite is not installed (the 'sqlite' extra, apsw), "
+        "so this certifies memory://, the reference store; give a URL to "
+        "certify your own",
+        err=True,
+    )
     return "memory://"
+
+
+class _CheckCommand(click.Command):
+    """``rulvar check``: its --help lists the suite names, read from the kit then.
+
+    The kit is imported only when that help is asked for, so other commands and
+    plain ``rulvar --help`` never pay for it.
+    """
+
+    def format_epilog(
+        self, ctx: click.Context, formatter: click.HelpFormatter
+    ) -> None:
+        from rulvar_conformance.certify import suite_specs
+
+        rows = [
+            (
+                spec.name,
+                spec.description
+                + ("" if spec.default else " (not default)")
+                + ("" if spec.capability is None else f" [needs {spec.capability}]"),
+            )
+            for spec in suite_specs()
+        ]
+        with formatter.section("Suites (--suite NAME; 'all' for every one)"):
+            formatter.write_dl(rows)
+        super().format_epilog(ctx, formatter)
 
 
 @contextmanager
@@ -85,7 +117,7 @@ def _explain(result: CheckResult) -> list[str]:
     return [line for line in lines if line]
 
 
-@click.command("check")
+@click.command("check", cls=_CheckCommand, epilog=CHECK_EXIT_CODES_HELP)
 @click.argument("url", required=False)
 @click.option(
     "--suite",
@@ -102,7 +134,8 @@ def check_command(
 
     Each check runs against a fresh, isolated location next to URL's (a new
     file, directory or schema), so certifying never touches existing runs.
-    Without URL: a temporary SQLite file (the embedded default).
+    Without URL: a temporary SQLite file (the embedded default) when the
+    'sqlite' extra is installed, else memory:// (stderr says so).
     """
     with _scratch_dir() as scratch:
         target = url if url is not None else _default_check_url(scratch)

@@ -20,7 +20,16 @@ from typing import Any, Final
 
 import click
 
-from rulvar_cli._common import EXIT_FAILED, RUNS_EXIT_CODES_HELP
+from rulvar_cli._common import (
+    AUDIT_EXIT_CODES_HELP,
+    EXIT_FAILED,
+    LIST_EXIT_CODES_HELP,
+    RETENTION_EXIT_CODES_HELP,
+    RUNS_EXIT_CODES_HELP,
+    SHOW_EXIT_CODES_HELP,
+    fail,
+    plural,
+)
 from rulvar_cli._operator import (
     DEFAULT_TIMEOUT_S,
     Progress,
@@ -76,7 +85,7 @@ def runs_command() -> None:
 # -- list -----------------------------------------------------------------------
 
 
-@runs_command.command("list", epilog=RUNS_EXIT_CODES_HELP)
+@runs_command.command("list", epilog=LIST_EXIT_CODES_HELP)
 @click.argument("url")
 @click.option(
     "--status",
@@ -156,7 +165,7 @@ def list_command(
         click.echo(f'], "count": {shown}, "unreadable": {unreadable}}}')
     else:
         click.echo(
-            f"{shown} runs" + (f", {unreadable} unreadable" if unreadable else ""),
+            plural(shown, "run") + (f", {unreadable} unreadable" if unreadable else ""),
             err=True,
         )
     if unreadable:
@@ -166,7 +175,7 @@ def list_command(
 # -- show -----------------------------------------------------------------------
 
 
-@runs_command.command("show", epilog=RUNS_EXIT_CODES_HELP)
+@runs_command.command("show", epilog=SHOW_EXIT_CODES_HELP)
 @click.argument("url")
 @click.argument("run_id", metavar="RUN")
 @click.option(
@@ -187,8 +196,7 @@ def show_command(
         with watchdog.bound(f"reading run {run_id!r}"):
             report = describe_run(opened, run_id, tail_size)
     if report is None:
-        click.echo(f"rulvar: no run {sanitize(run_id)!r} in this store", err=True)
-        sys.exit(EXIT_FAILED)
+        fail("no-such-run", f"no run {sanitize(run_id)!r} in this store", EXIT_FAILED)
     if as_json:
         click.echo(json.dumps(report, indent=2, ensure_ascii=False))
     else:
@@ -200,7 +208,7 @@ def show_command(
 # -- audit ----------------------------------------------------------------------
 
 
-@runs_command.command("audit", epilog=RUNS_EXIT_CODES_HELP)
+@runs_command.command("audit", epilog=AUDIT_EXIT_CODES_HELP)
 @click.argument("url")
 @click.option(
     "--repair",
@@ -216,8 +224,8 @@ def audit_command(url: str, repair: bool, as_json: bool, timeout_s: float) -> No
     --repair nothing is written. With it, each repairable run is leased
     briefly (a live owner's run is skipped), re-audited and rewritten.
     """
-    from rulvar_store._audit import iter_run_audits
     from rulvar_cli._repair import repair_audit
+    from rulvar_store._audit import iter_run_audits
 
     reported = remaining = repaired = 0
     rows: list[dict[str, Any]] = []
@@ -296,7 +304,9 @@ def _retention(
                     opened.journal, opened.transcripts, [run_id], prune=prune
                 )
             if outcome.outcome == "done":
-                done = f"pruned {outcome.done} checkpoints" if prune else "deleted"
+                done = (
+                    f"pruned {plural(outcome.done or 0, 'checkpoint')}" if prune else "deleted"
+                )
                 click.echo(f"{sanitize(run_id)}: {done}")
             else:
                 failed += 1
@@ -307,7 +317,7 @@ def _retention(
         sys.exit(EXIT_FAILED)
 
 
-@runs_command.command("delete", epilog=RUNS_EXIT_CODES_HELP)
+@runs_command.command("delete", epilog=RETENTION_EXIT_CODES_HELP)
 @click.argument("url")
 @click.argument("run_ids", metavar="RUN...", nargs=-1, required=True)
 @_timeout_option
@@ -320,7 +330,7 @@ def delete_command(url: str, run_ids: tuple[str, ...], timeout_s: float) -> None
     _retention(url, run_ids, prune=False, timeout_s=timeout_s)
 
 
-@runs_command.command("prune", epilog=RUNS_EXIT_CODES_HELP)
+@runs_command.command("prune", epilog=RETENTION_EXIT_CODES_HELP)
 @click.argument("url")
 @click.argument("run_ids", metavar="RUN...", nargs=-1, required=True)
 @_timeout_option

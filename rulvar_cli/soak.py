@@ -10,7 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from rulvar_cli._common import EXIT_FAILED, SOAK_EXIT_CODES_HELP
+from rulvar_cli._common import (
+    EXIT_FAILED,
+    EXIT_USAGE,
+    SOAK_EXIT_CODES_HELP,
+    fail,
+    sqlite_installed,
+)
 from rulvar_store._plugins import resolve_backend
 from rulvar_store._urls import parse_store_url
 
@@ -118,7 +124,7 @@ def _inside(row: dict[str, Any]) -> str:
 
 
 @click.command("soak", epilog=SOAK_EXIT_CODES_HELP)
-@click.argument("url")
+@click.argument("url", required=False)
 @click.option(
     "--profile",
     "profile_name",
@@ -161,7 +167,7 @@ def _inside(row: dict[str, Any]) -> str:
     help="Keep the report folder here: summary, logs, tenures.png.",
 )
 def soak_command(
-    url: str,
+    url: str | None,
     profile_name: str,
     writers: int | None,
     companions: int | None,
@@ -176,7 +182,50 @@ def soak_command(
     at the profile's quorum, and rebuilds the serial history the fencing epochs
     promise from every writer's log and diffs it against the store. Exit 0: no
     violation; 1: violations (listed); 2: usage or configuration mistake.
+    Without URL: a temporary SQLite file (the 'sqlite' extra).
     """
+    if url is None:
+        with tempfile.TemporaryDirectory(prefix="rulvar-soak-") as scratch_store:
+            _soak(
+                _default_soak_url(scratch_store),
+                profile_name,
+                writers,
+                companions,
+                seconds,
+                seed,
+                json_path,
+                report_dir,
+            )
+        return
+    _soak(
+        url, profile_name, writers, companions, seconds, seed, json_path, report_dir
+    )
+
+
+def _default_soak_url(scratch: str) -> str:
+    """A SQLite file in ``scratch``; without SQLite, one line says what to give."""
+    if not sqlite_installed():
+        fail(
+            "config",
+            "no URL and SQLite is not installed: install the 'sqlite' extra "
+            "(apsw) or give the URL of a store with leases across processes "
+            "(postgresql://...)",
+            EXIT_USAGE,
+        )
+    return f"sqlite:///{Path(scratch) / 'rulvar-soak.db'}"
+
+
+def _soak(
+    url: str,
+    profile_name: str,
+    writers: int | None,
+    companions: int | None,
+    seconds: float | None,
+    seed: int | None,
+    json_path: str | None,
+    report_dir: str | None,
+) -> None:
+    """The soak of ``url`` (see ``soak_command``)."""
     parsed = parse_store_url(url)
     backend = resolve_backend(parsed)
     missing = sorted(_NEEDS - backend.capabilities)

@@ -22,13 +22,13 @@ from typing import Any
 
 import pytest
 
+from rulvar_cli._operator import Watchdog, open_for_operator
+from rulvar_cli._repair import repair_audit
 from rulvar_store import (
     ConfigError,
     iter_run_audits,
     set_failpoint_hook,
 )
-from rulvar_cli._operator import Watchdog, open_for_operator
-from rulvar_cli._repair import repair_audit
 from tests.operator._journals import entry, running, settle, suspension, write_run
 from tests.operator._places import CliResult, Place, with_query
 
@@ -62,7 +62,7 @@ def _rulvar_process(
 ) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(WORKTREE)}
     return subprocess.run(
-        [sys.executable, "-m", "rulvar_store", *args],
+        [sys.executable, "-m", "rulvar_cli", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -468,7 +468,7 @@ def test_progress_shows_on_a_terminal_and_stays_quiet_when_piped(
     leader, follower = pty.openpty()
     try:
         process = subprocess.run(
-            [sys.executable, "-m", "rulvar_store", "runs", "audit", url],
+            [sys.executable, "-m", "rulvar_cli", "runs", "audit", url],
             stdout=subprocess.PIPE,
             stderr=follower,
             timeout=120,
