@@ -85,6 +85,20 @@ def seed_script(url: str) -> str:
     )
 
 
+def postgres_schema_url(postgres: str) -> str:
+    """A schema of the smoke's own, so listing it finds exactly the seeded run."""
+    joiner = "&" if "?" in postgres else "?"
+    return f"{postgres}{joiner}schema=rulvar_smoke_{os.getpid()}"
+
+
+def drop_schema_script(postgres: str) -> str:
+    return (
+        "import psycopg\n"
+        f"with psycopg.connect({postgres!r}, autocommit=True) as conn:\n"
+        f"    conn.execute('DROP SCHEMA IF EXISTS rulvar_smoke_{os.getpid()} CASCADE')\n"
+    )
+
+
 def expectations(
     extra: str | None, scratch: Path, postgres: str | None
 ) -> list[Expect]:
@@ -105,7 +119,7 @@ def expectations(
             rows += [
                 Expect(("check", postgres, "--suite", "journal"), 0),
                 Expect(("soak", "--profile", "quick", postgres), 0),
-                Expect(("runs", "list", postgres), 0),
+                Expect(("runs", "list", postgres_schema_url(postgres)), 0, "1 run"),
             ]
         return rows
     file_url = f"file://{scratch / 'file-runs'}"
@@ -157,13 +171,18 @@ def main() -> int:
             seed_url = {
                 None: f"file://{scratch / 'file-runs'}",
                 "sqlite": f"sqlite:///{scratch / 'runs.db'}",
+                "postgres": postgres and postgres_schema_url(postgres),
             }.get(extra)
             if seed_url is not None:
                 seeded = _run([str(venv / "bin" / "python"), "-c", seed_script(seed_url)])
                 if seeded.returncode != 0:
                     problems.append(f"seeding {seed_url} failed: {seeded.stderr}")
-            for expect in expectations(extra, scratch, postgres):
-                problems += check_one(venv, expect)
+            try:
+                for expect in expectations(extra, scratch, postgres):
+                    problems += check_one(venv, expect)
+            finally:
+                if extra == "postgres" and postgres is not None:
+                    _run([str(venv / "bin" / "python"), "-c", drop_schema_script(postgres)])
     for problem in problems:
         print(problem, file=sys.stderr)
     failed = sum(1 for p in problems if not p.startswith("  "))

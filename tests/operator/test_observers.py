@@ -277,7 +277,7 @@ def test_two_repair_passes_started_together_never_both_repair_a_run(
     command = [
         sys.executable,
         "-m",
-        "rulvar_store",
+        "rulvar_cli",
         "runs",
         "audit",
         byte_place.url,
