@@ -34,7 +34,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from rulvar_store import iter_run_audits, open_store
+from rulvar_store import open_store
+from rulvar_store.ops import iter_run_audits
 
 ROOT = Path(__file__).resolve().parents[1]
 

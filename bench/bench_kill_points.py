@@ -25,8 +25,7 @@ from pathlib import Path
 
 from rulvar_conformance.certify import run_suites
 from rulvar_conformance.kill_points import kill_point_conformance
-from rulvar_store._plugins import resolve_backend
-from rulvar_store._urls import parse_store_url
+from rulvar_store.backend import parse_store_url, resolve_backend
 
 
 def child_start_s() -> float:

@@ -41,7 +41,8 @@ from typing import Any
 
 import orjson
 
-from rulvar_store import RunFilter, dump_record
+from rulvar_store import RunFilter
+from rulvar_store.backend import dump_record
 
 STATUSES = ("running", "ok", "error", "suspended", "cancelled")
 

@@ -46,7 +46,7 @@ from typing import Any
 import apsw
 import orjson
 
-from rulvar_store import dump_record
+from rulvar_store.backend import dump_record
 
 Op = Callable[[int], object]
 INSTALL_HINT = (

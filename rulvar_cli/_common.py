@@ -8,7 +8,7 @@ from typing import Final, NoReturn
 
 import click
 
-from rulvar_store._plugins import list_backends
+from rulvar_store import list_backends
 
 __all__ = [
     "AUDIT_EXIT_CODES_HELP",

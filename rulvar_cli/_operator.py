@@ -24,9 +24,8 @@ from typing import Any, Final, TextIO, TypeVar
 import click
 
 from rulvar_cli._common import EXIT_FAILED, EXIT_UNAVAILABLE, fail
-from rulvar_store._plugins import OpenedStore, open_store
-from rulvar_store._records import RunFilter
-from rulvar_store._urls import option_bool, parse_store_url
+from rulvar_store import OpenedStore, RunFilter, open_store
+from rulvar_store.backend import option_bool, parse_store_url
 from rulvar_store.errors import ConfigError, StoreBusyError, StoreUnavailableError
 
 __all__ = [

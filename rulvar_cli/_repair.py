@@ -7,11 +7,9 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import Literal, cast
 
-from rulvar_store._audit import RunStateAudit, reconcile_run_meta
-from rulvar_store._protocols import JournalStore, LeasableStore
-from rulvar_store._records import Lease
-from rulvar_store._retention import is_leasable
+from rulvar_store import JournalStore, LeasableStore, Lease
 from rulvar_store.errors import LeaseHeldError, RulvarError
+from rulvar_store.ops import RunStateAudit, is_leasable, reconcile_run_meta
 
 __all__ = ["RepairOutcome", "audit_owner", "repair_audit"]
 

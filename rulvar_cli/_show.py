@@ -9,11 +9,15 @@ from typing import Any, Final
 import click
 
 from rulvar_cli._operator import sanitize
-from rulvar_store._audit import audit_entries, journal_shape_problem
-from rulvar_store._observe import checked_meta, has_lease_peek
-from rulvar_store._plugins import OpenedStore
-from rulvar_store._records import finite_seq
+from rulvar_store import OpenedStore
+from rulvar_store.backend import finite_seq
 from rulvar_store.errors import ContractError
+from rulvar_store.ops import (
+    audit_entries,
+    checked_meta,
+    has_lease_peek,
+    journal_shape_problem,
+)
 
 __all__ = ["describe_run", "print_run", "run_exists"]
 
@@ -27,7 +31,7 @@ def _iso(ms: int) -> str:
 
 def run_exists(opened: OpenedStore, run_id: str) -> bool:
     """Whether the run has a meta, a journal entry or a blob (reads only)."""
-    from rulvar_store._capabilities import read_run_meta
+    from rulvar_store import read_run_meta
 
     return (
         read_run_meta(opened.journal, run_id) is not None
@@ -60,7 +64,7 @@ def describe_run(
     Reads only. A meta or journal that cannot be read is reported (audit verdict
     ``unreadable``), not raised.
     """
-    from rulvar_store._capabilities import read_run_meta
+    from rulvar_store import read_run_meta
 
     problem: str | None = None
     meta: Any = None

@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from rulvar_cli._common import CHECK_EXIT_CODES_HELP, EXIT_FAILED, sqlite_installed
-from rulvar_store._plugins import resolve_backend
-from rulvar_store._urls import parse_store_url
+from rulvar_store.backend import parse_store_url, resolve_backend
 
 if TYPE_CHECKING:
     from rulvar_conformance.certify import CheckResult

@@ -39,8 +39,7 @@ from rulvar_cli._operator import (
     store_did_not_answer,
 )
 from rulvar_cli._show import describe_run, print_run
-from rulvar_store._plugins import OpenedStore
-from rulvar_store._records import RunFilter
+from rulvar_store import OpenedStore, RunFilter
 from rulvar_store.errors import StoreBusyError, StoreUnavailableError
 
 __all__ = ["runs_command"]
@@ -113,7 +112,7 @@ def list_command(
     timeout_s: float,
 ) -> None:
     """List the runs in URL's store with their status; never writes."""
-    from rulvar_store._observe import iter_listed_runs
+    from rulvar_store.ops import iter_listed_runs
 
     run_filter = RunFilter(
         statuses=list(statuses) if statuses else None,
@@ -225,7 +224,7 @@ def audit_command(url: str, repair: bool, as_json: bool, timeout_s: float) -> No
     briefly (a live owner's run is skipped), re-audited and rewritten.
     """
     from rulvar_cli._repair import repair_audit
-    from rulvar_store._audit import iter_run_audits
+    from rulvar_store.ops import iter_run_audits
 
     reported = remaining = repaired = 0
     rows: list[dict[str, Any]] = []
@@ -288,7 +287,7 @@ def _retention(
     url: str, run_ids: tuple[str, ...], *, prune: bool, timeout_s: float
 ) -> None:
     from rulvar_cli._show import run_exists
-    from rulvar_store._retention import sweep_runs
+    from rulvar_store.ops import sweep_runs
 
     failed = 0
     with _store(url, write=True, timeout_s=timeout_s) as (opened, watchdog):

@@ -17,8 +17,7 @@ from rulvar_cli._common import (
     fail,
     sqlite_installed,
 )
-from rulvar_store._plugins import resolve_backend
-from rulvar_store._urls import parse_store_url
+from rulvar_store.backend import parse_store_url, resolve_backend
 
 if TYPE_CHECKING:
     from rulvar_conformance.soak.runner import SoakResult

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from rulvar_cli._common import STORES_EXIT_CODES_HELP
-from rulvar_store._plugins import BackendInfo, list_backends
+from rulvar_store import BackendInfo, list_backends
 
 __all__ = ["stores_command"]
 

@@ -1,7 +1,7 @@
 """Failpoint tools for race checks: record where a store stops, pause one thread there.
 
 A store that supports the failpoint contract calls
-``rulvar_store._failpoints.hit(operation, point)`` at fixed moments of its write
+``rulvar_store.backend.hit(operation, point)`` at fixed moments of its write
 path (see ``rulvar_conformance.forced_races`` for the contract). The hook is
 process-global, so every tool here acts only on the ONE thread it was aimed at,
 matched by identity; hits from other threads (the competing handle) pass through.
@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from typing import Final, Generic, TypeVar
 
 from rulvar_conformance._kit import Outcome, attempt, require
-from rulvar_store._failpoints import Failpoint, FailpointHook, set_failpoint_hook
+from rulvar_store.backend import Failpoint, FailpointHook, set_failpoint_hook
 
 __all__ = [
     "PAUSE_LIMIT_S",

@@ -22,8 +22,8 @@ from rulvar_store import (
     RunFilter,
     RunMeta,
     TranscriptStore,
-    stable_stringify,
 )
+from rulvar_store.backend import stable_stringify
 
 __all__ = ["FILTER_METAS", "list_refs_exact", "run_filters"]
 

@@ -20,7 +20,7 @@ from rulvar_conformance._kit import attempt, require, run_concurrently
 from rulvar_conformance._site import at_fresh_location
 from rulvar_conformance._surfaces import entry, leasable
 from rulvar_store import JournalOrderViolation, LeaseHeldError, OpenedStore
-from rulvar_store._locations import LocationFactory
+from rulvar_store.backend import LocationFactory
 
 __all__ = ["epochs_concurrent", "seq_guard_race", "x7_shared_instance"]
 

@@ -14,7 +14,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
-from rulvar_store import stable_stringify
+from rulvar_store.backend import stable_stringify
 
 if TYPE_CHECKING:
     from _pytest.mark.structures import ParameterSet

@@ -19,8 +19,8 @@ from rulvar_store import (
     OpenedStore,
     has_fenced_writes,
     read_run_meta,
-    stable_stringify,
 )
+from rulvar_store.backend import stable_stringify
 
 __all__ = [
     "RunSnapshot",

@@ -18,7 +18,7 @@ from rulvar_conformance._kit import attempt, not_run, require
 from rulvar_conformance._site import at_fresh_location
 from rulvar_conformance._surfaces import blob_ref, entry, expect_refused, leasable
 from rulvar_store import Lease
-from rulvar_store._locations import LocationFactory, StoreLocation
+from rulvar_store.backend import LocationFactory, StoreLocation
 
 __all__ = ["across_processes"]
 

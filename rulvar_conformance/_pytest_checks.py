@@ -21,7 +21,7 @@ from rulvar_conformance.certify import (
     certification_suites,
     suite_specs,
 )
-from rulvar_store._locations import StoreLocation
+from rulvar_store.backend import StoreLocation
 
 if TYPE_CHECKING:
     from _pytest.mark.structures import ParameterSet

@@ -34,7 +34,7 @@ from rulvar_conformance._windows import (
     successor_holds,
 )
 from rulvar_store import JournalOrderViolation, LeaseHeldError
-from rulvar_store._locations import LocationFactory
+from rulvar_store.backend import LocationFactory
 
 __all__ = [
     "queued_acquire_race",

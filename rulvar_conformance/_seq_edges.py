@@ -19,8 +19,8 @@ from rulvar_store import (
     JournalEntry,
     JournalOrderViolation,
     JournalStore,
-    stable_stringify,
 )
+from rulvar_store.backend import stable_stringify
 
 __all__ = [
     "FLOAT_AND_HUGE_STEPS",

@@ -15,9 +15,8 @@ from contextlib import contextmanager, suppress
 from typing import Final
 
 from rulvar_conformance._kit import not_run
-from rulvar_store import OpenedStore
-from rulvar_store._locations import LocationFactory, StoreLocation
-from rulvar_store._records import Clock
+from rulvar_store import Clock, OpenedStore
+from rulvar_store.backend import LocationFactory, StoreLocation
 
 __all__ = ["FEATURE_REASONS", "ManualClock", "Site", "at_fresh_location"]
 

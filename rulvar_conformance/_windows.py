@@ -177,7 +177,7 @@ def require_failpoints(h: Handles) -> None:
     )
     if not hits:
         not_run(
-            "the store never calls rulvar_store._failpoints.hit, so no window can "
+            "the store never calls rulvar_store.backend.hit, so no window can "
             "be forced open; the thread-races suite races real threads instead"
         )
 

@@ -35,7 +35,7 @@ from rulvar_store import (
     has_fenced_writes,
     has_meta_lookup,
 )
-from rulvar_store._locations import LocationFactory, StoreLocation
+from rulvar_store.backend import LocationFactory, StoreLocation
 
 __all__ = [
     "ALL_SUITES",

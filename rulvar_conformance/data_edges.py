@@ -42,9 +42,8 @@ from rulvar_store import (
     OpenedStore,
     RunMeta,
     read_run_meta,
-    stable_stringify,
 )
-from rulvar_store._locations import LocationFactory
+from rulvar_store.backend import LocationFactory, stable_stringify
 
 __all__ = ["LONG_JOURNAL", "MANY_RUNS", "data_edges_conformance"]
 

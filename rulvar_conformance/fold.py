@@ -1,13 +1,13 @@
 """The minimal resolution fold of CONTRACT C5, as the kit names it.
 
-The fold itself lives in ``rulvar_store._fold`` because the audit (CONTRACT 11)
+The fold itself lives in ``rulvar_store.ops`` (``_fold``) because the audit (CONTRACT 11)
 needs it and the SPI never imports the kit; the journal checks, the golden
 fixture and the oracles import it from here.
 """
 
 from __future__ import annotations
 
-from rulvar_store._fold import (
+from rulvar_store.ops import (
     Classification,
     NoopReason,
     ResolutionFold,

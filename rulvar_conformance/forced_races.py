@@ -16,7 +16,7 @@ holder (whose host clock lags) writes; a store that checks the lease before its
 write transaction lets that write through, an honest one refuses it.
 
 The failpoint contract (what a third-party store calls, from
-``rulvar_store._failpoints``): every fenced mutation AND ``acquire`` call
+``rulvar_store.backend``): every fenced mutation AND ``acquire`` call
 ``hit(operation, point)`` on the calling thread, in this order:
 
 1. ``"after-begin"``: the write transaction is open (SQLite: after ``BEGIN
@@ -81,7 +81,7 @@ from rulvar_conformance._windows import (
     successor_holds,
 )
 from rulvar_store import JournalOrderViolation, Lease
-from rulvar_store._locations import LocationFactory
+from rulvar_store.backend import LocationFactory
 
 __all__ = ["STRICT_POINTS", "forced_races_conformance"]
 

@@ -30,12 +30,8 @@ from rulvar_conformance._meta_check import meta_separation
 from rulvar_conformance._oracles import abandon_derived_skip, decide_once_oracle
 from rulvar_conformance.fold import fold_state, fold_state_sha256
 from rulvar_conformance.golden import GOLDEN_FOLD_STATE_SHA256, golden_fold_journal
-from rulvar_store import (
-    JournalEntry,
-    JournalStore,
-    dump_record,
-    stable_stringify,
-)
+from rulvar_store import JournalEntry, JournalStore
+from rulvar_store.backend import dump_record, stable_stringify
 
 __all__ = ["conf_entry", "journal_store_conformance", "seqs_of"]
 

@@ -24,7 +24,8 @@ from rulvar_conformance._kit import (
     using,
 )
 from rulvar_conformance.journal import conf_entry, seqs_of
-from rulvar_store import ConfigError, LeasableStore, LeaseHeldError, validate_ttl_ms
+from rulvar_store import ConfigError, LeasableStore, LeaseHeldError
+from rulvar_store.backend import validate_ttl_ms
 
 __all__ = ["ExpiryPairing", "leasable_store_conformance"]
 

@@ -33,7 +33,7 @@ from rulvar_conformance._probe import (
 from rulvar_conformance._site import ManualClock, Site, at_fresh_location
 from rulvar_conformance.journal import conf_entry
 from rulvar_store import LeasableStore, Lease
-from rulvar_store._locations import LocationFactory
+from rulvar_store.backend import LocationFactory
 
 __all__ = ["BOUNDARY_TTLS_MS", "REPORTED_TTLS_MS", "lease_lifetime_conformance"]
 

@@ -49,10 +49,16 @@ from rulvar_conformance.certify import (
     Certification,
     suite_specs,
 )
-from rulvar_store import ConfigError, FreshStoreFactory
-from rulvar_store._locations import LocationFactory, locations_from_factory
-from rulvar_store._plugins import Backend, resolve_backend
-from rulvar_store._urls import StoreUrl, parse_store_url
+from rulvar_store import ConfigError
+from rulvar_store.backend import (
+    Backend,
+    FreshStoreFactory,
+    LocationFactory,
+    StoreUrl,
+    locations_from_factory,
+    parse_store_url,
+    resolve_backend,
+)
 
 __all__ = [
     "pytest_addoption",

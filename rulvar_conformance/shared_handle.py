@@ -75,7 +75,7 @@ from rulvar_store import (
     StoreBusyError,
     read_run_meta,
 )
-from rulvar_store._locations import LocationFactory
+from rulvar_store.backend import LocationFactory
 
 __all__ = ["shared_handle_conformance"]
 

@@ -56,7 +56,7 @@ from rulvar_conformance._stale_states import (
 )
 from rulvar_conformance.journal import conf_entry
 from rulvar_store import JournalOrderViolation, Lease, OpenedStore
-from rulvar_store._locations import LocationFactory
+from rulvar_store.backend import LocationFactory
 
 __all__ = ["STALE_STATES", "stale_surfaces_conformance"]
 

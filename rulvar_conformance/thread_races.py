@@ -53,7 +53,7 @@ from rulvar_conformance._windows import (
     take_over,
 )
 from rulvar_store import Lease
-from rulvar_store._locations import LocationFactory
+from rulvar_store.backend import LocationFactory
 
 __all__ = ["thread_races_conformance"]
 

@@ -51,7 +51,7 @@ from rulvar_store import (
     RunFilter,
     read_run_meta,
 )
-from rulvar_store._locations import LocationFactory
+from rulvar_store.backend import LocationFactory
 
 __all__ = ["TEST_TTL_MS", "two_handles_conformance"]
 

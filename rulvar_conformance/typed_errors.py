@@ -28,7 +28,7 @@ from rulvar_conformance._site import at_fresh_location
 from rulvar_conformance._surfaces import entry, leasable
 from rulvar_conformance._windows import FAIL_FAST_PATIENCE_S, await_pause
 from rulvar_store import OpenedStore, RulvarError, StoreBusyError
-from rulvar_store._locations import LocationFactory
+from rulvar_store.backend import LocationFactory
 
 __all__ = ["typed_errors_conformance"]
 

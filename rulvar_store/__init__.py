@@ -3,20 +3,21 @@
 A run's durable state is a journal of entries, one metadata record and a set of
 blobs. Leases carry a fencing epoch; a store that declares ``fenced_writes``
 refuses every write of a superseded owner (CONTRACT.md sections 1-5).
+
+Three public modules, one per audience, each name in exactly one of them:
+
+- ``rulvar_store`` (this module): store users. Open a store by URL, the records,
+  the errors, the protocols, the capability helpers and the reference stores.
+- ``rulvar_store.backend``: backend and location authors (``Backend``,
+  ``hookimpl``, URL parsing, locations, argument rules, cursors, failpoints).
+- ``rulvar_store.ops``: operators (audit, reconcile, retention, listing, the fold).
+
+Every other module is private and may change without notice.
 """
 
-from rulvar_store._audit import (
-    RUN_STATUSES,
-    TERMINAL_RUN_STATUSES,
-    ReconcileResult,
-    RunStateAudit,
-    SettleRef,
-    audit_run,
-    audit_runs,
-    iter_run_audits,
-    last_run_settle,
-    reconcile_run_meta,
-)
+import warnings
+from typing import Any
+
 from rulvar_store._capabilities import (
     assert_fenced_writes,
     has_fenced_writes,
@@ -24,43 +25,16 @@ from rulvar_store._capabilities import (
     has_meta_lookup,
     read_run_meta,
 )
-from rulvar_store._failpoints import FAILPOINTS, Failpoint, hit, set_failpoint_hook
 from rulvar_store._file_journal import CorruptFileError, JsonlFileStore, TornTail
 from rulvar_store._file_transcripts import FileTranscriptStore
 from rulvar_store._incremental import IncrementalReadStore, JournalTail
-from rulvar_store._json import dump_record, load_record, stable_stringify
-from rulvar_store._locations import (
-    LOCATION_FEATURES,
-    LocationFactory,
-    LocationOpener,
-    StoreLocation,
-    UrlOpener,
-    locations_from_factory,
-    opened_at,
-)
+from rulvar_store._location_records import OpenedStore
 from rulvar_store._memory import (
     MemoryFencedTranscriptStore,
     MemoryStore,
     MemoryTranscriptStore,
 )
-from rulvar_store._observe import (
-    LeaseState,
-    ListedRun,
-    has_lease_peek,
-    has_meta_pages,
-    iter_listed_runs,
-)
-from rulvar_store._plugins import (
-    ENTRY_POINT_GROUP,
-    Backend,
-    BackendInfo,
-    FreshStoreFactory,
-    OpenedStore,
-    hookimpl,
-    list_backends,
-    make_plugin_manager,
-    open_store,
-)
+from rulvar_store._plugins import BackendInfo, list_backends, open_store
 from rulvar_store._protocols import (
     JournalStore,
     LeasableStore,
@@ -77,19 +51,7 @@ from rulvar_store._records import (
     RunFilter,
     RunMeta,
     RunMetaDict,
-    finite_seq,
-    meta_matches_filter,
-    system_clock_ms,
-    validate_ttl_ms,
 )
-from rulvar_store._refs import check_safe_token, copy_blob, is_safe_token, ref_run_id
-from rulvar_store._retention import (
-    SweepOutcome,
-    delete_run,
-    prune_run,
-    sweep_runs,
-)
-from rulvar_store._urls import StoreUrl, option_bool, option_int, redact_url
 from rulvar_store.errors import (
     ConfigError,
     ContractError,
@@ -104,27 +66,20 @@ from rulvar_store.errors import (
     StoreClosedError,
     StoreUnavailableError,
     SupersededError,
+    UnreadableRecordError,
     UnsafeNameError,
 )
 
 __all__ = [
     "DEFAULT_LEASE_TTL_MS",
-    "ENTRY_POINT_GROUP",
-    "FAILPOINTS",
-    "LOCATION_FEATURES",
     "MAX_LEASE_TTL_MS",
-    "RUN_STATUSES",
-    "TERMINAL_RUN_STATUSES",
-    "Backend",
     "BackendInfo",
     "BlobInput",
     "Clock",
     "ConfigError",
     "ContractError",
     "CorruptFileError",
-    "Failpoint",
     "FileTranscriptStore",
-    "FreshStoreFactory",
     "IncrementalReadStore",
     "InvalidArgumentError",
     "JournalEntry",
@@ -136,71 +91,111 @@ __all__ = [
     "Lease",
     "LeaseHeldError",
     "LeaseRunMismatchError",
-    "LeaseState",
-    "ListedRun",
-    "LocationFactory",
-    "LocationOpener",
     "MemoryFencedTranscriptStore",
     "MemoryStore",
     "MemoryTranscriptStore",
     "MetaLookupStore",
     "NotJsonError",
     "OpenedStore",
-    "ReconcileResult",
     "RulvarError",
     "RunFilter",
     "RunMeta",
     "RunMetaDict",
-    "RunStateAudit",
-    "SettleRef",
     "SettlementError",
     "StoreBusyError",
     "StoreClosedError",
-    "StoreLocation",
     "StoreUnavailableError",
-    "StoreUrl",
     "SupersededError",
-    "SweepOutcome",
     "TornTail",
     "TranscriptStore",
+    "UnreadableRecordError",
     "UnsafeNameError",
-    "UrlOpener",
     "assert_fenced_writes",
-    "audit_run",
-    "audit_runs",
-    "check_safe_token",
-    "copy_blob",
-    "delete_run",
-    "dump_record",
-    "finite_seq",
     "has_fenced_writes",
     "has_incremental_read",
-    "has_lease_peek",
     "has_meta_lookup",
-    "has_meta_pages",
-    "hit",
-    "hookimpl",
-    "is_safe_token",
-    "iter_listed_runs",
-    "iter_run_audits",
-    "last_run_settle",
     "list_backends",
-    "load_record",
-    "locations_from_factory",
-    "make_plugin_manager",
-    "meta_matches_filter",
     "open_store",
-    "opened_at",
-    "option_bool",
-    "option_int",
-    "prune_run",
     "read_run_meta",
-    "reconcile_run_meta",
-    "redact_url",
-    "ref_run_id",
-    "set_failpoint_hook",
-    "stable_stringify",
-    "sweep_runs",
-    "system_clock_ms",
-    "validate_ttl_ms",
 ]
+
+# Names that left ``__all__`` in 0.2 for the module of their audience. They stay
+# importable from here for one release, with a DeprecationWarning naming the new home.
+_MOVED: dict[str, str] = {
+    **dict.fromkeys(
+        (
+            "ENTRY_POINT_GROUP",
+            "FAILPOINTS",
+            "LOCATION_FEATURES",
+            "Backend",
+            "Failpoint",
+            "FreshStoreFactory",
+            "LocationFactory",
+            "LocationOpener",
+            "StoreLocation",
+            "StoreUrl",
+            "UrlOpener",
+            "check_safe_token",
+            "copy_blob",
+            "dump_record",
+            "finite_seq",
+            "hit",
+            "hookimpl",
+            "is_safe_token",
+            "load_record",
+            "locations_from_factory",
+            "make_plugin_manager",
+            "meta_matches_filter",
+            "opened_at",
+            "option_bool",
+            "option_int",
+            "redact_url",
+            "ref_run_id",
+            "set_failpoint_hook",
+            "stable_stringify",
+            "system_clock_ms",
+            "validate_ttl_ms",
+        ),
+        "rulvar_store.backend",
+    ),
+    **dict.fromkeys(
+        (
+            "RUN_STATUSES",
+            "TERMINAL_RUN_STATUSES",
+            "LeaseState",
+            "ListedRun",
+            "ReconcileResult",
+            "RunStateAudit",
+            "SettleRef",
+            "SweepOutcome",
+            "audit_run",
+            "audit_runs",
+            "delete_run",
+            "has_lease_peek",
+            "has_meta_pages",
+            "iter_listed_runs",
+            "iter_run_audits",
+            "last_run_settle",
+            "prune_run",
+            "reconcile_run_meta",
+            "sweep_runs",
+        ),
+        "rulvar_store.ops",
+    ),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Serve a moved name from its new home, warning that the old path goes away."""
+    home = _MOVED.get(name)
+    if home is None:
+        raise AttributeError(f"module 'rulvar_store' has no attribute {name!r}")
+    warnings.warn(
+        f"rulvar_store.{name} moved to {home}.{name}; the old path goes away "
+        "in the next release",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    import importlib
+
+    return getattr(importlib.import_module(home), name)

@@ -10,8 +10,9 @@ from itertools import count
 from pathlib import Path
 from urllib.parse import unquote
 
-from rulvar_store._locations import LocationFactory, StoreLocation, UrlOpener
-from rulvar_store._plugins import Backend, OpenedStore, hookimpl
+from rulvar_store._location_records import LocationFactory, OpenedStore, StoreLocation
+from rulvar_store._locations import UrlOpener
+from rulvar_store._plugins import Backend, hookimpl
 from rulvar_store._urls import StoreUrl, option_bool
 from rulvar_store.errors import ConfigError
 

@@ -7,9 +7,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import count
 
-from rulvar_store._locations import LocationFactory, StoreLocation
+from rulvar_store._location_records import LocationFactory, OpenedStore, StoreLocation
 from rulvar_store._memory import MemoryStore, _MemoryDomain
-from rulvar_store._plugins import Backend, OpenedStore, hookimpl
+from rulvar_store._plugins import Backend, hookimpl
 from rulvar_store._records import DEFAULT_LEASE_TTL_MS, Clock
 from rulvar_store._urls import StoreUrl, option_int
 from rulvar_store.errors import ConfigError

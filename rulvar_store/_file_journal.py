@@ -453,6 +453,22 @@ class JsonlFileStore:
                 return None
             return self._read_meta(run_id, path)
 
+    def run_ids(self) -> list[str]:
+        """Run ids with a directory under the root, sorted (names only are read).
+
+        The operator listing's ``RunIdListing`` capability: it reads one meta at
+        a time instead of all of them (``list_runs``).
+        """
+        try:
+            with os.scandir(self.root) as scan:
+                return sorted(
+                    item.name
+                    for item in scan
+                    if is_safe_token(item.name) and item.is_dir()
+                )
+        except FileNotFoundError:
+            return []
+
     def list_runs(self, run_filter: RunFilter | None = None) -> list[RunMeta]:
         """Return matching metas ordered by run id, reading meta files only (M1, M4)."""
         run_filter = _intake.run_filter(run_filter)

@@ -59,6 +59,7 @@ __all__ = [
     "blob_bytes",
     "entry_text",
     "lease_or_none",
+    "meta_run_id",
     "meta_text",
     "numeric_seq",
     "owner_for_write",
@@ -393,6 +394,20 @@ def meta_text(meta: object, operation: str = "put_meta") -> tuple[str, str]:
         raise _invalid(operation, "meta", "must have a 'runId'")
     run_id = run_id_for_write(meta["runId"], operation, "meta['runId']")
     return run_id, _record_text(meta, operation, "meta")
+
+
+def meta_run_id(meta: object, operation: str = "put_meta") -> str:
+    """Return ``meta["runId"]`` under the run id write rule, without serializing meta.
+
+    For stores that keep the meta object itself (the memory store's self-test
+    twins); stores that write text use ``meta_text``.
+
+    Raises:
+        InvalidArgumentError: meta is not a dict or its ``runId`` is not a valid id.
+    """
+    if not isinstance(meta, dict):
+        raise _invalid(operation, "meta", f"must be a dict, got {type(meta).__name__}")
+    return run_id_for_write(meta.get("runId"), operation, "meta['runId']")
 
 
 def numeric_seq(entry: dict[str, Any], operation: str = "append") -> None:

@@ -17,95 +17,22 @@ holds the write lock). The kit reports a check that needs a missing ability as
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from itertools import count
-from typing import Any, Final, Protocol
+from typing import Any
 
-from rulvar_store._plugins import FreshStoreFactory, OpenedStore, open_store
+from rulvar_store._location_records import (
+    FreshStoreFactory,
+    LocationFactory,
+    OpenedStore,
+    StoreLocation,
+)
+from rulvar_store._plugins import open_store
 from rulvar_store._records import Clock
 
-__all__ = [
-    "LOCATION_FEATURES",
-    "LocationFactory",
-    "LocationOpener",
-    "StoreLocation",
-    "UrlOpener",
-    "locations_from_factory",
-    "opened_at",
-]
-
-LOCATION_FEATURES: Final = ("shared", "clock", "processes", "contention")
-"""Abilities a location may declare; checks name the ones they need."""
-
-
-class LocationOpener(Protocol):
-    """Opens one handle on a location: ``(ttl_ms, now, fail_fast) -> OpenedStore``.
-
-    ``ttl_ms=None`` keeps the store's default ttl and ``now=None`` its own clock.
-    ``fail_fast=True`` asks for a handle whose wait for a contended write lock is
-    short, so contention surfaces as ``StoreBusyError`` within a check's patience.
-    """
-
-    def __call__(
-        self, ttl_ms: int | None, now: Clock | None, fail_fast: bool
-    ) -> OpenedStore: ...
-
-
-@dataclass(frozen=True)
-class StoreLocation:
-    """A fresh isolated location and the way to open handles on it.
-
-    Attributes:
-        name: what reports show (a path, a schema); never a password.
-        opener: opens a handle; must survive dill pickling when ``processes``.
-        shared: every handle opened here sees the same journals, leases and blobs.
-        clock: the opener honours ``now``.
-        processes: the opener works in a spawned child process.
-        contention: ``fail_fast`` handles raise ``StoreBusyError`` while another
-            handle holds the location's write lock.
-        cleanup: removes the location (after its handles are closed); runs in the
-            process that made the location, never in a child.
-    """
-
-    name: str
-    opener: LocationOpener
-    shared: bool = True
-    clock: bool = True
-    processes: bool = True
-    contention: bool = False
-    cleanup: Callable[[], None] | None = field(default=None, compare=False)
-
-    def open(
-        self,
-        ttl_ms: int | None = None,
-        *,
-        now: Clock | None = None,
-        fail_fast: bool = False,
-    ) -> OpenedStore:
-        """Open one more handle on this location."""
-        return self.opener(ttl_ms, now, fail_fast)
-
-    @property
-    def features(self) -> frozenset[str]:
-        """The abilities this location declares, by the names of ``LOCATION_FEATURES``."""
-        flags = {
-            "shared": self.shared,
-            "clock": self.clock,
-            "processes": self.processes,
-            "contention": self.contention,
-        }
-        return frozenset(name for name, present in flags.items() if present)
-
-    def remove(self) -> None:
-        """Run ``cleanup`` if there is one; a location is removed at most by its maker."""
-        if self.cleanup is not None:
-            self.cleanup()
-
-
-LocationFactory = Callable[[], StoreLocation]
-"""Makes a new isolated location per call (a new file, directory, schema or domain)."""
+__all__ = ["UrlOpener", "locations_from_factory", "opened_at"]
 
 
 @dataclass(frozen=True)

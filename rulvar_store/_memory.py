@@ -14,7 +14,6 @@ from itertools import count
 from typing import Literal, final
 
 from rulvar_store import _intake
-from rulvar_store._checks import check_run_match
 from rulvar_store._incremental import JournalTail, parse_cursor
 from rulvar_store._json import load_record, load_records
 from rulvar_store._records import (
@@ -30,6 +29,7 @@ from rulvar_store._records import (
     system_clock_ms,
     validate_ttl_ms,
 )
+from rulvar_store._run_match import check_run_match
 from rulvar_store.errors import JournalOrderViolation, LeaseHeldError, StoreClosedError
 
 __all__ = ["MemoryFencedTranscriptStore", "MemoryStore", "MemoryTranscriptStore"]

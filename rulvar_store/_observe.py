@@ -32,8 +32,11 @@ __all__ = [
     "LeaseState",
     "ListedRun",
     "MetaPages",
+    "RunIdListing",
+    "checked_meta",
     "has_lease_peek",
     "has_meta_pages",
+    "has_run_id_listing",
     "iter_listed_runs",
     "parse_meta_text",
 ]
@@ -69,6 +72,24 @@ class MetaPages(Protocol):
 @runtime_checkable
 class LeasePeek(Protocol):
     def peek_lease(self, run_id: str) -> LeaseState | None: ...
+
+
+@runtime_checkable
+class RunIdListing(Protocol):
+    """A store that names its runs cheaply, so a listing reads one meta at a time.
+
+    The file store declares it; the listing asks for the capability instead of
+    testing for a class, so another store may declare it too.
+    """
+
+    def run_ids(self) -> list[str]: ...
+
+    def get_meta(self, run_id: str) -> RunMeta | None: ...
+
+
+def has_run_id_listing(store: object) -> TypeGuard[RunIdListing]:
+    """Return whether ``store`` lists its run ids without reading their metas."""
+    return isinstance(store, RunIdListing)
 
 
 def has_meta_pages(store: object) -> TypeGuard[MetaPages]:
@@ -133,20 +154,11 @@ def _paged(
         after = page[-1][0]
 
 
-def _file_runs(store: Any, run_filter: RunFilter | None) -> Iterator[ListedRun]:
-    """The file store, one run directory at a time (names only are held)."""
-    import os
-
-    from rulvar_store._refs import is_safe_token
-
-    try:
-        with os.scandir(store.root) as scan:
-            names = sorted(
-                item.name for item in scan if is_safe_token(item.name) and item.is_dir()
-            )
-    except FileNotFoundError:
-        return
-    for name in names:
+def _named_runs(
+    store: RunIdListing, run_filter: RunFilter | None
+) -> Iterator[ListedRun]:
+    """A store that names its runs (the file store): one meta read at a time."""
+    for name in store.run_ids():
         try:
             meta = store.get_meta(name)
         except ContractError as exc:  # CorruptFileError: that run's problem only
@@ -174,12 +186,10 @@ def iter_listed_runs(
     Raises:
         StoreBusyError, StoreUnavailableError: the store did not answer.
     """
-    from rulvar_store._file_journal import JsonlFileStore
-
     if has_meta_pages(store):
         yield from _paged(store, run_filter, page_size)
-    elif isinstance(store, JsonlFileStore):
-        yield from _file_runs(store, run_filter)
+    elif has_run_id_listing(store):
+        yield from _named_runs(store, run_filter)
     else:
         for meta in store.list_runs(run_filter):
             run_id = meta.get("runId") if isinstance(meta, dict) else None

@@ -11,23 +11,21 @@ import importlib.util
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import Any, Final
 
 import pluggy
 
-from rulvar_store._protocols import JournalStore, TranscriptStore
+from rulvar_store._location_records import (
+    LocationFactory,
+    OpenedStore,
+)
 from rulvar_store._urls import StoreUrl, parse_store_url
 from rulvar_store.errors import ConfigError
-
-if TYPE_CHECKING:
-    from rulvar_store._locations import LocationFactory
 
 __all__ = [
     "ENTRY_POINT_GROUP",
     "Backend",
     "BackendInfo",
-    "FreshStoreFactory",
-    "OpenedStore",
     "hookimpl",
     "hookspec",
     "list_backends",
@@ -44,34 +42,6 @@ hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 
 # Capability names a backend may claim; `rulvar stores` prints them.
 CAPABILITIES: Final = ("leases", "meta_lookup", "fenced_writes", "fenced_transcripts")
-
-
-class _Closeable(Protocol):
-    def close(self) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class OpenedStore:
-    """A journal store and the transcript store that belongs with it."""
-
-    journal: JournalStore
-    transcripts: TranscriptStore
-    closers: Sequence[Callable[[], None]] = ()
-
-    def close(self) -> None:
-        """Close what the opener opened, transcripts first (the twin shares the journal)."""
-        for close in self.closers:
-            close()
-
-    def __enter__(self) -> OpenedStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-
-FreshStoreFactory = Callable[[int | None], OpenedStore]
-"""Opens a fresh, isolated store (new file, schema or domain) with the given ttl."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from rulvar_store._records import DEFAULT_LEASE_TTL_MS, validate_ttl_ms
-from rulvar_store._urls import option_bool, option_int, redact_url
+from rulvar_store import DEFAULT_LEASE_TTL_MS
+from rulvar_store.backend import option_bool, option_int, redact_url, validate_ttl_ms
 from rulvar_store.errors import ConfigError
 
 __all__ = [

@@ -16,9 +16,15 @@ from itertools import count
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
 
-from rulvar_store._locations import LocationFactory, StoreLocation, UrlOpener
-from rulvar_store._plugins import Backend, OpenedStore, hookimpl
-from rulvar_store._urls import StoreUrl
+from rulvar_store import OpenedStore
+from rulvar_store.backend import (
+    Backend,
+    LocationFactory,
+    StoreLocation,
+    StoreUrl,
+    UrlOpener,
+    hookimpl,
+)
 from rulvar_store.errors import ConfigError
 from rulvar_store_postgres._config import (
     OPTION_NAMES,

@@ -20,20 +20,25 @@ import psycopg
 from psycopg import generators, pq
 from psycopg.rows import scalar_row
 
-from rulvar_store import _failpoints, _intake
-from rulvar_store._checks import check_run_match, not_live_lease
-from rulvar_store._failpoints import hit
-from rulvar_store._incremental import JournalTail, parse_cursor
-from rulvar_store._json import load_record, load_records
-from rulvar_store._observe import LeaseState
-from rulvar_store._records import (
+from rulvar_store import (
     Clock,
     JournalEntry,
+    JournalTail,
     Lease,
     RunFilter,
     RunMeta,
+)
+from rulvar_store import backend as _intake
+from rulvar_store.backend import (
+    armed,
+    check_run_match,
     finite_seq,
+    hit,
+    load_record,
+    load_records,
     meta_matches_filter,
+    not_live_lease,
+    parse_cursor,
 )
 from rulvar_store.errors import (
     JournalOrderViolation,
@@ -42,6 +47,7 @@ from rulvar_store.errors import (
     StoreClosedError,
     StoreUnavailableError,
 )
+from rulvar_store.ops import LeaseState
 from rulvar_store_postgres._config import resolve_settings
 from rulvar_store_postgres._errors import (
     RETRYABLE_SQLSTATES,
@@ -273,7 +279,7 @@ class PostgresStore:
         where, secrets = self._settings.where, self._settings.secrets
         attempt = 0
         while True:
-            traced = _failpoints._hook is not None
+            traced = armed()
             try:
                 with (
                     translated(operation, where, secrets),

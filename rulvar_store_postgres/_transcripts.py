@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal, final
 
-from rulvar_store import _intake
-from rulvar_store._checks import check_run_match
-from rulvar_store._records import BlobInput, Lease
+from rulvar_store import BlobInput, Lease
+from rulvar_store import backend as _intake
+from rulvar_store.backend import check_run_match
 from rulvar_store.errors import StoreClosedError
 
 if TYPE_CHECKING:

@@ -63,10 +63,11 @@ from typing import Any, Final, Generic, TypeVar, final
 
 import apsw
 
-from rulvar_store._failpoints import hit
+from rulvar_store.backend import hit
 from rulvar_store.errors import ContractError
 from rulvar_store_sqlite import _sql as sql
 from rulvar_store_sqlite._errors import translate
+from rulvar_store_sqlite._owned_lock import OwnedRLock
 
 __all__ = ["GroupCommitter", "Operation", "run_batch"]
 
@@ -149,7 +150,7 @@ class Operation(Generic[T]):
 class GroupCommitter:
     """Queue and leadership of one store's writers (see the module docstring).
 
-    ``store_lock`` is the store's instance RLock (Q9); the leader holds it for
+    ``store_lock`` is the store's instance lock (an ``OwnedRLock``) (Q9); the leader holds it for
     the whole batch, so reads and other writes of the store never interleave
     with the transaction. ``run_batch(batch, more)`` runs the batch as one
     transaction and must decide every operation (``succeed`` or ``fail``);
@@ -168,7 +169,7 @@ class GroupCommitter:
 
     def __init__(
         self,
-        store_lock: threading.RLock,
+        store_lock: OwnedRLock,
         run_batch: Callable[[list[Operation[Any]], Callable[[], bool]], None],
     ) -> None:
         self._store_lock = store_lock
@@ -187,7 +188,7 @@ class GroupCommitter:
 
     def submit(self, op: Operation[T]) -> T:
         """Run ``op`` in the next batch and return its result (or raise its error)."""
-        if self._store_lock._is_owned():  # type: ignore[attr-defined]  # CPython RLock
+        if self._store_lock.held_here():
             with self._store_lock:
                 self._decide([op], _no_more)
             return op.outcome()

@@ -6,7 +6,8 @@ import os
 from dataclasses import dataclass
 from typing import Final, Literal, TypeAlias
 
-from rulvar_store._records import Clock, system_clock_ms, validate_ttl_ms
+from rulvar_store import Clock
+from rulvar_store.backend import system_clock_ms, validate_ttl_ms
 from rulvar_store.errors import ConfigError
 
 __all__ = [

@@ -19,10 +19,17 @@ from itertools import count
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import quote, unquote
 
-from rulvar_store._locations import LocationFactory, StoreLocation, UrlOpener
-from rulvar_store._plugins import Backend, OpenedStore, hookimpl
-from rulvar_store._records import DEFAULT_LEASE_TTL_MS
-from rulvar_store._urls import StoreUrl, option_bool, option_int
+from rulvar_store import DEFAULT_LEASE_TTL_MS, OpenedStore
+from rulvar_store.backend import (
+    Backend,
+    LocationFactory,
+    StoreLocation,
+    StoreUrl,
+    UrlOpener,
+    hookimpl,
+    option_bool,
+    option_int,
+)
 from rulvar_store.errors import ConfigError
 
 if TYPE_CHECKING:

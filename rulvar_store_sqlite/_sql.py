@@ -6,9 +6,10 @@ lease row pins ``owner`` and ``epoch`` in its ``WHERE`` (L7, Q8).
 
 from __future__ import annotations
 
+import math
 from typing import Final
 
-from rulvar_store._records import RunFilter
+from rulvar_store import RunFilter
 
 BEGIN: Final = "BEGIN IMMEDIATE"
 COMMIT: Final = "COMMIT"
@@ -133,3 +134,21 @@ LIST_BLOB_REFS: Final = (
 )
 LIST_BLOB_REFS_BY_PREFIX: Final = "SELECT ref FROM blobs WHERE substr(ref, 1, length(?1) + 1) = ?1 || '/' ORDER BY ref"
 DELETE_BLOB: Final = "DELETE FROM blobs WHERE ref = ?"
+
+
+_INT64_MIN: Final = -(2**63)
+_INT64_MAX: Final = 2**63 - 1
+
+
+def seq_param(seq: int | float) -> int | float:
+    """Bind a finite seq for SQL: int64 stays exact, anything wider becomes a float.
+
+    SQLite itself reads JSON integers beyond int64 as REAL, so the comparison stays
+    consistent with what ``json_extract`` yields for stored entries.
+    """
+    if isinstance(seq, int) and not _INT64_MIN <= seq <= _INT64_MAX:
+        try:
+            return float(seq)
+        except OverflowError:
+            return math.copysign(math.inf, seq)
+    return seq

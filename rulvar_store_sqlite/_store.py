@@ -2,34 +2,37 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import apsw
 
-from rulvar_store import _intake
-from rulvar_store._failpoints import hit
-from rulvar_store._incremental import JournalTail, parse_cursor
-from rulvar_store._json import load_record, load_records
-from rulvar_store._observe import LeaseState
-from rulvar_store._records import (
+from rulvar_store import (
     DEFAULT_LEASE_TTL_MS,
     Clock,
     JournalEntry,
+    JournalTail,
     Lease,
     RunFilter,
     RunMeta,
+)
+from rulvar_store import backend as _intake
+from rulvar_store.backend import (
+    check_run_match,
     finite_seq,
+    hit,
+    load_record,
+    load_records,
     meta_matches_filter,
+    parse_cursor,
 )
 from rulvar_store.errors import (
     JournalOrderViolation,
     LeaseHeldError,
     StoreClosedError,
 )
+from rulvar_store.ops import LeaseState
 from rulvar_store_sqlite import _sql as sql
-from rulvar_store_sqlite._checks import check_run_match, seq_param
 from rulvar_store_sqlite._connection import BootAttempt, BusyDeadline, open_connection
 from rulvar_store_sqlite._errors import translate_errors
 from rulvar_store_sqlite._group_commit import GroupCommitter, Operation, run_batch
@@ -38,6 +41,7 @@ from rulvar_store_sqlite._options import (
     Synchronous,
     validate_options,
 )
+from rulvar_store_sqlite._owned_lock import OwnedRLock
 from rulvar_store_sqlite._schema import bootstrap
 
 if TYPE_CHECKING:
@@ -122,7 +126,7 @@ class SqliteStore:
         self.synchronous: Synchronous = options.synchronous
         self._now: Clock = options.now
         self._busy = BusyDeadline(options.busy_timeout_ms)
-        self._lock = threading.RLock()
+        self._lock = OwnedRLock()
         self._twin: SqliteFencedTranscriptStore | None = None
         self._conn = open_connection(options, _boot_attempt, self._busy)
         self._cursor = self._conn.cursor()
@@ -327,7 +331,9 @@ class SqliteStore:
             if seq is None:
                 cursor.execute(sql.INSERT_ENTRY, (run_id, text))
                 return
-            cursor.execute(sql.INSERT_ENTRY_ABOVE_TAIL, (run_id, text, seq_param(seq)))
+            cursor.execute(
+                sql.INSERT_ENTRY_ABOVE_TAIL, (run_id, text, sql.seq_param(seq))
+            )
             if self._conn.changes() == 0:
                 raise JournalOrderViolation(
                     f"append to run {run_id!r}: seq {seq} is not above the stored tail",

@@ -6,10 +6,10 @@ from typing import TYPE_CHECKING, Literal, final
 
 import apsw
 
-from rulvar_store import _intake
-from rulvar_store._records import Lease
+from rulvar_store import Lease
+from rulvar_store import backend as _intake
+from rulvar_store.backend import check_run_match
 from rulvar_store_sqlite import _sql as sql
-from rulvar_store_sqlite._checks import check_run_match
 
 if TYPE_CHECKING:
     from rulvar_store_sqlite._store import SqliteStore

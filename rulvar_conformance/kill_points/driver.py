@@ -40,9 +40,9 @@ from rulvar_store import (
     SettlementError,
     SupersededError,
     TranscriptStore,
-    stable_stringify,
 )
-from rulvar_store._audit import last_run_settle
+from rulvar_store.backend import stable_stringify
+from rulvar_store.ops import last_run_settle
 
 __all__ = [
     "KP_HAPPY",

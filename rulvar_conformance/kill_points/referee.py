@@ -28,8 +28,8 @@ from rulvar_conformance.kill_points.spawn import (
     spawn_worker,
 )
 from rulvar_conformance.kill_points.worker import KillPointWorkerConfig, encode_opener
-from rulvar_store import LeasableStore, LeaseHeldError, system_clock_ms
-from rulvar_store._locations import StoreLocation
+from rulvar_store import LeasableStore, LeaseHeldError
+from rulvar_store.backend import StoreLocation, system_clock_ms
 
 __all__ = [
     "CHILD_TIMEOUT_S",

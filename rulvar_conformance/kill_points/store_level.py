@@ -3,7 +3,7 @@
 For a case ``(operation, point)`` the referee prepares a run at a fresh location
 (two entries, a meta, a blob), then a child process opens the location itself,
 takes the run's lease (leasable stores, except for ``acquire``), arms a
-failpoint hook (``rulvar_store._failpoints``) and performs the operation; the
+failpoint hook (``rulvar_store.backend``) and performs the operation; the
 hook SIGKILLs the child when the operation reaches the point. The referee then
 opens the location again and decides all-or-nothing over everything another
 handle can observe, the lease included:
@@ -57,14 +57,8 @@ from rulvar_conformance.kill_points.worker import (
     KillPointWorkerConfig,
     encode_opener,
 )
-from rulvar_store import (
-    LeasableStore,
-    Lease,
-    LeaseHeldError,
-    OpenedStore,
-    system_clock_ms,
-)
-from rulvar_store._locations import StoreLocation
+from rulvar_store import LeasableStore, Lease, LeaseHeldError, OpenedStore
+from rulvar_store.backend import StoreLocation, system_clock_ms
 
 __all__ = ["ensure_point", "run_store_case"]
 

@@ -19,16 +19,14 @@ from rulvar_conformance.kill_points.worker import (
     ReportWriter,
     sigkill_self,
 )
-from rulvar_store import (
-    LeasableStore,
-    Lease,
-    OpenedStore,
-    read_run_meta,
+from rulvar_store import LeasableStore, Lease, OpenedStore, read_run_meta
+from rulvar_store.backend import (
+    LocationOpener,
+    StoreLocation,
+    set_failpoint_hook,
     stable_stringify,
     system_clock_ms,
 )
-from rulvar_store._failpoints import set_failpoint_hook
-from rulvar_store._locations import LocationOpener, StoreLocation
 
 __all__ = [
     "ALL_POINTS",

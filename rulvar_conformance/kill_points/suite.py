@@ -40,7 +40,7 @@ from rulvar_conformance.kill_points.store_ops import (
     StoreCase,
     probe_points,
 )
-from rulvar_store._locations import LocationFactory
+from rulvar_store.backend import LocationFactory
 
 __all__ = ["SCENARIO_CLAUSES", "kill_point_conformance"]
 

@@ -33,7 +33,7 @@ from rulvar_conformance.kill_points.scenarios import (
     write_point,
 )
 from rulvar_store import JournalEntry, LeasableStore, Lease, OpenedStore, RunMeta
-from rulvar_store._locations import LocationOpener
+from rulvar_store.backend import LocationOpener
 
 __all__ = [
     "CONFIG_ENV",

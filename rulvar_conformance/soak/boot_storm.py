@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from rulvar_store import ConfigError, LocationFactory, StoreLocation
+from rulvar_store import ConfigError
+from rulvar_store.backend import LocationFactory, StoreLocation
 
 __all__ = ["BootStormResult", "run_boot_storm"]
 

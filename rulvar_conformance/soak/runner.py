@@ -38,7 +38,8 @@ from rulvar_conformance.soak.tally import (
     SoakQuorum,
     health_report,
 )
-from rulvar_store import ConfigError, StoreLocation
+from rulvar_store import ConfigError
+from rulvar_store.backend import StoreLocation
 
 __all__ = ["ChaosPlan", "SoakFailure", "SoakResult", "run_multi_process_soak"]
 

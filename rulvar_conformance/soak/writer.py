@@ -44,8 +44,8 @@ from rulvar_store import (
     MetaLookupStore,
     StoreUnavailableError,
     TranscriptStore,
-    set_failpoint_hook,
 )
+from rulvar_store.backend import set_failpoint_hook
 
 __all__ = ["SoakHooks", "SoakWriterError", "main", "run_soak_writer"]
 

@@ -13,9 +13,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from rulvar_store import Backend, ConfigError, hookimpl, make_plugin_manager, open_store
-from rulvar_store._plugins import resolve_backend
-from rulvar_store._urls import parse_store_url
+from rulvar_store import ConfigError, open_store
+from rulvar_store.backend import (
+    Backend,
+    hookimpl,
+    make_plugin_manager,
+    parse_store_url,
+    resolve_backend,
+)
 
 EXIT_USAGE = 2
 

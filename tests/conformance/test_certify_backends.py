@@ -18,12 +18,15 @@ from rulvar_conformance import Certification, certification_suites, run_suites
 from rulvar_conformance._failpause import hits_of
 from rulvar_conformance._site import FEATURE_REASONS
 from rulvar_store import LeasableStore
-from rulvar_store._locations import LOCATION_FEATURES, LocationFactory
-from rulvar_store._plugins import resolve_backend
-from rulvar_store._urls import parse_store_url
+from rulvar_store.backend import (
+    LOCATION_FEATURES,
+    LocationFactory,
+    parse_store_url,
+    resolve_backend,
+)
 from tests._postgres_gate import postgres_url as _postgres_url
 
-NO_FAILPOINTS: Final = "never calls rulvar_store._failpoints.hit"
+NO_FAILPOINTS: Final = "never calls rulvar_store.backend.hit"
 
 
 def _calls_failpoints(locations: LocationFactory) -> bool:

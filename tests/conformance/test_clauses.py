@@ -15,7 +15,7 @@ from rulvar_conformance.certify import (
     suite_specs,
 )
 from rulvar_conformance.clauses import clause_family
-from rulvar_store import StoreLocation
+from rulvar_store.backend import StoreLocation
 
 TESTS_ROOT: Final = Path(__file__).resolve().parents[1]
 REQUIRED_FAMILIES: Final = ("J", "M", "L", "F", "T", "C")

@@ -16,8 +16,7 @@ from typing import Final
 import pytest
 
 from rulvar_conformance import Certification, certification_suites, run_suites
-from rulvar_store._plugins import resolve_backend
-from rulvar_store._urls import parse_store_url
+from rulvar_store.backend import parse_store_url, resolve_backend
 from tests._postgres_gate import postgres_url as _postgres_url
 
 EDGE_SUITES: Final = ("stale-surfaces", "lease-lifetime", "data-edges")

@@ -16,7 +16,8 @@ from rulvar_conformance import (
     golden_fold_journal,
 )
 from rulvar_conformance.golden import GOLDEN_FOLD_STATE_JSON
-from rulvar_store import JournalOrderViolation, stable_stringify
+from rulvar_store import JournalOrderViolation
+from rulvar_store.backend import stable_stringify
 
 
 def entry(

@@ -25,11 +25,13 @@ from rulvar_store import (
     MemoryStore,
     MemoryTranscriptStore,
     OpenedStore,
-    locations_from_factory,
     open_store,
 )
-from rulvar_store._plugins import resolve_backend
-from rulvar_store._urls import parse_store_url
+from rulvar_store.backend import (
+    locations_from_factory,
+    parse_store_url,
+    resolve_backend,
+)
 
 
 def test_failure_names_the_check_and_pickles() -> None:

@@ -14,9 +14,8 @@ from pathlib import Path
 import multiprocess
 import pytest
 
-from rulvar_store import OpenedStore
-from rulvar_store._locations import StoreLocation
-from rulvar_store._records import Clock
+from rulvar_store import Clock, OpenedStore
+from rulvar_store.backend import StoreLocation
 
 
 def _closure_location(path: str) -> StoreLocation:

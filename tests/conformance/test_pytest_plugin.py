@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from rulvar_conformance import Certification, ConformanceSuite, certification_suites
-from rulvar_store import StoreLocation
+from rulvar_store.backend import StoreLocation
 
 PLAIN_TEST = "def test_plain():\n    pass\n"
 

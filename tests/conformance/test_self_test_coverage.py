@@ -19,8 +19,7 @@ from typing import Final
 import pytest
 
 from rulvar_conformance import Certification, suite_specs
-from rulvar_store import StoreLocation
-from rulvar_store._plugins import CAPABILITIES
+from rulvar_store.backend import CAPABILITIES, StoreLocation
 
 HERE: Final = Path(__file__).resolve().parent
 ROOT: Final = HERE.parents[1]

@@ -20,9 +20,8 @@ from rulvar_store import (
     MemoryTranscriptStore,
     OpenedStore,
     has_fenced_writes,
-    is_safe_token,
-    locations_from_factory,
 )
+from rulvar_store.backend import is_safe_token, locations_from_factory
 
 
 class Clock:

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from rulvar_store import dump_record, load_record, stable_stringify
+from rulvar_store.backend import dump_record, load_record, stable_stringify
 
 
 @pytest.mark.clause("D2")

@@ -19,8 +19,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from rulvar_store import dump_record, load_record
-from rulvar_store._json import load_records
+from rulvar_store.backend import dump_record, load_record, load_records
 from rulvar_store.errors import UnreadableRecordError
 
 pytestmark = pytest.mark.clause("D1")

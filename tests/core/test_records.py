@@ -6,13 +6,8 @@ import math
 
 import pytest
 
-from rulvar_store import (
-    ConfigError,
-    RunFilter,
-    finite_seq,
-    meta_matches_filter,
-    validate_ttl_ms,
-)
+from rulvar_store import ConfigError, RunFilter
+from rulvar_store.backend import finite_seq, meta_matches_filter, validate_ttl_ms
 
 META = {
     "runId": "r",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rulvar_store import ConfigError, option_bool, option_int, redact_url
-from rulvar_store._urls import parse_store_url
+from rulvar_store import ConfigError
+from rulvar_store.backend import option_bool, option_int, parse_store_url, redact_url
 
 
 def test_password_is_redacted() -> None:

@@ -18,9 +18,8 @@ from rulvar_conformance import (
     run_suites,
     suite_specs,
 )
-from rulvar_store._file_journal import JsonlFileStore
-from rulvar_store._plugins import resolve_backend
-from rulvar_store._urls import parse_store_url
+from rulvar_store import JsonlFileStore
+from rulvar_store.backend import parse_store_url, resolve_backend
 
 
 class _FreshStores:

@@ -15,16 +15,18 @@ import pytest
 from rulvar_store import (
     ConfigError,
     ContractError,
+    CorruptFileError,
+    FileTranscriptStore,
     JournalOrderViolation,
+    JsonlFileStore,
+    Lease,
     RunFilter,
+    TornTail,
     assert_fenced_writes,
     has_fenced_writes,
     has_meta_lookup,
     open_store,
 )
-from rulvar_store._file_journal import CorruptFileError, JsonlFileStore, TornTail
-from rulvar_store._file_transcripts import FileTranscriptStore
-from rulvar_store._records import Lease
 
 
 def _entry(seq: float, **extra: Any) -> dict[str, Any]:

@@ -20,13 +20,13 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from rulvar_store import (
+    FileTranscriptStore,
     JournalOrderViolation,
+    JsonlFileStore,
     MemoryStore,
     MemoryTranscriptStore,
     RunFilter,
 )
-from rulvar_store._file_journal import JsonlFileStore
-from rulvar_store._file_transcripts import FileTranscriptStore
 
 RUNS = st.sampled_from(["r1", "r2"])
 # No ref is a prefix folder of another, so every put is legal on both stores.

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from rulvar_store._file_journal import JsonlFileStore
+from rulvar_store import JsonlFileStore
 
 # Each child races the others for the next seq: load the tail, append tail + 1.
 _CHILD = textwrap.dedent(
     """
     import json, os, sys
-    from rulvar_store._file_journal import JsonlFileStore
+    from rulvar_store import JsonlFileStore
     from rulvar_store.errors import JournalOrderViolation
 
     root, rounds = sys.argv[1], int(sys.argv[2])

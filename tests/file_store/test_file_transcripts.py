@@ -1,4 +1,7 @@
-"""FileTranscriptStore: blob files under the run directory, safe refs, T1-T5, T8."""
+"""FileTranscriptStore: blob files under the run directory, safe refs, T1-T5, T8.
+
+White-box: rulvar_store._file_io (checks the file store's own path confinement helper).
+"""
 
 from __future__ import annotations
 
@@ -7,10 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from rulvar_store import ContractError, JournalOrderViolation
+from rulvar_store import (
+    ContractError,
+    FileTranscriptStore,
+    JournalOrderViolation,
+    Lease,
+)
 from rulvar_store._file_io import under_root
-from rulvar_store._file_transcripts import FileTranscriptStore
-from rulvar_store._records import Lease
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from rulvar_store import (
     NotJsonError,
     RunFilter,
 )
-from rulvar_store._intake import (
+from rulvar_store.backend import (
     MAX_BLOB_BYTES,
     MAX_DEPTH,
     MAX_RECORD_BYTES,

@@ -8,7 +8,7 @@ from collections import OrderedDict
 import pytest
 
 from rulvar_store import InvalidArgumentError, NotJsonError
-from rulvar_store._intake import (
+from rulvar_store.backend import (
     MAX_RUN_ID_LENGTH,
     entry_text,
     owner_for_write,

@@ -17,9 +17,7 @@ import pytest
 
 from rulvar_conformance import ConformanceSuite
 from rulvar_conformance.kill_points import kill_point_conformance
-from rulvar_store._locations import LocationFactory
-from rulvar_store._plugins import resolve_backend
-from rulvar_store._urls import parse_store_url
+from rulvar_store.backend import LocationFactory, parse_store_url, resolve_backend
 from tests._postgres_gate import postgres_url as _postgres_url
 
 

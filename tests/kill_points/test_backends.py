@@ -16,7 +16,7 @@ from _pytest.mark.structures import ParameterSet
 from rulvar_conformance import CheckNotRun, ConformanceSuite
 from rulvar_conformance.kill_points import kill_point_conformance
 from rulvar_conformance.kill_points.store_ops import STORE_CASES
-from rulvar_store import StoreLocation
+from rulvar_store.backend import StoreLocation
 
 TRANSACTION: Final = (
     "after-begin",

@@ -17,7 +17,7 @@ import pytest
 
 from rulvar_conformance import ConformanceFailure, ConformanceSuite
 from rulvar_conformance.kill_points import kill_point_conformance
-from rulvar_store import StoreLocation
+from rulvar_store.backend import StoreLocation
 
 HERE = str(Path(__file__).resolve().parent)
 

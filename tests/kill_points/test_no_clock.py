@@ -12,7 +12,7 @@ from rulvar_conformance.kill_points import (
     kill_point_conformance,
     run_kill_point_scenario,
 )
-from rulvar_store import StoreLocation, UrlOpener
+from rulvar_store.backend import StoreLocation, UrlOpener
 
 
 def clockless(path: Path) -> StoreLocation:

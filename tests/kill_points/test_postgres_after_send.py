@@ -7,8 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from rulvar_store import LeasableStore
-from rulvar_store._failpoints import Failpoint, set_failpoint_hook
-from rulvar_store._locations import LocationFactory
+from rulvar_store.backend import Failpoint, LocationFactory, set_failpoint_hook
 
 
 class HookFault(Exception):

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from rulvar_cli import cli
 from rulvar_conformance.certify import Certification, certification_suites
-from rulvar_store import StoreLocation
+from rulvar_store.backend import StoreLocation
 
 
 def _never_opened() -> StoreLocation:

@@ -23,13 +23,8 @@ from rulvar_conformance.kill_points.worker import (
     read_report,
     run_kill_point_worker,
 )
-from rulvar_store import (
-    LeasableStore,
-    MemoryStore,
-    OpenedStore,
-    UrlOpener,
-    system_clock_ms,
-)
+from rulvar_store import LeasableStore, MemoryStore, OpenedStore
+from rulvar_store.backend import UrlOpener, system_clock_ms
 
 TTL_MS = 2_000
 

@@ -6,15 +6,15 @@ from typing import Any
 
 import pytest
 
-from rulvar_store import (
-    LeaseHeldError,
+from rulvar_store import LeaseHeldError
+from rulvar_store.ops import (
     audit_run,
     audit_runs,
+    dangling_dispatches,
     iter_run_audits,
     last_run_settle,
     reconcile_run_meta,
 )
-from rulvar_store._audit import dangling_dispatches
 from tests.operator._journals import (
     SCENARIOS,
     entry,

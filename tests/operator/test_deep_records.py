@@ -14,13 +14,13 @@ import json
 
 import pytest
 
-from rulvar_store._json import load_record
-from rulvar_store._observe import iter_listed_runs
+from rulvar_store.backend import load_record
 from rulvar_store.errors import (
     ContractError,
     InvalidArgumentError,
     UnreadableRecordError,
 )
+from rulvar_store.ops import iter_listed_runs
 from tests.operator._journals import entry, running, write_run
 from tests.operator._places import Place, invoke
 

@@ -24,11 +24,9 @@ import pytest
 
 from rulvar_cli._operator import Watchdog, open_for_operator
 from rulvar_cli._repair import repair_audit
-from rulvar_store import (
-    ConfigError,
-    iter_run_audits,
-    set_failpoint_hook,
-)
+from rulvar_store import ConfigError
+from rulvar_store.backend import set_failpoint_hook
+from rulvar_store.ops import iter_run_audits
 from tests.operator._journals import entry, running, settle, suspension, write_run
 from tests.operator._places import CliResult, Place, with_query
 

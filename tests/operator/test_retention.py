@@ -6,14 +6,14 @@ from typing import Any
 
 import pytest
 
-from rulvar_store import (
-    LeaseHeldError,
-    OpenedStore,
+from rulvar_store import LeaseHeldError, OpenedStore
+from rulvar_store.ops import (
     delete_run,
+    prune_candidates,
     prune_run,
     sweep_runs,
+    with_brief_lease,
 )
-from rulvar_store._retention import prune_candidates, with_brief_lease
 from tests.operator._journals import running, settle, terminal, write_run
 from tests.operator._places import Place
 

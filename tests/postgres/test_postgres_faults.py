@@ -20,13 +20,8 @@ import psycopg
 import psycopg.errors
 import pytest
 
-from rulvar_store import (
-    LeaseHeldError,
-    StoreBusyError,
-    StoreUnavailableError,
-    set_failpoint_hook,
-)
-from rulvar_store._failpoints import Failpoint
+from rulvar_store import LeaseHeldError, StoreBusyError, StoreUnavailableError
+from rulvar_store.backend import Failpoint, set_failpoint_hook
 from rulvar_store_postgres import PostgresStore
 
 pytestmark = pytest.mark.postgres

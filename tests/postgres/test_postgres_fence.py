@@ -21,9 +21,8 @@ from rulvar_store import (
     RunFilter,
     StoreBusyError,
     assert_fenced_writes,
-    set_failpoint_hook,
 )
-from rulvar_store._failpoints import Failpoint
+from rulvar_store.backend import Failpoint, set_failpoint_hook
 from rulvar_store_postgres import PostgresStore
 
 pytestmark = pytest.mark.postgres

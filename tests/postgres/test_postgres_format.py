@@ -15,8 +15,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from rulvar_store import ConfigError, set_failpoint_hook
-from rulvar_store._failpoints import Failpoint
+from rulvar_store import ConfigError
+from rulvar_store.backend import Failpoint, set_failpoint_hook
 from rulvar_store_postgres import PostgresStore
 
 pytestmark = pytest.mark.postgres

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from rulvar_store import ConfigError, list_backends, open_store
-from rulvar_store._plugins import make_plugin_manager
+from rulvar_store.backend import make_plugin_manager
 from rulvar_store_postgres import PostgresFencedTranscriptStore, PostgresStore
 from rulvar_store_postgres._config import (
     default_idle_in_transaction_timeout_ms,
@@ -218,8 +218,7 @@ def test_certify_runs_every_suite_in_fresh_schemas_and_drops_them(
         probe_capabilities,
         run_suites,
     )
-    from rulvar_store import StoreLocation
-    from rulvar_store._urls import parse_store_url
+    from rulvar_store.backend import StoreLocation, parse_store_url
 
     (info,) = [i for i in list_backends() if i.backend.name == "postgresql"]
     certify = info.backend.certify

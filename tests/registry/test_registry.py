@@ -8,15 +8,13 @@ import pluggy
 import pytest
 
 from rulvar_store import (
-    Backend,
     ConfigError,
     MemoryStore,
     OpenedStore,
-    hookimpl,
     list_backends,
-    make_plugin_manager,
     open_store,
 )
+from rulvar_store.backend import Backend, hookimpl, make_plugin_manager
 
 
 def test_builtins_register_through_the_entry_point_group() -> None:

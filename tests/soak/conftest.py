@@ -19,9 +19,11 @@ _ROOT = str(Path(__file__).resolve().parents[2])
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
-from rulvar_store import LocationFactory  # noqa: E402  (after the path setup)
-from rulvar_store._plugins import resolve_backend  # noqa: E402
-from rulvar_store._urls import parse_store_url  # noqa: E402
+from rulvar_store.backend import (  # noqa: E402  (after the path setup)
+    LocationFactory,
+    parse_store_url,
+    resolve_backend,
+)
 from tests._postgres_gate import postgres_url  # noqa: E402  (after the path setup)
 
 

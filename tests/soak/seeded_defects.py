@@ -9,8 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from rulvar_store import Lease, LeaseHeldError, OpenedStore
-from rulvar_store._records import Clock
+from rulvar_store import Clock, Lease, LeaseHeldError, OpenedStore
 from rulvar_store_sqlite import SqliteStore
 
 # The group-commit defect the kit's self-tests use; only companion threads expose it.

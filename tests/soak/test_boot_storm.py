@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rulvar_conformance.soak.boot_storm import run_boot_storm
-from rulvar_store import LocationFactory
+from rulvar_store.backend import LocationFactory
 
 
 @pytest.mark.clause("S11")

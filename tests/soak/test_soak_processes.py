@@ -22,10 +22,8 @@ from rulvar_conformance.soak import (
     run_multi_process_soak,
 )
 from rulvar_conformance.soak.profiles import profile_named
-from rulvar_store import ConfigError, LocationFactory, StoreLocation
-from rulvar_store._locations import locations_from_factory
-from rulvar_store._memory import MemoryStore
-from rulvar_store._plugins import OpenedStore
+from rulvar_store import ConfigError, MemoryStore, OpenedStore
+from rulvar_store.backend import LocationFactory, StoreLocation, locations_from_factory
 from tests.soak.seeded_defects import DEFECTS, DefectiveOpener
 
 pytestmark = pytest.mark.soak

@@ -29,8 +29,8 @@ from rulvar_store import (
     Lease,
     LeaseHeldError,
     StoreBusyError,
-    set_failpoint_hook,
 )
+from rulvar_store.backend import set_failpoint_hook
 from rulvar_store_sqlite import SqliteStore
 from rulvar_store_sqlite import _sql as sql
 from rulvar_store_sqlite._group_commit import SAVEPOINT, Operation, run_batch

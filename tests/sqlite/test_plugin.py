@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rulvar_store import ConfigError, list_backends, open_store
-from rulvar_store._urls import parse_store_url
+from rulvar_store.backend import parse_store_url
 from rulvar_store_sqlite import SqliteStore
 from rulvar_store_sqlite._plugin import _certify
 

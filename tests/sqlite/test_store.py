@@ -15,8 +15,8 @@ from rulvar_store import (
     MetaLookupStore,
     RunFilter,
     TranscriptStore,
-    set_failpoint_hook,
 )
+from rulvar_store.backend import set_failpoint_hook
 from rulvar_store_sqlite import SqliteFencedTranscriptStore, SqliteStore
 from tests.sqlite._sqlite_support import Clock, entry, meta
 

@@ -6,6 +6,9 @@ and overrides one method with the plausible bug, working on the same domain so
 a second handle sees what the broken one did. ``locations_of(cls)`` turns a
 variant into the ``LocationFactory`` the kit certifies: shared handles and an
 injectable clock, exactly like the ``memory://`` backend.
+
+White-box: rulvar_store._memory (the broken twins reuse the memory store's lease row and
+domain, so only the seeded defect differs).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from rulvar_conformance import (
     run_suites,
 )
 from rulvar_store import (
+    Clock,
     JournalEntry,
     JournalOrderViolation,
     Lease,
@@ -28,13 +32,15 @@ from rulvar_store import (
     OpenedStore,
     RunFilter,
     RunMeta,
-    StoreLocation,
 )
-from rulvar_store._checks import check_run_match
-from rulvar_store._json import dump_record
-from rulvar_store._locations import LocationFactory
 from rulvar_store._memory import _LeaseRow, _MemoryDomain
-from rulvar_store._records import Clock, finite_seq
+from rulvar_store.backend import (
+    LocationFactory,
+    StoreLocation,
+    check_run_match,
+    dump_record,
+    finite_seq,
+)
 
 ALL_CAPABILITIES: Final = frozenset(
     {"leases", "meta_lookup", "fenced_writes", "fenced_transcripts"}

@@ -4,6 +4,9 @@ Handles opened on one location share one domain, like the real ``memory://``
 certification; ``memory_locations(cls)`` makes the ``LocationFactory``. These
 stores never call failpoints, so the forced-race checks are not run for them and
 the real-thread races must catch what they can.
+
+White-box: rulvar_store._memory (the broken twins reuse the memory store's lease row and
+domain, so only the seeded defect differs).
 """
 
 from __future__ import annotations
@@ -12,20 +15,24 @@ from itertools import count
 
 from rulvar_store import (
     BlobInput,
+    Clock,
     JournalEntry,
     JournalOrderViolation,
     Lease,
     LeaseHeldError,
+    MemoryFencedTranscriptStore,
     MemoryStore,
     OpenedStore,
     RunMeta,
+)
+from rulvar_store._memory import _LeaseRow, _MemoryDomain
+from rulvar_store.backend import (
+    LocationFactory,
+    StoreLocation,
     copy_blob,
     dump_record,
     finite_seq,
 )
-from rulvar_store._locations import LocationFactory, StoreLocation
-from rulvar_store._memory import MemoryFencedTranscriptStore, _LeaseRow, _MemoryDomain
-from rulvar_store._records import Clock
 
 
 class FenceThenUnlock(MemoryStore):  # type: ignore[misc]  # MemoryStore is final; the bug is the point

@@ -14,9 +14,8 @@ from typing import Any, final
 
 import psycopg
 
-from rulvar_store import Lease, LeaseHeldError, OpenedStore
-from rulvar_store._locations import LocationFactory, StoreLocation
-from rulvar_store._records import Clock
+from rulvar_store import Clock, Lease, LeaseHeldError, OpenedStore
+from rulvar_store.backend import LocationFactory, StoreLocation
 from rulvar_store_postgres import PostgresStore
 from tests._postgres_gate import postgres_url as postgres_url
 

@@ -20,18 +20,21 @@ from typing import Any, ClassVar, TypeVar
 import apsw
 
 from rulvar_store import (
+    Clock,
     JournalEntry,
     JournalOrderViolation,
     Lease,
     LeaseHeldError,
     OpenedStore,
     StoreBusyError,
-    finite_seq,
 )
-from rulvar_store._failpoints import hit
-from rulvar_store._json import dump_record
-from rulvar_store._locations import LocationFactory, StoreLocation
-from rulvar_store._records import Clock
+from rulvar_store.backend import (
+    LocationFactory,
+    StoreLocation,
+    dump_record,
+    finite_seq,
+    hit,
+)
 from rulvar_store_sqlite import SqliteStore
 from rulvar_store_sqlite import _sql as sql
 from rulvar_store_sqlite._errors import translate_errors

@@ -12,7 +12,7 @@ from rulvar_conformance import (
     certification_suites,
 )
 from rulvar_store import MemoryStore
-from rulvar_store._locations import LocationFactory
+from rulvar_store.backend import LocationFactory
 from rulvar_store_sqlite import SqliteStore
 from tests.conformance.selftests import _broken_memory_races, _broken_sqlite
 

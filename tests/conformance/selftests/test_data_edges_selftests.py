@@ -12,9 +12,14 @@ from typing import Any, Final
 import pytest
 
 from rulvar_store import JournalEntry, Lease, RunFilter, RunMeta
-from rulvar_store._checks import check_run_match, meta_run_id
-from rulvar_store._json import dump_record, load_record
-from rulvar_store._records import finite_seq, meta_matches_filter
+from rulvar_store.backend import (
+    check_run_match,
+    dump_record,
+    finite_seq,
+    load_record,
+    meta_matches_filter,
+    meta_run_id,
+)
 
 _ROOT = str(Path(__file__).resolve().parents[3])
 if _ROOT not in sys.path:

@@ -1,4 +1,8 @@
-"""C4 self-tests of the lease-lifetime suite: one plausible lease-time bug per check."""
+"""C4 self-tests of the lease-lifetime suite: one plausible lease-time bug per check.
+
+White-box: rulvar_store._memory (the broken twins reuse the memory store's lease row and
+domain, so only the seeded defect differs).
+"""
 
 from __future__ import annotations
 
@@ -9,10 +13,8 @@ from typing import Final
 import pytest
 
 from rulvar_store import JournalEntry, Lease, LeaseHeldError, MemoryStore
-from rulvar_store._checks import check_run_match
-from rulvar_store._json import dump_record
 from rulvar_store._memory import _LeaseRow
-from rulvar_store._records import finite_seq
+from rulvar_store.backend import check_run_match, dump_record, finite_seq
 
 _ROOT = str(Path(__file__).resolve().parents[3])
 if _ROOT not in sys.path:

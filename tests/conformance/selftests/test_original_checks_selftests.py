@@ -12,10 +12,15 @@ from typing import Any, Final
 import pytest
 
 from rulvar_store import JournalEntry, Lease, LeaseHeldError, RunMeta
-from rulvar_store._checks import check_run_match, meta_run_id
-from rulvar_store._json import dump_record, load_record
-from rulvar_store._records import finite_seq
-from rulvar_store._refs import copy_blob, ref_run_id
+from rulvar_store.backend import (
+    check_run_match,
+    copy_blob,
+    dump_record,
+    finite_seq,
+    load_record,
+    meta_run_id,
+    ref_run_id,
+)
 
 _ROOT = str(Path(__file__).resolve().parents[3])
 if _ROOT not in sys.path:

@@ -9,7 +9,7 @@ import psycopg
 import pytest
 
 from rulvar_conformance._surfaces import SURFACES
-from rulvar_store._locations import LocationFactory
+from rulvar_store.backend import LocationFactory
 from tests.conformance.selftests._broken_postgres import (
     postgres_locations,
     postgres_url,

@@ -23,17 +23,20 @@ from rulvar_conformance import (
     run_suites,
 )
 from rulvar_store import (
+    Clock,
     JournalEntry,
     JournalOrderViolation,
     Lease,
     LeaseHeldError,
     OpenedStore,
-    StoreLocation,
 )
-from rulvar_store._locations import LocationFactory
-from rulvar_store._records import Clock, finite_seq
+from rulvar_store.backend import (
+    LocationFactory,
+    StoreLocation,
+    check_run_match,
+    finite_seq,
+)
 from rulvar_store_sqlite import SqliteStore
-from rulvar_store_sqlite._checks import check_run_match
 from rulvar_store_sqlite._transcripts import SqliteFencedTranscriptStore
 
 ALL_CAPABILITIES: Final = frozenset(

@@ -2,6 +2,9 @@
 
 Each broken store is the honest in-memory store with one method rewritten the
 way a store author could plausibly get it wrong; the named check must fail.
+
+White-box: rulvar_store._memory (the broken twins reuse the memory store's lease row and
+domain, so only the seeded defect differs).
 """
 
 from __future__ import annotations
@@ -13,11 +16,15 @@ from typing import Final
 import pytest
 
 from rulvar_store import JournalEntry, Lease, RunMeta
-from rulvar_store._checks import check_run_match, meta_run_id
-from rulvar_store._json import dump_record
 from rulvar_store._memory import _LeaseRow
-from rulvar_store._records import finite_seq
-from rulvar_store._refs import copy_blob, ref_run_id
+from rulvar_store.backend import (
+    check_run_match,
+    copy_blob,
+    dump_record,
+    finite_seq,
+    meta_run_id,
+    ref_run_id,
+)
 
 # tests/ is no package and pytest imports test files by path (importlib mode), so
 # the project root goes on sys.path for the shared broken-store helpers.

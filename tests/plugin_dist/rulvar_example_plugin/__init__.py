@@ -11,15 +11,17 @@ from contextlib import contextmanager
 from typing import Literal
 
 from rulvar_store import (
-    Backend,
-    FreshStoreFactory,
     JournalEntry,
     Lease,
-    LocationFactory,
     MemoryStore,
     OpenedStore,
     RunFilter,
     RunMeta,
+)
+from rulvar_store.backend import (
+    Backend,
+    FreshStoreFactory,
+    LocationFactory,
     StoreUrl,
     hookimpl,
     locations_from_factory,

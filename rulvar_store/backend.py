@@ -1,0 +1,149 @@
+"""The public module for backend and location authors.
+
+What a plugin needs to build a store that certifies: the ``Backend`` descriptor
+and ``hookimpl`` marker, URL and option parsing, the location family the kit and
+the soak open stores through, the argument rules every store applies before any
+storage work (``rulvar_store/_intake.py``: wrong types become
+``InvalidArgumentError``), the run-match and live-lease refusals, cursor parsing,
+the JSON codecs and the failpoints the kill points drive.
+
+Store users import from ``rulvar_store``; operators from ``rulvar_store.ops``.
+"""
+
+from rulvar_store._failpoints import (
+    FAILPOINTS,
+    Failpoint,
+    FailpointHook,
+    armed,
+    hit,
+    set_failpoint_hook,
+)
+from rulvar_store._incremental import parse_cursor
+from rulvar_store._intake import (
+    MAX_BLOB_BYTES,
+    MAX_DEPTH,
+    MAX_OWNER_LENGTH,
+    MAX_RECORD_BYTES,
+    MAX_REF_LENGTH,
+    MAX_RUN_ID_LENGTH,
+    blob_bytes,
+    entry_text,
+    lease_or_none,
+    meta_run_id,
+    meta_text,
+    numeric_seq,
+    owner_for_write,
+    ref_for_read,
+    ref_for_write,
+    require_lease,
+    require_str,
+    run_filter,
+    run_id_for_read,
+    run_id_for_write,
+    text_for_read,
+)
+from rulvar_store._json import dump_record, load_record, load_records, stable_stringify
+from rulvar_store._location_records import (
+    LOCATION_FEATURES,
+    FreshStoreFactory,
+    LocationFactory,
+    LocationOpener,
+    StoreLocation,
+)
+from rulvar_store._locations import UrlOpener, locations_from_factory, opened_at
+from rulvar_store._plugins import (
+    CAPABILITIES,
+    ENTRY_POINT_GROUP,
+    Backend,
+    hookimpl,
+    hookspec,
+    make_plugin_manager,
+    resolve_backend,
+)
+from rulvar_store._records import (
+    finite_seq,
+    meta_matches_filter,
+    system_clock_ms,
+    validate_ttl_ms,
+)
+from rulvar_store._refs import (
+    MAX_SAFE_TOKEN_LENGTH,
+    check_safe_token,
+    copy_blob,
+    is_safe_token,
+    ref_run_id,
+)
+from rulvar_store._run_match import check_run_match, not_live_lease
+from rulvar_store._urls import (
+    StoreUrl,
+    option_bool,
+    option_int,
+    parse_store_url,
+    redact_url,
+)
+
+__all__ = [
+    "CAPABILITIES",
+    "ENTRY_POINT_GROUP",
+    "FAILPOINTS",
+    "LOCATION_FEATURES",
+    "MAX_BLOB_BYTES",
+    "MAX_DEPTH",
+    "MAX_OWNER_LENGTH",
+    "MAX_RECORD_BYTES",
+    "MAX_REF_LENGTH",
+    "MAX_RUN_ID_LENGTH",
+    "MAX_SAFE_TOKEN_LENGTH",
+    "Backend",
+    "Failpoint",
+    "FailpointHook",
+    "FreshStoreFactory",
+    "LocationFactory",
+    "LocationOpener",
+    "StoreLocation",
+    "StoreUrl",
+    "UrlOpener",
+    "armed",
+    "blob_bytes",
+    "check_run_match",
+    "check_safe_token",
+    "copy_blob",
+    "dump_record",
+    "entry_text",
+    "finite_seq",
+    "hit",
+    "hookimpl",
+    "hookspec",
+    "is_safe_token",
+    "lease_or_none",
+    "load_record",
+    "load_records",
+    "locations_from_factory",
+    "make_plugin_manager",
+    "meta_matches_filter",
+    "meta_run_id",
+    "meta_text",
+    "not_live_lease",
+    "numeric_seq",
+    "opened_at",
+    "option_bool",
+    "option_int",
+    "owner_for_write",
+    "parse_cursor",
+    "parse_store_url",
+    "redact_url",
+    "ref_for_read",
+    "ref_for_write",
+    "ref_run_id",
+    "require_lease",
+    "require_str",
+    "resolve_backend",
+    "run_filter",
+    "run_id_for_read",
+    "run_id_for_write",
+    "set_failpoint_hook",
+    "stable_stringify",
+    "system_clock_ms",
+    "text_for_read",
+    "validate_ttl_ms",
+]
