@@ -29,7 +29,7 @@ CLAUSES: Final[dict[str, str]] = {
     "J3": "Once append returns, the next load includes the entry.",
     "J4": "Payloads round-trip opaquely: unknown kinds and keys, unicode, floats, legacy entries.",
     "J5": "load of a run never written returns an empty list.",
-    "J6": "An append whose seq is not above every stored seq raises JournalOrderViolation atomically.",
+    "J6": "An append whose seq is not above every stored seq raises JournalOrderViolation atomically; seqs compare exactly as integers, beyond 64 bits included (no float rounding).",
     "J7": "A leased append checks run match, then the fence, then the seq guard, in one unit.",
     "J8": "An unleased append is single-writer use: not fenced, still seq-guarded.",
     "M1": "Meta lives apart from entries; list_runs never parses journal payloads.",
@@ -39,12 +39,12 @@ CLAUSES: Final[dict[str, str]] = {
     "M5": "get_meta agrees with list_runs and returns None for a run without meta.",
     "M6": "delete removes a run's entries, meta and lease row together and keeps its epoch.",
     # 3. LeasableStore
-    "L1": "acquire of a live lease raises LeaseHeldError; a free or expired run is granted.",
+    "L1": "acquire of a live lease raises LeaseHeldError; a free or expired run is granted, expired meaning now >= expires_at (expires_at == now is expired).",
     "L2": "acquire reads, bumps the epoch and writes the lease row as one serialized unit.",
     "L3": "Every acquire returns an epoch above every epoch the run id ever had.",
     "L4": "The epoch counter is its own record; release and expiry never reset it.",
     "L5": "The epoch counter survives delete, so a deleted incarnation's owner stays fenced.",
-    "L6": "Renew, release and leased writes succeed only for the live lease's owner and epoch.",
+    "L6": "Renew, release and leased writes succeed only for the live lease's owner and epoch; an expired lease is not live even when nobody took the run over: it can neither write nor renew (acquire again).",
     "L7": "The fence check and the guarded mutation commit as one transaction.",
     "L8": "renew extends the lease by the ttl; renewing every ttl/3 keeps it held.",
     "L9": "lease_ttl_ms exposes the configured ttl and a worker with another ttl refuses to start.",
@@ -54,7 +54,7 @@ CLAUSES: Final[dict[str, str]] = {
     "F2": "A lease guards only the run it names; any other run is refused before anything is touched.",
     "F3": "A refused call mutates nothing any other instance could observe.",
     "F4": "Calls without a lease keep single-writer semantics on a fenced store.",
-    "F5": "fenced_writes is a declared promise, never inferred, made only when the suites pass.",
+    "F5": "fenced_writes is a declared promise, never inferred, made only when the suites pass; the blob twin declares its own fenced_transcripts marker, which the journal's does not cover.",
     "F6": "A superseded segment's meta writes are refused instead of stranding the run.",
     # 5. TranscriptStore
     "T1": "Blobs are opaque bytes returned exactly; put overwrites in place.",
@@ -142,7 +142,7 @@ CLAUSES: Final[dict[str, str]] = {
     "X4": "Journal, blob and cascade deletes with a stale lease are refused.",
     "X5": "assert_fenced_writes tells declaring stores from undeclared ones.",
     "X6": "Concurrent SQLite boots never surface a raw SQLITE_BUSY.",
-    "X7": "Port traps: shared-instance threads, bool seq, mutable blobs, non-JSON values.",
+    "X7": "Port traps: one handle is thread safe (calls from many threads at once, close() racing in-flight calls included: each fails typed or completes), bool seq, mutable blobs, non-JSON values.",
 }
 
 
