@@ -6,14 +6,27 @@ import json
 import sys
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from rulvar_cli._common import CHECK_EXIT_CODES_HELP, EXIT_FAILED, sqlite_installed
-from rulvar_store.backend import parse_store_url, resolve_backend
+from rulvar_cli._common import (
+    CHECK_EXIT_CODES_HELP,
+    EXIT_FAILED,
+    EXIT_USAGE,
+    fail,
+    sqlite_installed,
+)
+from rulvar_store.backend import (
+    Backend,
+    LocationFactory,
+    StoreUrl,
+    parse_store_url,
+    resolve_backend,
+)
+from rulvar_store.errors import RulvarError
 
 if TYPE_CHECKING:
     from rulvar_conformance.certify import CheckResult
@@ -35,6 +48,30 @@ def _default_check_url(scratch: Path) -> str:
         err=True,
     )
     return "memory://"
+
+
+def enter_certify(
+    backend: Backend, parsed: StoreUrl, stack: ExitStack
+) -> LocationFactory:
+    """Enter the plugin's ``certify``; a bug in it is the plugin's, exit 2, not a failed check.
+
+    A typed ``RulvarError`` (a bad URL, a server that does not answer) goes on to
+    the usual one-line report; anything else raised while the plugin sets up its
+    fresh locations names the backend and the exception, never a traceback.
+    """
+    assert backend.certify is not None  # the caller checked
+    try:
+        return stack.enter_context(backend.certify(parsed))
+    except RulvarError:
+        raise
+    except Exception as exc:
+        fail(
+            "plugin",
+            f"backend {backend.name!r} failed in its own certify(), before any "
+            f"check ran: {type(exc).__name__}: {exc} (a bug in the plugin, not "
+            "in the store under test)",
+            EXIT_USAGE,
+        )
 
 
 class _CheckCommand(click.Command):
@@ -161,7 +198,8 @@ def check_command(
                     click.echo(line)
 
         # certify() validates the URL first: a mistake is one line, nothing else.
-        with backend.certify(parsed) as locations:
+        with ExitStack() as stack:
+            locations = enter_certify(backend, parsed, stack)
             if not as_json:
                 click.echo(f"certifying {parsed.redacted} ({backend.name})")
             certification = Certification(

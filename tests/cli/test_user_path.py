@@ -130,3 +130,31 @@ def test_soak_without_url_and_without_sqlite_says_what_to_install(
     assert result.exit_code == 2
     assert result.stderr.count("\n") == 1
     assert "install the 'sqlite' extra" in result.stderr
+
+
+def test_a_bug_in_a_plugins_certify_is_exit_2_naming_the_plugin(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The plugin's own mistake is not a failed check of the store (exit 1)."""
+    from contextlib import ExitStack, contextmanager
+
+    from rulvar_cli.check import enter_certify
+    from rulvar_store.backend import Backend, StoreUrl, parse_store_url
+
+    @contextmanager
+    def buggy_certify(url: StoreUrl):  # type: ignore[no-untyped-def]  # a plugin's code as written
+        folder = url.options["folder"]  # the plugin's bug: no such option
+        yield folder
+
+    backend = Backend(
+        name="buggy",
+        schemes=("memory",),
+        open=lambda url: None,  # type: ignore[arg-type,return-value]  # never opened here
+        certify=buggy_certify,
+    )
+    with ExitStack() as stack, pytest.raises(SystemExit) as caught:
+        enter_certify(backend, parse_store_url("memory://"), stack)
+    assert caught.value.code == 2
+    err = capsys.readouterr().err
+    assert "backend 'buggy' failed in its own certify()" in err
+    assert err.count("\n") == 1
