@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,7 @@ from rulvar_store.backend import (
 from rulvar_store.errors import RulvarError
 
 if TYPE_CHECKING:
+    from rulvar_conformance import ConformanceSuite
     from rulvar_conformance.certify import CheckResult
 
 __all__ = ["check_command"]
@@ -72,6 +74,33 @@ def enter_certify(
             "in the store under test)",
             EXIT_USAGE,
         )
+
+
+def _run_attributed(
+    suites: list[ConformanceSuite],
+    progress: Callable[[CheckResult], None],
+    *,
+    live: bool,
+) -> list[CheckResult]:
+    """Run the checks one at a time, so a crash of the process names its check.
+
+    On a terminal the check about to run is shown (the result row overwrites
+    it); everywhere, ``faulthandler`` prints the Python stack on a fatal signal
+    (a segfault in a driver), which names the check's code.
+    """
+    import faulthandler
+
+    from rulvar_conformance.certify import run_suites
+
+    faulthandler.enable()
+    shown = live and sys.stdout.isatty()
+    results: list[CheckResult] = []
+    for suite in suites:
+        for one in suite.checks:
+            if shown:
+                click.echo(f"  RUN      {suite.name:<20} {one.id}\r", nl=False)
+            results += run_suites([replace(suite, checks=(one,))], on_result=progress)
+    return results
 
 
 class _CheckCommand(click.Command):
@@ -185,7 +214,6 @@ def check_command(
         from rulvar_conformance.certify import (
             Certification,
             certification_suites,
-            run_suites,
         )
 
         def progress(result: CheckResult) -> None:
@@ -209,7 +237,7 @@ def check_command(
                 suites = certification_suites(certification, suites_wanted or None)
             except KeyError as exc:
                 raise click.UsageError(str(exc.args[0])) from exc
-            results = run_suites(suites, on_result=progress)
+            results = _run_attributed(suites, progress, live=not as_json)
 
     failed = [result for result in results if result.status == "failed"]
     not_run = [result for result in results if result.status == "not-run"]

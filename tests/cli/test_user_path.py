@@ -158,3 +158,31 @@ def test_a_bug_in_a_plugins_certify_is_exit_2_naming_the_plugin(
     err = capsys.readouterr().err
     assert "backend 'buggy' failed in its own certify()" in err
     assert err.count("\n") == 1
+
+
+def test_check_on_a_terminal_shows_which_check_is_running(tmp_path: Path) -> None:
+    """Each check is named before it runs, so a crash that kills the process is attributable."""
+    import os
+    import pty
+
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "rulvar_cli", "check", "memory://", "--suite", "journal"],
+        stdout=follower,
+        stderr=subprocess.DEVNULL,
+        cwd=tmp_path,
+    )
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the child closed its end
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    assert process.wait(timeout=300) == 0
+    shown = b"".join(chunks).decode()
+    assert "  RUN      journal              a1-append-atomicity\r" in shown
