@@ -18,6 +18,7 @@ from rulvar_cli._common import (
     EXIT_FAILED,
     EXIT_USAGE,
     fail,
+    plural,
     sqlite_installed,
 )
 from rulvar_store.backend import (
@@ -255,7 +256,7 @@ def check_command(
     else:
         click.echo(
             f"{passed} passed, {len(failed)} failed, {len(not_run)} not run "
-            f"across {len(suites)} suites"
+            f"across {plural(len(suites), 'suite')}"
         )
     if failed:
         sys.exit(EXIT_FAILED)
