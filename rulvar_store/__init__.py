@@ -18,6 +18,16 @@ Every other module is private and may change without notice.
 import warnings
 from typing import Any
 
+from rulvar_store._async_open import AsyncStoreOpening, open_store_async
+from rulvar_store._async_protocols import (
+    AsyncIncrementalReadStore,
+    AsyncJournalStore,
+    AsyncLeasableStore,
+    AsyncMetaLookupStore,
+    AsyncOpenedStore,
+    AsyncTranscriptStore,
+    is_async_store,
+)
 from rulvar_store._capabilities import (
     assert_fenced_writes,
     has_fenced_writes,
@@ -55,6 +65,7 @@ from rulvar_store._records import (
 from rulvar_store.errors import (
     ConfigError,
     ContractError,
+    ForkedStoreError,
     InvalidArgumentError,
     JournalOrderViolation,
     LeaseHeldError,
@@ -73,6 +84,13 @@ from rulvar_store.errors import (
 __all__ = [
     "DEFAULT_LEASE_TTL_MS",
     "MAX_LEASE_TTL_MS",
+    "AsyncIncrementalReadStore",
+    "AsyncJournalStore",
+    "AsyncLeasableStore",
+    "AsyncMetaLookupStore",
+    "AsyncOpenedStore",
+    "AsyncStoreOpening",
+    "AsyncTranscriptStore",
     "BackendInfo",
     "BlobInput",
     "Clock",
@@ -80,6 +98,7 @@ __all__ = [
     "ContractError",
     "CorruptFileError",
     "FileTranscriptStore",
+    "ForkedStoreError",
     "IncrementalReadStore",
     "InvalidArgumentError",
     "JournalEntry",
@@ -114,8 +133,10 @@ __all__ = [
     "has_fenced_writes",
     "has_incremental_read",
     "has_meta_lookup",
+    "is_async_store",
     "list_backends",
     "open_store",
+    "open_store_async",
     "read_run_meta",
 ]
 

@@ -8,10 +8,10 @@ the same path, so a third-party backend is a peer of ``sqlite://``.
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import pluggy
 
@@ -21,6 +21,9 @@ from rulvar_store._location_records import (
 )
 from rulvar_store._urls import StoreUrl, parse_store_url
 from rulvar_store.errors import ConfigError
+
+if TYPE_CHECKING:
+    from rulvar_store._async_protocols import AsyncOpenedStore
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -52,6 +55,9 @@ class Backend:
         name: short name shown by ``rulvar stores``.
         schemes: URL schemes it opens, lower case.
         open: builds the stores from a parsed URL; may import drivers lazily.
+        open_async: builds native asyncio stores from a parsed URL (their class
+            declares ``async_api = True``); ``None`` serves ``open_store_async``
+            through the generic adapter, one worker-thread hop per call.
         capabilities: names from ``CAPABILITIES`` the backend's stores declare.
         requires: importable modules the backend needs; missing ones name ``extra``.
         extra: the ``rulvar-stores`` extra that installs ``requires``.
@@ -76,6 +82,7 @@ class Backend:
     certify: Callable[[StoreUrl], AbstractContextManager[LocationFactory]] | None = None
     certify_expiry_ttl_ms: int = 600
     description: str = ""
+    open_async: Callable[[StoreUrl], Awaitable[AsyncOpenedStore]] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ the JSON codecs and the failpoints the kill points drive.
 Store users import from ``rulvar_store``; operators from ``rulvar_store.ops``.
 """
 
+from rulvar_store._async_adapter import adapt_opened
 from rulvar_store._failpoints import (
     FAILPOINTS,
     Failpoint,
@@ -18,6 +19,7 @@ from rulvar_store._failpoints import (
     hit,
     set_failpoint_hook,
 )
+from rulvar_store._fork import ForkGuard
 from rulvar_store._incremental import parse_cursor
 from rulvar_store._intake import (
     MAX_BLOB_BYTES,
@@ -97,12 +99,14 @@ __all__ = [
     "Backend",
     "Failpoint",
     "FailpointHook",
+    "ForkGuard",
     "FreshStoreFactory",
     "LocationFactory",
     "LocationOpener",
     "StoreLocation",
     "StoreUrl",
     "UrlOpener",
+    "adapt_opened",
     "armed",
     "blob_bytes",
     "check_run_match",

@@ -7,7 +7,8 @@ RulvarError                    never raised bare; has code, retryable, data
 │   ├── InvalidArgumentError   an argument breaks the intake rules (names the argument)
 │   │   ├── NotJsonError       a value is not JSON (also a TypeError and a ValueError, D2)
 │   │   └── UnsafeNameError    not a safe file name (also a JournalOrderViolation, T8/T9)
-│   └── StoreClosedError       the store (or its blob twin) was closed
+│   ├── StoreClosedError       the store (or its blob twin) was closed
+│   └── ForkedStoreError       a handle opened in a parent process was used in a forked child
 ├── LeaseHeldError             ownership conflict: re-acquire later or give up (retryable)
 │   └── LeaseRunMismatchError  F2: the lease names another run (a bug: not retryable)
 ├── SupersededError            run settlement bounced off the fence
@@ -29,6 +30,7 @@ from typing import Any, Final, Literal
 __all__ = [
     "ConfigError",
     "ContractError",
+    "ForkedStoreError",
     "InvalidArgumentError",
     "JournalOrderViolation",
     "LeaseHeldError",
@@ -169,6 +171,25 @@ class StoreClosedError(ContractError):
     """The store, or the blob twin that lives and dies with it, was closed."""
 
     code = "store_closed"
+
+    def __init__(self, message: str, operation: str | None = None) -> None:
+        super().__init__(message, operation)
+        self.operation = operation
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return {"operation": self.operation}
+
+
+class ForkedStoreError(ContractError):
+    """A store handle crossed a ``fork``: the child must open its own handle.
+
+    A forked child shares its parent's sockets, file locks and worker threads
+    only in name: answers would cross between the processes. The store refuses
+    before touching any of them, so the parent's handle stays intact.
+    """
+
+    code = "forked_store"
 
     def __init__(self, message: str, operation: str | None = None) -> None:
         super().__init__(message, operation)

@@ -8,6 +8,7 @@ import pytest
 
 from rulvar_store import (
     ContractError,
+    ForkedStoreError,
     InvalidArgumentError,
     JournalOrderViolation,
     LeaseHeldError,
@@ -37,6 +38,11 @@ ERRORS: list[tuple[RulvarError, str, tuple[type[BaseException], ...]]] = [
     (
         StoreClosedError("load: the store is closed", "load"),
         "store_closed",
+        (ContractError,),
+    ),
+    (
+        ForkedStoreError("append: the store was opened before a fork", "append"),
+        "forked_store",
         (ContractError,),
     ),
     (

@@ -1,0 +1,300 @@
+"""The generic asyncio adapter: any sync store served to coroutines, one hop per call.
+
+A backend without a native async opener is served by this adapter. Each SPI
+call runs WHOLE as ONE job on a worker thread: the sync store opens, commits
+or rolls back its own transaction inside that job, so no transaction is ever
+split across awaits and the event loop never runs store I/O.
+
+Cancellation: the hop is shielded. A caller cancelled while its call runs
+waits for that call to end (it is bounded like every sync call: busy
+timeouts, connect and statement bounds), then gets ``CancelledError``. The
+write has then either landed whole or not at all, nothing is left open, and
+whether it landed is unknown to the caller (README, "asyncio").
+
+Bounds: a handle has a fixed pool of worker threads (``DEFAULT_WORKERS``);
+more concurrent calls queue for a worker, so a flood of coroutines cannot
+create unbounded threads. Errors are the sync store's own typed errors,
+unchanged. Failpoint hooks and other context variables follow the caller:
+each job runs in a copy of the awaiting task's context.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import cache
+from types import TracebackType
+from typing import Any, Final, Self, TypeVar, cast
+
+from rulvar_store._async_protocols import (
+    AsyncJournalStore,
+    AsyncOpenedStore,
+    AsyncTranscriptStore,
+)
+from rulvar_store._capabilities import (
+    has_fenced_writes,
+    has_incremental_read,
+    has_meta_lookup,
+)
+from rulvar_store._fork import ForkGuard
+from rulvar_store._incremental import IncrementalReadStore, JournalTail
+from rulvar_store._location_records import OpenedStore
+from rulvar_store._protocols import (
+    JournalStore,
+    LeasableStore,
+    MetaLookupStore,
+    TranscriptStore,
+)
+from rulvar_store._records import BlobInput, JournalEntry, Lease, RunFilter, RunMeta
+from rulvar_store._urls import StoreUrl
+from rulvar_store.errors import StoreClosedError
+
+__all__ = ["DEFAULT_WORKERS", "adapt_opened", "finish_uncancelled", "open_adapted"]
+
+DEFAULT_WORKERS: Final = 8
+"""Worker threads per adapted handle: enough for group commit to batch 8 writers."""
+
+T = TypeVar("T")
+
+
+async def finish_uncancelled(future: asyncio.Future[T]) -> T:
+    """Await ``future``; if the caller is cancelled, let it finish first, then re-raise.
+
+    The caller's ``CancelledError`` therefore always means "the call is over,
+    its outcome unknown to you", never "the call is still running".
+    """
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        while not future.done():
+            try:
+                await asyncio.wait((future,))
+            except asyncio.CancelledError:
+                continue  # a second cancel: the hop still has to end first
+        if not future.cancelled():
+            future.exception()  # retrieved: the caller gets CancelledError instead
+        raise
+
+
+class _Hop:
+    """The worker threads, fork guard and closed state one handle and its twin share."""
+
+    def __init__(self, label: str, workers: int) -> None:
+        self.label = label
+        self.guard = ForkGuard(label)
+        self.closed = False
+        self._executor = ThreadPoolExecutor(
+            max_workers=workers, thread_name_prefix=f"rulvar-{label}"
+        )
+
+    def refuse_if_unusable(self, operation: str) -> None:
+        self.guard.check(operation)
+        if self.closed:
+            raise StoreClosedError(
+                f"{self.label} {operation}: the store is closed", operation
+            )
+
+    async def run(self, operation: str, call: Callable[..., T], *args: Any) -> T:
+        """Run ``call(*args)`` whole on a worker thread in the caller's context."""
+        self.refuse_if_unusable(operation)
+        loop = asyncio.get_running_loop()
+        context = contextvars.copy_context()
+        future = loop.run_in_executor(self._executor, context.run, call, *args)
+        return await finish_uncancelled(future)
+
+    async def close(self, close_store: Callable[[], None]) -> None:
+        """Refuse new calls, let running ones end, then close the sync store. Idempotent.
+
+        In a forked child nothing is touched: the threads and the store's
+        resources belong to the parent.
+        """
+        if self.closed:
+            return
+        self.closed = True
+        if self.guard.forked:
+            return
+        executor = self._executor
+
+        def shut_down_then_close() -> None:
+            executor.shutdown(wait=True)
+            close_store()
+
+        await finish_uncancelled(
+            asyncio.get_running_loop().run_in_executor(None, shut_down_then_close)
+        )
+
+
+class _Closing:
+    _hop: _Hop
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        raise NotImplementedError
+
+
+class _AsyncJournal(_Closing):
+    """The always-present journal calls of an adapted store."""
+
+    async_api: Final = True
+
+    def __init__(
+        self, store: JournalStore, hop: _Hop, close: Callable[[], None]
+    ) -> None:
+        self.sync_store: Final = store
+        self.fenced_writes: Final[bool] = has_fenced_writes(store)
+        self._hop = hop
+        self._close = close
+
+    def __repr__(self) -> str:
+        return f"<async adapter of {self.sync_store!r}>"
+
+    async def aclose(self) -> None:
+        """Close the handle and its twin once running calls end. Idempotent."""
+        await self._hop.close(self._close)
+
+    async def append(
+        self, run_id: str, entry: JournalEntry, lease: Lease | None = None
+    ) -> None:
+        await self._hop.run("append", self.sync_store.append, run_id, entry, lease)
+
+    async def load(self, run_id: str) -> list[JournalEntry]:
+        return await self._hop.run("load", self.sync_store.load, run_id)
+
+    async def put_meta(self, meta: RunMeta, lease: Lease | None = None) -> None:
+        await self._hop.run("put_meta", self.sync_store.put_meta, meta, lease)
+
+    async def list_runs(self, run_filter: RunFilter | None = None) -> list[RunMeta]:
+        return await self._hop.run("list_runs", self.sync_store.list_runs, run_filter)
+
+    async def delete(self, run_id: str, lease: Lease | None = None) -> None:
+        await self._hop.run("delete", self.sync_store.delete, run_id, lease)
+
+
+class _AsyncMetaLookup(_AsyncJournal):
+    async def get_meta(self, run_id: str) -> RunMeta | None:
+        store = cast(MetaLookupStore, self.sync_store)
+        return await self._hop.run("get_meta", store.get_meta, run_id)
+
+
+class _AsyncLeases(_AsyncJournal):
+    async def acquire(self, run_id: str, owner: str) -> Lease:
+        store = cast(LeasableStore, self.sync_store)
+        return await self._hop.run("acquire", store.acquire, run_id, owner)
+
+    async def renew(self, lease: Lease) -> None:
+        store = cast(LeasableStore, self.sync_store)
+        await self._hop.run("renew", store.renew, lease)
+
+    async def release(self, lease: Lease) -> None:
+        store = cast(LeasableStore, self.sync_store)
+        await self._hop.run("release", store.release, lease)
+
+
+class _AsyncIncremental(_AsyncJournal):
+    async def load_since(self, run_id: str, cursor: str | None = None) -> JournalTail:
+        store = cast(IncrementalReadStore, self.sync_store)
+        return await self._hop.run("load_since", store.load_since, run_id, cursor)
+
+
+@cache
+def _journal_class(meta: bool, leases: bool, incremental: bool) -> type[_AsyncJournal]:
+    """The adapter class offering exactly the optional calls the sync store offers.
+
+    Optional abilities are detected by method presence (``has_meta_lookup``,
+    ``isinstance(..., AsyncLeasableStore)``), so the adapter must not offer a
+    call its store lacks.
+    """
+    chosen = [
+        mixin
+        for wanted, mixin in (
+            (meta, _AsyncMetaLookup),
+            (leases, _AsyncLeases),
+            (incremental, _AsyncIncremental),
+        )
+        if wanted
+    ]
+    if not chosen:
+        return _AsyncJournal
+    name = "AsyncAdapted" + "".join(m.__name__.removeprefix("_Async") for m in chosen)
+    return type(name, tuple(chosen), {})
+
+
+class AsyncTranscriptAdapter(_Closing):
+    """An adapted blob store; it shares its journal's worker threads and closed state."""
+
+    async_api: Final = True
+
+    def __init__(self, store: TranscriptStore, hop: _Hop) -> None:
+        self.sync_store: Final = store
+        self.fenced_writes: Final[bool] = has_fenced_writes(store)
+        self._hop = hop
+
+    def __repr__(self) -> str:
+        return f"<async adapter of {self.sync_store!r}>"
+
+    async def aclose(self) -> None:
+        """A no-op: the twin lives and dies with its journal handle (T6)."""
+
+    async def put(self, ref: str, blob: BlobInput, lease: Lease | None = None) -> None:
+        await self._hop.run("put", self.sync_store.put, ref, blob, lease)
+
+    async def get(self, ref: str) -> bytes | None:
+        return await self._hop.run("get", self.sync_store.get, ref)
+
+    async def list_refs(self, run_id: str) -> list[str]:
+        return await self._hop.run("list_refs", self.sync_store.list_refs, run_id)
+
+    async def delete(self, ref: str, lease: Lease | None = None) -> None:
+        await self._hop.run("delete", self.sync_store.delete, ref, lease)
+
+
+def adapt_opened(
+    opened: OpenedStore, *, label: str = "store", workers: int = DEFAULT_WORKERS
+) -> AsyncOpenedStore:
+    """Serve an opened sync store to coroutines; ``aclose`` closes ``opened``."""
+    store = opened.journal
+    hop = _Hop(label, workers)
+    journal_class = _journal_class(
+        has_meta_lookup(store),
+        isinstance(store, LeasableStore),
+        has_incremental_read(store),
+    )
+    journal = journal_class(store, hop, opened.close)
+    return AsyncOpenedStore(
+        journal=cast(AsyncJournalStore, journal),
+        transcripts=cast(
+            AsyncTranscriptStore, AsyncTranscriptAdapter(opened.transcripts, hop)
+        ),
+        closers=(journal.aclose,),
+    )
+
+
+async def open_adapted(
+    open_sync: Callable[[StoreUrl], OpenedStore], url: StoreUrl
+) -> AsyncOpenedStore:
+    """Open ``url`` with a sync opener on a worker thread and adapt the result.
+
+    A caller cancelled while the open runs gets ``CancelledError`` once the
+    open has ended and what it opened is closed again: nothing leaks.
+    """
+    loop = asyncio.get_running_loop()
+    future = loop.run_in_executor(None, open_sync, url)
+    try:
+        opened = await finish_uncancelled(future)
+    except asyncio.CancelledError:
+        if not future.cancelled() and future.exception() is None:
+            await finish_uncancelled(loop.run_in_executor(None, future.result().close))
+        raise
+    return adapt_opened(opened, label=url.scheme)
