@@ -232,7 +232,7 @@ def command(url: str) -> tuple[float, float, int]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     started = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "rulvar_store", "runs", "audit", url, "--timeout", "60"],
+        [sys.executable, "-m", "rulvar_cli", "runs", "audit", url, "--timeout", "60"],
         capture_output=True,
         text=True,
         env=env,

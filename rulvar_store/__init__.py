@@ -77,6 +77,7 @@ from rulvar_store.errors import (
     StoreClosedError,
     StoreUnavailableError,
     SupersededError,
+    UnreadableRecordError,
     UnsafeNameError,
 )
 
@@ -126,6 +127,7 @@ __all__ = [
     "SupersededError",
     "TornTail",
     "TranscriptStore",
+    "UnreadableRecordError",
     "UnsafeNameError",
     "assert_fenced_writes",
     "has_fenced_writes",

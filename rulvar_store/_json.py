@@ -15,6 +15,9 @@ the stdlib on a few inputs, each handled here:
   escaped or raw lone surrogates, a UTF-8 byte order mark, nesting deeper than
   orjson's limit: orjson raises, and the text goes to ``json.loads``, which
   returns what it always did (or raises its own error, exactly as before).
+- Nesting deeper than the stdlib recurses (about 1,000 levels; another
+  language's writer can store more): ``RecursionError`` becomes the typed
+  ``UnreadableRecordError``, a ``ValueError`` like any text that does not parse.
 - Duplicate keys: both keep the LAST value at the position of the FIRST
   occurrence (plain dict assignment); the property tests in
   ``tests/core/test_json_read.py`` pin this.
@@ -25,12 +28,15 @@ Writing stays the stdlib's canonical form (D1-D3); orjson never writes.
 from __future__ import annotations
 
 import json
+import sys
 from bisect import bisect_right
 from collections.abc import Sequence
 from itertools import accumulate
 from typing import Any, Final
 
 import orjson
+
+from rulvar_store.errors import UnreadableRecordError
 
 __all__ = ["dump_record", "load_record", "load_records", "stable_stringify"]
 
@@ -51,11 +57,22 @@ def load_record(text: str | bytes) -> Any:
     (see the module docstring for how the fast path stays exact).
     """
     if _has_long_digit_run(text):
-        return json.loads(text)
+        return _stdlib_loads(text)
     try:
         return _fast_loads(text)
     except orjson.JSONDecodeError:
+        return _stdlib_loads(text)
+
+
+def _stdlib_loads(text: str | bytes) -> Any:
+    """``json.loads``, with a record nested past its recursion limit typed."""
+    try:
         return json.loads(text)
+    except RecursionError:
+        raise UnreadableRecordError(
+            "stored record is nested deeper than this reader can parse "
+            f"(over {sys.getrecursionlimit()} levels); written by another writer"
+        ) from None
 
 
 def load_records(texts: Sequence[str | bytes]) -> list[Any]:
@@ -88,7 +105,7 @@ def _load_screened(text: str | bytes) -> Any:
     try:
         return _fast_loads(text)
     except orjson.JSONDecodeError:
-        return json.loads(text)
+        return _stdlib_loads(text)
 
 
 _fast_loads: Final = orjson.loads

@@ -42,6 +42,7 @@ __all__ = [
     "StoreClosedError",
     "StoreUnavailableError",
     "SupersededError",
+    "UnreadableRecordError",
     "UnsafeNameError",
 ]
 
@@ -129,6 +130,19 @@ class NotJsonError(InvalidArgumentError, TypeError, ValueError):
     """
 
     code = "not_json"
+
+
+class UnreadableRecordError(ContractError, ValueError):
+    """A stored record this reader cannot turn into a value; that record only.
+
+    Another writer (a worker in another language, a hand edit) left text that
+    parses nowhere here, for example a value nested deeper than Python's parser
+    recurses. Retrying reads the same bytes, so it is not retryable; other
+    records are unaffected, and listings name this one instead of failing. It is
+    also a ``ValueError``, what a record that is not JSON raises.
+    """
+
+    code = "unreadable_record"
 
 
 class UnsafeNameError(InvalidArgumentError, JournalOrderViolation):

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
+from rulvar_cli.check import _explain, _result_row
 from rulvar_conformance.certify import CheckResult
 from rulvar_conformance.clauses import CLAUSES
-from rulvar_store._cli.check import _explain, _result_row
 
 FAILED = CheckResult(
     suite="two-handles",
@@ -65,7 +65,7 @@ def test_json_row_carries_clause_texts_status_and_detail() -> None:
 def test_not_run_rows_show_their_reason_in_the_table() -> None:
     """memory:// cannot offer fail-fast handles: the row says so, and it is not a pass."""
     done = subprocess.run(
-        [sys.executable, "-m", "rulvar_store", "check", "memory://", "--suite",
+        [sys.executable, "-m", "rulvar_cli", "check", "memory://", "--suite",
          "typed-errors"],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
@@ -73,10 +73,10 @@ def test_not_run_rows_show_their_reason_in_the_table() -> None:
     assert "NOT RUN  typed-errors" in done.stdout
     assert "reason: needs a fail-fast handle that raises StoreBusyError" in done.stdout
     assert done.stdout.rstrip().endswith(
-        "0 passed, 0 failed, 1 not run across 1 suites"
+        "0 passed, 0 failed, 1 not run across 1 suite"
     )
     as_json = subprocess.run(
-        [sys.executable, "-m", "rulvar_store", "check", "memory://", "--suite",
+        [sys.executable, "-m", "rulvar_cli", "check", "memory://", "--suite",
          "typed-errors", "--json"],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip

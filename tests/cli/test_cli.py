@@ -13,7 +13,7 @@ from rulvar_conformance.certify import suite_specs
 
 def _rulvar(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "rulvar_store", *args],
+        [sys.executable, "-m", "rulvar_cli", *args],
         capture_output=True,
         text=True,
         timeout=300,

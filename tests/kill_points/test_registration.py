@@ -7,8 +7,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from rulvar_cli import cli
 from rulvar_conformance.certify import Certification, certification_suites
-from rulvar_store._cli import cli
 from rulvar_store.backend import StoreLocation
 
 

@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from rulvar_cli import main
 from rulvar_store import MemoryStore, OpenedStore, open_store
-from rulvar_store._cli import main
 from tests._postgres_gate import postgres_url as postgres_url
 
 PG_TABLES = (

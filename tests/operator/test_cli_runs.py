@@ -288,7 +288,7 @@ def test_runs_prune_deletes_unreferenced_checkpoints(
     opened.transcripts.put("run-a/ckpt/2", b"b")
     result = rulvar("runs", "prune", _url(url_place), "run-a")
     assert result.exit_code == 0, result.stderr
-    assert result.stdout.strip() == "run-a: pruned 1 checkpoints"
+    assert result.stdout.strip() == "run-a: pruned 1 checkpoint"
     assert opened.transcripts.list_refs("run-a") == ["run-a/ckpt/2"]
 
 

@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 
+from rulvar_cli._operator import Watchdog, open_for_operator
+from rulvar_cli._repair import repair_audit
 from rulvar_store import ConfigError
-from rulvar_store._cli._operator import Watchdog, open_for_operator
-from rulvar_store._cli._repair import repair_audit
 from rulvar_store.backend import set_failpoint_hook
 from rulvar_store.ops import iter_run_audits
 from tests.operator._journals import entry, running, settle, suspension, write_run
@@ -60,7 +60,7 @@ def _rulvar_process(
 ) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(WORKTREE)}
     return subprocess.run(
-        [sys.executable, "-m", "rulvar_store", *args],
+        [sys.executable, "-m", "rulvar_cli", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -275,7 +275,7 @@ def test_two_repair_passes_started_together_never_both_repair_a_run(
     command = [
         sys.executable,
         "-m",
-        "rulvar_store",
+        "rulvar_cli",
         "runs",
         "audit",
         byte_place.url,
@@ -391,7 +391,7 @@ def test_the_watchdog_ends_a_call_stuck_below_every_backend_bound() -> None:
     """A call that outlives --timeout plus slack ends the process with a message and exit 3."""
     code = (
         "import time\n"
-        "from rulvar_store._cli._operator import Watchdog\n"
+        "from rulvar_cli._operator import Watchdog\n"
         "dog = Watchdog(0.2)\n"
         "with dog.bound('reading run x'):\n"
         "    time.sleep(60)\n"
@@ -466,7 +466,7 @@ def test_progress_shows_on_a_terminal_and_stays_quiet_when_piped(
     leader, follower = pty.openpty()
     try:
         process = subprocess.run(
-            [sys.executable, "-m", "rulvar_store", "runs", "audit", url],
+            [sys.executable, "-m", "rulvar_cli", "runs", "audit", url],
             stdout=subprocess.PIPE,
             stderr=follower,
             timeout=120,

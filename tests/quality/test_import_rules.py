@@ -40,13 +40,8 @@ DRIVERS: Final = ("apsw", "psycopg", "psycopg_pool")
 SKIPPED_DIRS: Final = frozenset({".git", ".venv", "build", "dist", "__pycache__"})
 
 # (importing path prefix, imported module prefix): why it is allowed for now.
-RULES_EXEMPT: Final = {
-    # The CLI still lives inside the core and joins the kit (the one upward arrow).
-    # Branch `user` moves it to the `rulvar_cli` package; the mover deletes these
-    # two entries in the same change.
-    ("rulvar_store/_cli/", "rulvar_conformance"): "CLI not yet moved to rulvar_cli",
-    ("tests/", "rulvar_store._cli"): "CLI not yet moved to rulvar_cli",
-}
+# Empty: the CLI lives in its own package above the kit, so no exception remains.
+RULES_EXEMPT: Final[dict[tuple[str, str], str]] = {}
 
 
 @dataclass(frozen=True)

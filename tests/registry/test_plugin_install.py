@@ -43,7 +43,7 @@ def plugin_site(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 def _rulvar(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "rulvar_store", *args],
+        [sys.executable, "-m", "rulvar_cli", *args],
         env=env,
         capture_output=True,
         text=True,

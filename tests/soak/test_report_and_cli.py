@@ -62,7 +62,7 @@ def test_without_matplotlib_the_report_says_how_to_install_it(
 def test_rulvar_soak_refuses_stores_it_cannot_soak(url: str, message: str) -> None:
     """In-process memory (no child processes) and unfenced file stores: exit 2, one line."""
     done = subprocess.run(
-        [sys.executable, "-m", "rulvar_store", "soak", url],
+        [sys.executable, "-m", "rulvar_cli", "soak", url],
         capture_output=True,
         text=True,
         timeout=120,

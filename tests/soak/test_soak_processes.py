@@ -45,7 +45,7 @@ def test_rulvar_soak_quick_on_sqlite_passes_and_writes_a_report(tmp_path: Path) 
         [
             sys.executable,
             "-m",
-            "rulvar_store",
+            "rulvar_cli",
             "soak",
             f"sqlite:///{tmp_path / 'runs.db'}",
             "--profile",

@@ -6,18 +6,33 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from rulvar_store import list_backends
-from rulvar_store._cli._common import EXIT_FAILED
-from rulvar_store.backend import parse_store_url, resolve_backend
+from rulvar_cli._common import (
+    CHECK_EXIT_CODES_HELP,
+    EXIT_FAILED,
+    EXIT_USAGE,
+    fail,
+    plural,
+    sqlite_installed,
+)
+from rulvar_store.backend import (
+    Backend,
+    LocationFactory,
+    StoreUrl,
+    parse_store_url,
+    resolve_backend,
+)
+from rulvar_store.errors import RulvarError
 
 if TYPE_CHECKING:
+    from rulvar_conformance import ConformanceSuite
     from rulvar_conformance.certify import CheckResult
 
 __all__ = ["check_command"]
@@ -26,11 +41,99 @@ _MARKS = {"passed": "PASS", "failed": "FAIL", "not-run": "NOT RUN"}
 
 
 def _default_check_url(scratch: Path) -> str:
-    """The embedded SQLite default when usable, else the in-memory store."""
-    usable = {info.backend.name for info in list_backends() if info.installed}
-    if "sqlite" in usable:
+    """The embedded SQLite default when usable, else the in-memory store (said why)."""
+    if sqlite_installed():
         return f"sqlite:///{scratch / 'rulvar-check.db'}"
+    # Said on stderr so --json output stays one document.
+    click.echo(
+        "rulvar: no URL and SQLite is not installed (the 'sqlite' extra, apsw), "
+        "so this certifies memory://, the reference store; give a URL to "
+        "certify your own",
+        err=True,
+    )
     return "memory://"
+
+
+def enter_certify(
+    backend: Backend, parsed: StoreUrl, stack: ExitStack
+) -> LocationFactory:
+    """Enter the plugin's ``certify``; a bug in it is the plugin's, exit 2, not a failed check.
+
+    A typed ``RulvarError`` (a bad URL, a server that does not answer) goes on to
+    the usual one-line report; anything else raised while the plugin sets up its
+    fresh locations names the backend and the exception, never a traceback.
+    """
+    assert backend.certify is not None  # the caller checked
+    try:
+        return stack.enter_context(backend.certify(parsed))
+    except RulvarError:
+        raise
+    except Exception as exc:
+        fail(
+            "plugin",
+            f"backend {backend.name!r} failed in its own certify(), before any "
+            f"check ran: {type(exc).__name__}: {exc} (a bug in the plugin, not "
+            "in the store under test)",
+            EXIT_USAGE,
+        )
+
+
+def _run_attributed(
+    suites: list[ConformanceSuite],
+    progress: Callable[[CheckResult], None],
+    *,
+    live: bool,
+    check_timeout_s: float,
+) -> list[CheckResult]:
+    """Run the checks one at a time, so a crash of the process names its check.
+
+    On a terminal the check about to run is shown (the result row overwrites
+    it); everywhere, ``faulthandler`` prints the Python stack on a fatal signal
+    (a segfault in a driver), which names the check's code.
+    """
+    import faulthandler
+
+    from rulvar_conformance.certify import run_suites
+
+    faulthandler.enable()
+    shown = live and sys.stdout.isatty()
+    results: list[CheckResult] = []
+    for suite in suites:
+        for one in suite.checks:
+            if shown:
+                click.echo(f"  RUN      {suite.name:<20} {one.id}\r", nl=False)
+            results += run_suites(
+                [replace(suite, checks=(one,))],
+                on_result=progress,
+                check_timeout_s=check_timeout_s,
+            )
+    return results
+
+
+class _CheckCommand(click.Command):
+    """``rulvar check``: its --help lists the suite names, read from the kit then.
+
+    The kit is imported only when that help is asked for, so other commands and
+    plain ``rulvar --help`` never pay for it.
+    """
+
+    def format_epilog(
+        self, ctx: click.Context, formatter: click.HelpFormatter
+    ) -> None:
+        from rulvar_conformance.certify import suite_specs
+
+        rows = [
+            (
+                spec.name,
+                spec.description
+                + ("" if spec.default else " (not default)")
+                + ("" if spec.capability is None else f" [needs {spec.capability}]"),
+            )
+            for spec in suite_specs()
+        ]
+        with formatter.section("Suites (--suite NAME; 'all' for every one)"):
+            formatter.write_dl(rows)
+        super().format_epilog(ctx, formatter)
 
 
 @contextmanager
@@ -86,7 +189,7 @@ def _explain(result: CheckResult) -> list[str]:
     return [line for line in lines if line]
 
 
-@click.command("check")
+@click.command("check", cls=_CheckCommand, epilog=CHECK_EXIT_CODES_HELP)
 @click.argument("url", required=False)
 @click.option(
     "--suite",
@@ -124,7 +227,8 @@ def check_command(
 
     Each check runs against a fresh, isolated location next to URL's (a new
     file, directory or schema), so certifying never touches existing runs.
-    Without URL: a temporary SQLite file (the embedded default). A backend
+    Without URL: a temporary SQLite file (the embedded default) when the
+    'sqlite' extra is installed, else memory:// (stderr says so). A backend
     with a native async opener is certified through it too (suites marked
     "(async)"), as is any backend with --async.
     """
@@ -141,7 +245,6 @@ def check_command(
         from rulvar_conformance.certify import (
             Certification,
             certification_suites,
-            run_suites,
             stuck_threads,
         )
 
@@ -157,7 +260,8 @@ def check_command(
                     click.echo(line)
 
         # certify() validates the URL first: a mistake is one line, nothing else.
-        with backend.certify(parsed) as locations:
+        with ExitStack() as stack:
+            locations = enter_certify(backend, parsed, stack)
             if not as_json:
                 click.echo(f"certifying {parsed.redacted} ({backend.name})")
             certification = Certification(
@@ -171,8 +275,8 @@ def check_command(
                 from rulvar_conformance.async_certify import async_suites
 
                 suites += async_suites(certification, suites_wanted or None)
-            results = run_suites(
-                suites, on_result=progress, check_timeout_s=check_timeout_s
+            results = _run_attributed(
+                suites, progress, live=not as_json, check_timeout_s=check_timeout_s
             )
 
     failed = [result for result in results if result.status == "failed"]
@@ -191,7 +295,7 @@ def check_command(
     else:
         click.echo(
             f"{passed} passed, {len(failed)} failed, {len(not_run)} not run "
-            f"across {len(suites)} suites"
+            f"across {plural(len(suites), 'suite')}"
         )
     code = EXIT_FAILED if failed else 0
     # Only threads this command's checks left behind (a test process may hold older).

@@ -8,8 +8,8 @@ from typing import Any, Final
 
 import click
 
+from rulvar_cli._operator import sanitize
 from rulvar_store import OpenedStore
-from rulvar_store._cli._operator import sanitize
 from rulvar_store.backend import finite_seq
 from rulvar_store.errors import ContractError
 from rulvar_store.ops import (

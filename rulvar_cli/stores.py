@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from rulvar_cli._common import STORES_EXIT_CODES_HELP
 from rulvar_store import BackendInfo, list_backends
 
 __all__ = ["stores_command"]
@@ -28,7 +29,7 @@ def _backend_row(info: BackendInfo) -> dict[str, Any]:
     }
 
 
-@click.command("stores")
+@click.command("stores", epilog=STORES_EXIT_CODES_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def stores_command(as_json: bool) -> None:
     """List installed store backends: URL schemes, capabilities, native or adapted async."""

@@ -20,9 +20,17 @@ from typing import Any, Final
 
 import click
 
-from rulvar_store import OpenedStore, RunFilter
-from rulvar_store._cli._common import EXIT_FAILED, RUNS_EXIT_CODES_HELP
-from rulvar_store._cli._operator import (
+from rulvar_cli._common import (
+    AUDIT_EXIT_CODES_HELP,
+    EXIT_FAILED,
+    LIST_EXIT_CODES_HELP,
+    RETENTION_EXIT_CODES_HELP,
+    RUNS_EXIT_CODES_HELP,
+    SHOW_EXIT_CODES_HELP,
+    fail,
+    plural,
+)
+from rulvar_cli._operator import (
     DEFAULT_TIMEOUT_S,
     Progress,
     Watchdog,
@@ -30,7 +38,8 @@ from rulvar_store._cli._operator import (
     sanitize,
     store_did_not_answer,
 )
-from rulvar_store._cli._show import describe_run, print_run
+from rulvar_cli._show import describe_run, print_run
+from rulvar_store import OpenedStore, RunFilter
 from rulvar_store.errors import StoreBusyError, StoreUnavailableError
 
 __all__ = ["runs_command"]
@@ -75,7 +84,7 @@ def runs_command() -> None:
 # -- list -----------------------------------------------------------------------
 
 
-@runs_command.command("list", epilog=RUNS_EXIT_CODES_HELP)
+@runs_command.command("list", epilog=LIST_EXIT_CODES_HELP)
 @click.argument("url")
 @click.option(
     "--status",
@@ -155,7 +164,7 @@ def list_command(
         click.echo(f'], "count": {shown}, "unreadable": {unreadable}}}')
     else:
         click.echo(
-            f"{shown} runs" + (f", {unreadable} unreadable" if unreadable else ""),
+            plural(shown, "run") + (f", {unreadable} unreadable" if unreadable else ""),
             err=True,
         )
     if unreadable:
@@ -165,7 +174,7 @@ def list_command(
 # -- show -----------------------------------------------------------------------
 
 
-@runs_command.command("show", epilog=RUNS_EXIT_CODES_HELP)
+@runs_command.command("show", epilog=SHOW_EXIT_CODES_HELP)
 @click.argument("url")
 @click.argument("run_id", metavar="RUN")
 @click.option(
@@ -186,8 +195,7 @@ def show_command(
         with watchdog.bound(f"reading run {run_id!r}"):
             report = describe_run(opened, run_id, tail_size)
     if report is None:
-        click.echo(f"rulvar: no run {sanitize(run_id)!r} in this store", err=True)
-        sys.exit(EXIT_FAILED)
+        fail("no-such-run", f"no run {sanitize(run_id)!r} in this store", EXIT_FAILED)
     if as_json:
         click.echo(json.dumps(report, indent=2, ensure_ascii=False))
     else:
@@ -199,7 +207,7 @@ def show_command(
 # -- audit ----------------------------------------------------------------------
 
 
-@runs_command.command("audit", epilog=RUNS_EXIT_CODES_HELP)
+@runs_command.command("audit", epilog=AUDIT_EXIT_CODES_HELP)
 @click.argument("url")
 @click.option(
     "--repair",
@@ -215,7 +223,7 @@ def audit_command(url: str, repair: bool, as_json: bool, timeout_s: float) -> No
     --repair nothing is written. With it, each repairable run is leased
     briefly (a live owner's run is skipped), re-audited and rewritten.
     """
-    from rulvar_store._cli._repair import repair_audit
+    from rulvar_cli._repair import repair_audit
     from rulvar_store.ops import iter_run_audits
 
     reported = remaining = repaired = 0
@@ -278,7 +286,7 @@ def audit_command(url: str, repair: bool, as_json: bool, timeout_s: float) -> No
 def _retention(
     url: str, run_ids: tuple[str, ...], *, prune: bool, timeout_s: float
 ) -> None:
-    from rulvar_store._cli._show import run_exists
+    from rulvar_cli._show import run_exists
     from rulvar_store.ops import sweep_runs
 
     failed = 0
@@ -295,7 +303,9 @@ def _retention(
                     opened.journal, opened.transcripts, [run_id], prune=prune
                 )
             if outcome.outcome == "done":
-                done = f"pruned {outcome.done} checkpoints" if prune else "deleted"
+                done = (
+                    f"pruned {plural(outcome.done or 0, 'checkpoint')}" if prune else "deleted"
+                )
                 click.echo(f"{sanitize(run_id)}: {done}")
             else:
                 failed += 1
@@ -306,7 +316,7 @@ def _retention(
         sys.exit(EXIT_FAILED)
 
 
-@runs_command.command("delete", epilog=RUNS_EXIT_CODES_HELP)
+@runs_command.command("delete", epilog=RETENTION_EXIT_CODES_HELP)
 @click.argument("url")
 @click.argument("run_ids", metavar="RUN...", nargs=-1, required=True)
 @_timeout_option
@@ -319,7 +329,7 @@ def delete_command(url: str, run_ids: tuple[str, ...], timeout_s: float) -> None
     _retention(url, run_ids, prune=False, timeout_s=timeout_s)
 
 
-@runs_command.command("prune", epilog=RUNS_EXIT_CODES_HELP)
+@runs_command.command("prune", epilog=RETENTION_EXIT_CODES_HELP)
 @click.argument("url")
 @click.argument("run_ids", metavar="RUN...", nargs=-1, required=True)
 @_timeout_option

@@ -23,8 +23,8 @@ from typing import Any, Final, TextIO, TypeVar
 
 import click
 
+from rulvar_cli._common import EXIT_FAILED, EXIT_UNAVAILABLE, fail
 from rulvar_store import OpenedStore, RunFilter, open_store
-from rulvar_store._cli._common import EXIT_FAILED
 from rulvar_store.backend import option_bool, parse_store_url
 from rulvar_store.errors import ConfigError, StoreBusyError, StoreUnavailableError
 
@@ -40,9 +40,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-EXIT_UNAVAILABLE: Final = 3
-"""The store did not answer within the bound (busy, locked, unreachable)."""
 
 DEFAULT_TIMEOUT_S: Final = 10.0
 # The brief lease of a repair, delete or prune: long enough for one run's work,
@@ -148,12 +145,12 @@ def store_did_not_answer(
     exc: StoreBusyError | StoreUnavailableError, timeout_s: float
 ) -> None:
     """Print why the pass stopped and exit ``EXIT_UNAVAILABLE``."""
-    click.echo(
-        f"rulvar: {exc.code}: {sanitize(exc)} (each store call is bounded by "
-        f"--timeout {timeout_s:g} s); stopped",
-        err=True,
+    fail(
+        exc.code,
+        f"{sanitize(exc)} (each store call is bounded by --timeout {timeout_s:g} s); "
+        "stopped",
+        EXIT_UNAVAILABLE,
     )
-    sys.exit(EXIT_UNAVAILABLE)
 
 
 class Watchdog:

@@ -10,10 +10,13 @@ from typing import TYPE_CHECKING, Final
 
 import click
 
-from rulvar_store._cli._common import (
+from rulvar_cli._common import (
     EXIT_FAILED,
     EXIT_SOAK_QUORUM,
+    EXIT_USAGE,
     SOAK_EXIT_CODES_HELP,
+    fail,
+    sqlite_installed,
 )
 from rulvar_store.backend import parse_store_url, resolve_backend
 
@@ -31,7 +34,7 @@ _EXIT_OF: Final = {
 
 
 @click.command("soak", epilog=SOAK_EXIT_CODES_HELP)
-@click.argument("url")
+@click.argument("url", required=False)
 @click.option(
     "--profile",
     "profile_name",
@@ -82,7 +85,7 @@ _EXIT_OF: Final = {
     help="Keep the report folder here: summary, logs, tenures.png.",
 )
 def soak_command(
-    url: str,
+    url: str | None,
     profile_name: str,
     writers: int | None,
     companions: int | None,
@@ -97,7 +100,60 @@ def soak_command(
     The soak runs in a new file or schema beside URL's (never your runs), stops
     at the profile's quorum, and rebuilds the serial history the fencing epochs
     promise from every writer's log and diffs it against the store.
+    Without URL: a temporary SQLite file (the 'sqlite' extra).
     """
+    if url is None:
+        with tempfile.TemporaryDirectory(prefix="rulvar-soak-") as scratch_store:
+            _soak(
+                _default_soak_url(scratch_store),
+                profile_name,
+                writers,
+                companions,
+                seconds,
+                seed,
+                json_path,
+                through_async,
+                report_dir,
+            )
+        return
+    _soak(
+        url,
+        profile_name,
+        writers,
+        companions,
+        seconds,
+        seed,
+        json_path,
+        through_async,
+        report_dir,
+    )
+
+
+def _default_soak_url(scratch: str) -> str:
+    """A SQLite file in ``scratch``; without SQLite, one line says what to give."""
+    if not sqlite_installed():
+        fail(
+            "config",
+            "no URL and SQLite is not installed: install the 'sqlite' extra "
+            "(apsw) or give the URL of a store with leases across processes "
+            "(postgresql://...)",
+            EXIT_USAGE,
+        )
+    return f"sqlite:///{Path(scratch) / 'rulvar-soak.db'}"
+
+
+def _soak(
+    url: str,
+    profile_name: str,
+    writers: int | None,
+    companions: int | None,
+    seconds: float | None,
+    seed: int | None,
+    json_path: str | None,
+    through_async: bool,
+    report_dir: str | None,
+) -> None:
+    """The soak of ``url`` (see ``soak_command``)."""
     parsed = parse_store_url(url)
     backend = resolve_backend(parsed)
     missing = sorted(_NEEDS - backend.capabilities)

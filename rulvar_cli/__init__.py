@@ -3,9 +3,10 @@
 One module per command group; each imports its heavy parts (the kit, drivers)
 only when it runs, so ``rulvar --help`` and ``rulvar stores`` stay fast.
 
-Exit codes: 0 success, 1 a check failed, 2 a usage or configuration mistake or a
-store that cannot be opened or reached (printed as one line, never a traceback);
-every command's ``--help`` says so.
+Exit codes: 0 success, 1 a check failed or something remains, 2 a usage or
+configuration mistake, a missing extra, or a store that cannot be opened (one
+line, never a traceback), 3 a ``runs`` command's store did not answer in time;
+every command's ``--help`` states its own. Nothing below this package imports it.
 """
 
 from __future__ import annotations
@@ -15,11 +16,17 @@ import sys
 
 import click
 
-from rulvar_store._cli._common import EXIT_CODES_HELP, EXIT_FAILED, EXIT_USAGE
-from rulvar_store._cli.check import check_command
-from rulvar_store._cli.runs import runs_command
-from rulvar_store._cli.soak import soak_command
-from rulvar_store._cli.stores import stores_command
+from rulvar_cli._common import (
+    EXIT_CODES_HELP,
+    EXIT_FAILED,
+    EXIT_USAGE,
+    fail,
+    set_json_errors,
+)
+from rulvar_cli.check import check_command
+from rulvar_cli.runs import runs_command
+from rulvar_cli.soak import soak_command
+from rulvar_cli.stores import stores_command
 from rulvar_store.errors import RulvarError
 
 __all__ = ["cli", "main"]
@@ -50,24 +57,43 @@ def _document_exit_codes(group: click.Group) -> None:
             _document_exit_codes(command)
 
 
+def _wants_json(args: list[str]) -> bool:
+    """``--json`` as a flag: every command but ``soak``, whose --json names a file."""
+    words = [arg for arg in args if not arg.startswith("-")]
+    return "--json" in args and (not words or words[0] != "soak")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the command; user mistakes become one line on stderr, never a traceback."""
     # Drivers log connection retries as warnings; the command reports failures itself.
     logging.basicConfig(level=logging.ERROR, format="rulvar: %(name)s: %(message)s")
     _document_exit_codes(cli)
+    args = sys.argv[1:] if argv is None else argv
+    set_json_errors(_wants_json(args))
     try:
-        cli.main(args=argv, prog_name="rulvar", standalone_mode=False)
+        cli.main(args=args, prog_name="rulvar", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(EXIT_FAILED)
-    except click.ClickException as exc:
+    except click.exceptions.UsageError as exc:
+        if _wants_json(args):
+            fail("usage", exc.format_message(), EXIT_USAGE)
         exc.show()
         sys.exit(EXIT_USAGE)
+    except click.ClickException as exc:
+        fail("usage", exc.format_message(), EXIT_USAGE)
     except RulvarError as exc:
-        click.echo(f"rulvar: {exc.code}: {exc}", err=True)
-        sys.exit(EXIT_USAGE)
+        fail(exc.code, str(exc), EXIT_USAGE)
+    except ModuleNotFoundError as exc:
+        # An optional driver or tool the install lacks: say what, never a
+        # traceback. A module of this project missing is a broken install.
+        fail(
+            "missing-module",
+            f"{exc}; this command needs it: install the extra that provides it "
+            "(see 'rulvar stores' and the README's Install section)",
+            EXIT_USAGE,
+        )
     except OSError as exc:
         # A path the command could not use; backends translate their own, this
         # is the net under any that slip through.
-        click.echo(f"rulvar: error: {exc}", err=True)
-        sys.exit(EXIT_USAGE)
+        fail("error", str(exc), EXIT_USAGE)

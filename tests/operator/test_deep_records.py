@@ -1,0 +1,141 @@
+"""A record nested past Python's parser, written by another writer, breaks only itself.
+
+A worker in another language can store a meta or an entry nested 1,500 deep
+(PostgreSQL's jsonb and the file store's JSONL take it; SQLite's JSON functions
+stop at 1,000 levels, and this process's own writes refuse it typed at intake).
+Reading it raises the typed, non-retryable ``UnreadableRecordError``, never a
+bare ``RecursionError``, and the operator's listing keeps every other run and
+names the bad one.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rulvar_store.backend import load_record
+from rulvar_store.errors import (
+    ContractError,
+    InvalidArgumentError,
+    UnreadableRecordError,
+)
+from rulvar_store.ops import iter_listed_runs
+from tests.operator._journals import entry, running, write_run
+from tests.operator._places import Place, invoke
+
+DEPTH = 1_500
+
+
+def _deep_text(run_id: str) -> str:
+    return json.dumps({"runId": run_id, "status": "running"})[:-1] + (
+        ', "x": ' + "[" * DEPTH + "]" * DEPTH + "}"
+    )
+
+
+def _deep_value() -> list[object]:
+    root: list[object] = []
+    node = root
+    for _ in range(DEPTH):
+        child: list[object] = []
+        node.append(child)
+        node = child
+    return root
+
+
+def test_a_deep_text_is_a_typed_error_not_a_recursion_error() -> None:
+    with pytest.raises(UnreadableRecordError) as caught:
+        load_record(_deep_text("run-a"))
+    assert not caught.value.retryable
+    assert isinstance(caught.value, ValueError)
+
+
+def _seed(place: Place) -> None:
+    store = place.open().journal
+    write_run(store, "run-a", [running(0)], "running")
+    write_run(store, "run-b", [entry(0, "step", "ok")], "running")
+
+
+def _foreign_deep_meta(place: Place) -> None:
+    if place.corrupt_meta_text is None:
+        pytest.skip("the memory store has no other writer: it holds this process's objects")
+    if place.backend == "sqlite":
+        pytest.skip("SQLite's JSON functions refuse nesting past 1,000 levels at write")
+    place.corrupt_meta_text("run-a", _deep_text("run-a"))
+
+
+def test_this_process_refuses_a_deep_meta_at_intake(place: Place) -> None:
+    """No store of this process's own writes such a record: typed, nothing persisted."""
+    store = place.open().journal
+    with pytest.raises(InvalidArgumentError):
+        store.put_meta({"runId": "run-a", "status": "running", "x": _deep_value()})
+    assert store.get_meta("run-a") is None  # type: ignore[attr-defined]  # every place has meta lookup
+
+
+def test_get_meta_of_a_deep_meta_is_typed(place: Place) -> None:
+    _seed(place)
+    _foreign_deep_meta(place)
+    reader = place.open().journal
+    with pytest.raises(ContractError) as caught:
+        reader.get_meta("run-a")  # type: ignore[attr-defined]  # every place has meta lookup
+    assert not caught.value.retryable
+    assert reader.get_meta("run-b") is not None  # type: ignore[attr-defined]  # the other run reads
+
+
+def test_list_runs_with_a_deep_meta_raises_typed(place: Place) -> None:
+    _seed(place)
+    _foreign_deep_meta(place)
+    with pytest.raises(ContractError):
+        place.open().journal.list_runs()
+
+
+def test_the_operator_listing_keeps_the_good_runs_and_names_the_bad(
+    place: Place,
+) -> None:
+    _seed(place)
+    _foreign_deep_meta(place)
+    listed = {run.run_id: run for run in iter_listed_runs(place.open().journal)}
+    assert listed["run-b"].problem is None
+    assert listed["run-a"].problem is not None
+    assert "deeper" in listed["run-a"].problem
+
+
+def test_rulvar_runs_list_names_the_deep_run_and_lists_the_rest(
+    url_place: Place,
+) -> None:
+    _seed(url_place)
+    _foreign_deep_meta(url_place)
+    assert url_place.url is not None
+    result = invoke("runs", "list", url_place.url)
+    assert result.exit_code == 1
+    lines = {line.split()[0]: line for line in result.stdout.splitlines()[1:]}
+    assert "unreadable" in lines["run-a"]
+    assert "running" in lines["run-b"]
+    assert "Traceback" not in result.stderr
+
+
+def test_load_of_a_deep_entry_is_typed(place: Place) -> None:
+    """The journal's reader too: a deep entry from another writer is typed."""
+    _seed(place)
+    deep = '{"seq": 1, "kind": "step", "x": ' + "[" * DEPTH + "]" * DEPTH + "}"
+    if place.backend == "file":
+        assert place.path is not None
+        with (place.path / "run-a" / "journal.jsonl").open("a", encoding="utf-8") as file:
+            file.write(deep + "\n")
+    elif place.backend == "postgres":
+        import psycopg
+
+        assert place.admin_url is not None
+        with psycopg.connect(place.admin_url, autocommit=True) as conn:
+            conn.execute(
+                f'INSERT INTO "{place.schema}".rulvar_entries (run_id, payload) '
+                "VALUES (%s, %s)",
+                ("run-a", deep),
+            )
+    else:
+        pytest.skip(f"{place.backend}: no other writer can store such an entry")
+    reader = place.open().journal
+    with pytest.raises(ContractError) as caught:
+        reader.load("run-a")
+    assert not caught.value.retryable
+    assert len(reader.load("run-b")) == 1
