@@ -61,7 +61,7 @@ def test_open_store_async_uses_the_backends_async_opener() -> None:
 def test_rulvar_stores_says_which_backends_are_native_async() -> None:
     from click.testing import CliRunner
 
-    from rulvar_store._cli.stores import stores_command
+    from rulvar_cli.stores import stores_command
 
     result = CliRunner().invoke(stores_command, ["--json"])
     assert result.exit_code == 0

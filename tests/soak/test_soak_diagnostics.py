@@ -200,7 +200,7 @@ def test_rulvar_soak_out_of_time_exits_3_and_says_which_file_it_soaked() -> None
 @pytest.mark.clause("S10")
 def test_rulvar_soak_help_documents_the_quorum_exit_code() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "rulvar_store", "soak", "--help"],
+        [sys.executable, "-m", "rulvar_cli", "soak", "--help"],
         capture_output=True,
         text=True,
         timeout=60,
