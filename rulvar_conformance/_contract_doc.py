@@ -36,6 +36,7 @@ _FAMILIES: Final[dict[str, tuple[int, str]]] = {
     "R": (12, "Retention"),
     "X": (13, "Pitfalls the kit checks"),
     "Y": (14, "asyncio API"),
+    "G": (15, "LangGraph checkpointers"),
 }
 
 _INTRO: Final = """\

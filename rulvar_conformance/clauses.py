@@ -149,6 +149,19 @@ CLAUSES: Final[dict[str, str]] = {
     "Y3": "After a cancelled write the store stays usable and a second handle can write at once.",
     "Y4": "A store handle used in a forked child refuses with ForkedStoreError and leaves the parent's resources alone.",
     "Y5": "The kit certifies the async path: its suites drive the async store from threads, failpoints aimed by caller context.",
+    # 15. LangGraph checkpointers (rulvar_langgraph)
+    "G1": "A superseded holder's put, put_writes, delete_thread and prune are refused and change nothing.",
+    "G2": "A worker stalled in a node past its ttl cannot land a checkpoint after a successor resumed.",
+    "G3": "Of two concurrent invocations of one thread, exactly one proceeds and the other gets LeaseHeldError.",
+    "G4": "A worker SIGKILLed mid-node leaves its durable checkpoints, and a successor resumes them after the ttl.",
+    "G5": "A write carrying a lease taken before delete_thread is refused and the thread stays deleted.",
+    "G6": "Subgraph checkpoint writes carry the hold's lease and are fenced like the root graph's.",
+    "G7": "A write outside a hold takes a brief lease and is refused while another worker holds the thread.",
+    "G8": "After a refusal the saver never re-acquires the thread silently, even once it is free.",
+    "G9": "A fresh saver reads a thread's latest checkpoint with the same few reads at any thread length.",
+    "G10": "delete_for_runs and prune delete the blobs of the checkpoints they drop, not only pointers.",
+    "G11": "A LangGraph thread is an ordinary run: rulvar runs list, show, audit and delete work on it.",
+    "G12": "LangGraph's own checkpointer conformance suite passes at FULL for the async saver.",
 }
 
 

@@ -2,6 +2,7 @@
 
 ``PostgresStore`` is fenced (``fenced_writes``), leasable and meta-lookup; its
 ``transcripts()`` twin stores blobs in the same schema under the same fence.
+``AsyncPostgresStore`` is the same store for asyncio callers (``async_api``).
 Importing this package does not import psycopg (the plugin module must load
 without the ``postgres`` extra); the store classes load on first access.
 """
@@ -11,13 +12,26 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from rulvar_store_postgres._async_store import (
+        AsyncPostgresFencedTranscriptStore,
+        AsyncPostgresStore,
+    )
     from rulvar_store_postgres._store import PostgresStore
     from rulvar_store_postgres._transcripts import PostgresFencedTranscriptStore
 
-__all__ = ["PostgresFencedTranscriptStore", "PostgresStore"]
+__all__ = [
+    "AsyncPostgresFencedTranscriptStore",
+    "AsyncPostgresStore",
+    "PostgresFencedTranscriptStore",
+    "PostgresStore",
+]
 
 
 def __getattr__(name: str) -> Any:
+    if name in ("AsyncPostgresStore", "AsyncPostgresFencedTranscriptStore"):
+        from rulvar_store_postgres import _async_store
+
+        return getattr(_async_store, name)
     if name == "PostgresStore":
         from rulvar_store_postgres._store import PostgresStore
 

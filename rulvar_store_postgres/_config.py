@@ -152,6 +152,12 @@ def _check_conninfo(conninfo: str, secrets: tuple[str, ...]) -> None:
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else "invalid"
         for secret in secrets:
             text = text.replace(secret, "***")
+        if "invalid URI query parameter" in text or "invalid connection option" in text:
+            # An unknown name is most often a misspelt option of the store.
+            text += (
+                f"; the store's own options are {', '.join(sorted(OPTION_NAMES))}, "
+                "every other query parameter goes to libpq"
+            )
         raise ConfigError(f"invalid PostgreSQL connection string: {text}") from exc
 
 

@@ -9,6 +9,8 @@ text the driver echoes is masked.
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Final
@@ -24,13 +26,21 @@ from rulvar_store.errors import (
     StoreClosedError,
     StoreUnavailableError,
 )
+from rulvar_store_postgres._pool import ConnectFailed
 
 __all__ = [
     "RETRYABLE_SQLSTATES",
     "SCHEMA_GONE_SQLSTATES",
+    "mutation_result",
+    "no_store",
+    "retry_delay",
+    "schema_gone",
     "sqlstate_of",
     "translated",
 ]
+
+# 40001/40P01 roll the whole transaction back; retry it this many more times.
+_SERIALIZATION_RETRIES: Final = 3
 
 # Serialization failure and deadlock: the transaction rolled back, retry it whole.
 RETRYABLE_SQLSTATES: Final = frozenset({"40001", "40P01"})
@@ -57,6 +67,14 @@ _REFUSED_LOGIN: Final = (
     "no password",
     "permission denied",
 )
+# Connection settings that no retry can make work, as libpq and psycopg word
+# them: an option value libpq rejects, a host name that does not exist.
+_IMPOSSIBLE_CONNECT: Final = re.compile(
+    r"invalid [\w ]+ value|invalid port number|invalid integer value"
+    r"|Name or service not known|nodename nor servname provided"
+    r"|No address associated with hostname"
+)
+_SOCKET: Final = re.compile(r'on socket "([^"]+)" failed: No such file or directory')
 # Operations that only read: a connection lost under them leaves no write behind.
 _READS: Final = frozenset(
     {"load", "get_meta", "list_runs", "blob_get", "blob_list", "connect"}
@@ -70,6 +88,44 @@ def sqlstate_of(exc: BaseException | None) -> str | None:
             return exc.sqlstate
         exc = exc.__cause__
     return None
+
+
+def retry_delay(exc: StoreBusyError, attempt: int) -> float | None:
+    """Seconds to wait before running a rolled-back mutation again, or ``None``.
+
+    Only serialization failures and deadlocks are retried (the whole call was
+    rolled back), a few times, with a growing pause.
+    """
+    if (
+        sqlstate_of(exc.__cause__) in RETRYABLE_SQLSTATES
+        and attempt < _SERIALIZATION_RETRIES
+    ):
+        return 0.002 * (attempt + 1)
+    return None
+
+
+def schema_gone(exc: StoreUnavailableError) -> bool:
+    """Whether the store's objects vanished (the schema was dropped): boot again."""
+    return sqlstate_of(exc.__cause__) in SCHEMA_GONE_SQLSTATES
+
+
+def no_store(operation: str, where: str, schema: str) -> ConfigError:
+    """A read-only handle on a schema without the store's tables: a wrong name.
+
+    Creating nothing is the point of a read-only handle, so the missing tables
+    are not a lost store (which the next call would create again).
+    """
+    return ConfigError(
+        f"{operation} on {where}: schema {schema!r} holds no rulvar store (a "
+        "read-only handle creates nothing); check the schema name"
+    )
+
+
+def mutation_result(row: tuple[object, ...] | None, operation: str, where: str) -> int:
+    """The integer an operation function returned."""
+    if row is None or not isinstance(row[0], int):  # pragma: no cover - never NULL
+        raise StoreUnavailableError(f"{operation} on {where}: no result", operation)
+    return row[0]
 
 
 def _mask(text: str, secrets: Sequence[str]) -> str:
@@ -116,6 +172,8 @@ def translated(
         raise StoreClosedError(
             f"{operation} on {where}: the store is closed", operation
         ) from exc
+    except ConnectFailed as exc:
+        raise _not_connected(exc, operation, where, _detail(exc, secrets)) from exc
     except (PoolTimeout, TooManyRequests) as exc:
         raise StoreBusyError(
             f"{operation} on {where}: no pooled connection became free in time "
@@ -124,6 +182,37 @@ def translated(
         ) from exc
     except psycopg.Error as exc:
         raise _classify(exc, operation, where, secrets) from exc
+
+
+def _not_connected(
+    exc: ConnectFailed, operation: str, where: str, detail: str
+) -> RulvarError:
+    """A connection that could not be made: nothing was sent, so no outcome is unknown.
+
+    Permanent (``ConfigError``) when no retry can help: a login the server
+    refuses, an option value libpq rejects, a host name that does not resolve,
+    a socket directory that does not exist. Otherwise (refused, timed out, a
+    socket file missing because the server is down) retryable.
+    """
+    text = str(exc)
+    if any(marker in text for marker in _REFUSED_LOGIN):
+        return ConfigError(
+            f"{operation} on {where}: the server refused the login ({detail}); "
+            "check the user, password and database name"
+        )
+    socket = _SOCKET.search(text)
+    if _IMPOSSIBLE_CONNECT.search(text) or (
+        socket is not None and not os.path.isdir(os.path.dirname(socket.group(1)))
+    ):
+        return ConfigError(
+            f"{operation} on {where}: these connection settings cannot connect "
+            f"({detail}); nothing was sent: fix the URL"
+        )
+    return StoreUnavailableError(
+        f"{operation} on {where}: could not connect to the server ({detail}); "
+        "nothing was sent, retry when it is reachable",
+        operation,
+    )
 
 
 def _connection_lost(operation: str, where: str, detail: str) -> StoreUnavailableError:

@@ -16,7 +16,7 @@ from itertools import count
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
 
-from rulvar_store import OpenedStore
+from rulvar_store import AsyncOpenedStore, OpenedStore
 from rulvar_store.backend import (
     Backend,
     LocationFactory,
@@ -76,6 +76,15 @@ def _open(url: StoreUrl) -> OpenedStore:
     return _open_with(url, _store_options(url))
 
 
+async def _open_async(url: StoreUrl) -> AsyncOpenedStore:
+    from rulvar_store_postgres._async_store import AsyncPostgresStore
+
+    store = AsyncPostgresStore(url.raw, **_store_options(url))
+    return AsyncOpenedStore(
+        journal=store, transcripts=store.transcripts(), closers=(store.aclose,)
+    )
+
+
 def _drop_schemas(
     settings: Settings,
     schemas: Sequence[str],
@@ -84,6 +93,7 @@ def _drop_schemas(
     import psycopg
 
     from rulvar_store_postgres._errors import translated
+    from rulvar_store_postgres._schema import Sql
 
     conninfo, connect_timeout_s = settings.conninfo, settings.connect_timeout_s
     with (
@@ -93,7 +103,7 @@ def _drop_schemas(
         ) as conn,
     ):
         for schema in schemas:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+            conn.execute(Sql(schema).drop)
 
 
 # A fail-fast handle (kit contention checks) gives up on a held run lock quickly.
@@ -145,6 +155,7 @@ def rulvar_store_backends() -> Sequence[Backend]:
             name="postgresql",
             schemes=SCHEMES,
             open=_open,
+            open_async=_open_async,
             capabilities=frozenset(
                 {"leases", "meta_lookup", "fenced_writes", "fenced_transcripts"}
             ),

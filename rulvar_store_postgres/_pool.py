@@ -2,8 +2,8 @@
 
 ``psycopg_pool.ConnectionPool`` with three adjustments:
 
-* connections are autocommit and get ``lock_timeout`` and
-  ``idle_in_transaction_session_timeout`` once, when they are made;
+* connections are autocommit and get their session settings
+  (``_schema.session_setup``) once, when they are made;
 * a failed connection attempt fails the clients waiting for a connection at
   once (a refused port is a fast ``StoreUnavailableError``, not a pool timeout),
   and the pool gives up retrying in the background right away, so the NEXT call
@@ -25,7 +25,17 @@ import psycopg
 from psycopg.rows import TupleRow
 from psycopg_pool import ConnectionPool
 
-__all__ = ["Conn", "StorePool", "make_pool"]
+from rulvar_store_postgres._schema import session_setup
+
+__all__ = [
+    "Conn",
+    "ConnectFailed",
+    "StorePool",
+    "closed_by_server",
+    "connect_failure",
+    "make_pool",
+    "pool_options",
+]
 
 Conn: TypeAlias = psycopg.Connection[TupleRow]
 
@@ -47,6 +57,24 @@ def _quiet_pool_logs() -> None:
 _quiet_pool_logs()
 
 
+class ConnectFailed(psycopg.OperationalError):
+    """No connection could be made: nothing of any call reached the server.
+
+    Raised in place of the driver's own error (chained as ``__cause__``) so the
+    translation can tell a refused or impossible connection, where nothing was
+    sent, from a connection lost in the middle of a call.
+    """
+
+
+def connect_failure(exc: psycopg.Error) -> psycopg.Error:
+    """What a failed connection attempt is reported as (see ``ConnectFailed``).
+
+    A server-side refusal carries a SQLSTATE and is classified by it; the
+    client-side failures (libpq options, DNS, socket) do not.
+    """
+    return exc if exc.sqlstate else ConnectFailed(str(exc))
+
+
 class StorePool(ConnectionPool[Conn]):
     """A ConnectionPool whose connection failures reach waiting clients at once."""
 
@@ -54,18 +82,21 @@ class StorePool(ConnectionPool[Conn]):
         try:
             return super()._connect(timeout)
         except psycopg.Error as exc:
+            failure = connect_failure(exc)
             with self._lock:
                 waiting = list(self._waiting)
             for client in waiting:
-                client.fail(exc)
-            raise
+                client.fail(failure)
+            if failure is exc:
+                raise
+            raise failure from exc
 
     @contextmanager
     def checkout(self) -> Iterator[Conn]:
         """Yield a live connection; stale pooled ones are discarded, not retried."""
         for _ in range(self.max_size + 1):
             conn = self.getconn()
-            if not _closed_by_server(conn):
+            if not closed_by_server(conn):
                 break
             conn.close()
             # Handed back the way the pool's own check does: counted as lost,
@@ -79,7 +110,9 @@ class StorePool(ConnectionPool[Conn]):
             self.putconn(conn)
 
 
-def _closed_by_server(conn: Conn) -> bool:
+def closed_by_server(
+    conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any],
+) -> bool:
     """Whether the server has hung up: the socket is readable while idle.
 
     A zero-timeout poll, no round trip: the healthy path costs one system call.
@@ -113,33 +146,35 @@ def make_pool(
     readonly: bool = False,
 ) -> StorePool:
     """Build (not open) the pool of one store; ``readonly`` sessions refuse writes."""
-    session = (
-        f"SET lock_timeout = {int(lock_timeout_ms)}; "
-        f"SET idle_in_transaction_session_timeout = {int(idle_in_transaction_timeout_ms)}"
-    )
-    if readonly:
-        # The server refuses any write in these sessions (SQLSTATE 25006), so an
-        # observer cannot change the schema even through a bug of ours.
-        session += "; SET default_transaction_read_only = on"
+    session = session_setup(lock_timeout_ms, idle_in_transaction_timeout_ms, readonly)
 
     def configure(conn: Conn) -> None:
         conn.execute(session)  # no parameters: one simple-protocol round trip
 
+    return StorePool(
+        conninfo,
+        configure=configure,
+        **pool_options(
+            max_size=max_size, connect_timeout_s=connect_timeout_s, name=name
+        ),
+    )
+
+
+def pool_options(*, max_size: int, connect_timeout_s: int, name: str) -> dict[str, Any]:
+    """The pool settings both stores use (sync and asyncio), built closed."""
     kwargs: dict[str, Any] = {
         "autocommit": True,
         "connect_timeout": connect_timeout_s,
         "fallback_application_name": "rulvar-store-postgres",
     }
-    return StorePool(
-        conninfo,
-        kwargs=kwargs,
-        min_size=1,
-        max_size=max_size,
-        open=False,
-        configure=configure,
-        name=name,
+    return {
+        "kwargs": kwargs,
+        "min_size": 1,
+        "max_size": max_size,
+        "open": False,
+        "name": name,
         # A client waits this long for a free connection before StoreBusyError.
-        timeout=float(max(10, 2 * connect_timeout_s)),
-        reconnect_timeout=0.0,
-        num_workers=2,
-    )
+        "timeout": float(max(10, 2 * connect_timeout_s)),
+        "reconnect_timeout": 0.0,
+        "num_workers": 2,
+    }

@@ -29,6 +29,8 @@ from typing import Final
 
 __all__ = [
     "APPENDIX_P_INDEXES",
+    "BEGIN",
+    "COMMIT",
     "LOCK_SEED",
     "STATUS_HELD",
     "STATUS_OK",
@@ -36,6 +38,7 @@ __all__ = [
     "Sql",
     "boot_lock_key",
     "run_lock_key",
+    "session_setup",
 ]
 
 LOCK_SEED: Final = 8214
@@ -81,8 +84,7 @@ def _functions(q: str, schema: str) -> tuple[_Function, ...]:
     """The operation functions of schema ``q`` (quoted) named ``schema``.
 
     The fence is written once (``lock`` and ``live`` below) and inlined into
-    every operation, so the hot path runs no nested function call; the
-    standalone ``rulvar_py_fence`` (the same two texts) serves the failpoint path.
+    every operation, so the hot path runs no nested function call.
     """
     # The run's transaction lock (P4), then the lease clock, read after the lock
     # so a long wait cannot make the check use a stale time.
@@ -106,17 +108,6 @@ def _functions(q: str, schema: str) -> tuple[_Function, ...]:
     RETURN {STATUS_HELD};
   END IF;"""
     return (
-        _Function(
-            "rulvar_py_fence",
-            "p_run text, p_owner text, p_epoch bigint, p_now bigint",
-            f"""
-DECLARE
-  t bigint;
-BEGIN
-  {lock}
-  RETURN {fenced};
-END""",
-        ),
         _Function(
             "rulvar_py_append",
             "p_run text, p_payload text, p_seq numeric, p_owner text, p_epoch bigint, p_now bigint",
@@ -261,7 +252,7 @@ END""",
 
 
 def _function_ddl(q: str, fn: _Function) -> str:
-    returns = {"rulvar_py_fence": "boolean", "rulvar_py_acquire": "bigint"}
+    returns = {"rulvar_py_acquire": "bigint"}
     head = (
         f"CREATE FUNCTION {q}.{fn.name}({fn.args}) "
         f"RETURNS {returns.get(fn.name, 'integer')}"
@@ -283,9 +274,11 @@ class Sql:
         functions = _functions(q, schema)
         ddl = [_function_ddl(q, fn) for fn in functions]
         # Functions are (re)created only when their text changed, recorded as a
-        # comment on the fence function, so a booted schema takes no catalog writes.
+        # comment on the append function, so a booted schema takes no catalog
+        # writes. A schema booted by an older version still holds its
+        # rulvar_py_fence; the boot drops it (no caller is left).
         digest = hashlib.sha256("\n".join(ddl).encode()).hexdigest()[:32]
-        fence_sig = f"{q}.rulvar_py_fence({_arg_types(functions[0])})"
+        marker_sig = f"{q}.rulvar_py_append({_arg_types(functions[0])})"
         tables = f"""
 CREATE TABLE IF NOT EXISTS {q}.rulvar_entries (
   id BIGSERIAL PRIMARY KEY, run_id TEXT NOT NULL, payload TEXT NOT NULL);
@@ -330,10 +323,11 @@ $boot$;
 DO $boot$
 BEGIN
 {indexes}
-  IF coalesce(obj_description(to_regprocedure('{fence_sig}'), 'pg_proc'), '')
+  IF coalesce(obj_description(to_regprocedure('{marker_sig}'), 'pg_proc'), '')
      <> '{digest}' THEN
 {functions_sql}
-    COMMENT ON FUNCTION {fence_sig} IS '{digest}';
+    DROP FUNCTION IF EXISTS {q}.rulvar_py_fence(text, text, bigint, bigint);
+    COMMENT ON FUNCTION {marker_sig} IS '{digest}';
   END IF;
 END
 $boot$;
@@ -359,19 +353,98 @@ $boot$;
         self.release = call("rulvar_py_release")
         self.blob_put = call("rulvar_py_blob_put")
         self.blob_delete = call("rulvar_py_blob_delete")
-        self.fence = (
-            f"SELECT {q}.rulvar_py_fence(%s::text, %s::text, %s::bigint, %s::bigint)"
-        )
+        # The lease clock outside the functions (operator reads): an injected
+        # now wins, else the server's clock in Unix ms.
+        clock = "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
 
         self.load = (
             f"SELECT payload FROM {q}.rulvar_entries WHERE run_id = %s ORDER BY id"
         )
+        # Incremental read: the cursor's own row comes back without its payload,
+        # so a cursor whose row is gone (the run was deleted) is detectable.
+        self.load_since = (
+            "SELECT id, CASE WHEN id = %s THEN NULL ELSE payload END "
+            f"FROM {q}.rulvar_entries WHERE run_id = %s AND id >= %s ORDER BY id"
+        )
         self.get_meta = f"SELECT payload FROM {q}.rulvar_meta WHERE run_id = %s"
         self.list_runs = f"SELECT payload FROM {q}.rulvar_meta"
-        self.meta_status = "(payload::jsonb ->> 'status')"
-        self.meta_name = "(payload::jsonb ->> 'name')"
+        self.meta_status_in = "(payload::jsonb ->> 'status') = ANY(%s)"
+        self.meta_name_is = "(payload::jsonb ->> 'name') = %s"
+        self.list_runs_order = ' ORDER BY run_id COLLATE "C"'
+        self.meta_page_first = (
+            f"SELECT run_id, payload FROM {q}.rulvar_meta "
+            'ORDER BY run_id COLLATE "C" LIMIT %s'
+        )
+        self.meta_page_after = (
+            f"SELECT run_id, payload FROM {q}.rulvar_meta "
+            'WHERE run_id COLLATE "C" > %s ORDER BY run_id COLLATE "C" LIMIT %s'
+        )
+        self.peek_lease = (
+            f"SELECT owner, epoch, expires_at, coalesce(%s::bigint, {clock}) "
+            f"FROM {q}.rulvar_leases WHERE run_id = %s"
+        )
         self.blob_get = f"SELECT data FROM {q}.rulvar_blobs WHERE ref = %s"
         self.blob_list = (
             f"SELECT ref FROM {q}.rulvar_blobs "
             "WHERE run_id = %s AND strpos(ref, '/') > 0"
         )
+        self.drop = f"DROP SCHEMA IF EXISTS {q} CASCADE"
+        # A read-only handle's boot: are the five tables there at all?
+        self.store_present = "SELECT " + " AND ".join(
+            f"to_regclass('{q}.{table}') IS NOT NULL"
+            for table in (
+                "rulvar_entries",
+                "rulvar_meta",
+                "rulvar_leases",
+                "rulvar_epochs",
+                "rulvar_blobs",
+            )
+        )
+
+    def boot_within(self, lock_timeout_ms: int) -> str:
+        """The boot, its lock waits bounded by ``lock_timeout_ms`` (P3)."""
+        return f"SET LOCAL lock_timeout = {int(lock_timeout_ms)};" + self.boot
+
+    def list_runs_where(self, by_status: bool, by_name: bool) -> str:
+        """The listing statement narrowed in SQL by status and/or name (M4)."""
+        clauses = [
+            clause
+            for clause, wanted in (
+                (self.meta_status_in, by_status),
+                (self.meta_name_is, by_name),
+            )
+            if wanted
+        ]
+        where = " WHERE " + " AND ".join(clauses) if clauses else ""
+        return self.list_runs + where + self.list_runs_order
+
+
+# An explicit transaction around ONE operation call: only a failpoint hook needs
+# it, to see the moments between the call and its commit (see ``_transaction``).
+BEGIN: Final = "BEGIN"
+COMMIT: Final = b"COMMIT"
+
+
+def session_setup(
+    lock_timeout_ms: int, idle_in_transaction_timeout_ms: int, readonly: bool
+) -> str:
+    """The settings every pooled session gets once, when it is made.
+
+    ``plan_cache_mode = force_generic_plan``: the operation functions' statements
+    are planned once per session. Left to ``auto``, the planner compares a
+    generic plan of the J6 seq guard (unknown seq: a third of the run's entries
+    estimated) with a custom one (one index probe estimated) and keeps choosing
+    custom plans, so every append paid a full planning of its INSERT, the
+    largest server-side cost of the call. Both plans are the same index probe.
+    """
+    setup = (
+        f"SET lock_timeout = {int(lock_timeout_ms)}; "
+        "SET idle_in_transaction_session_timeout = "
+        f"{int(idle_in_transaction_timeout_ms)}; "
+        "SET plan_cache_mode = force_generic_plan"
+    )
+    if readonly:
+        # The server refuses any write in these sessions (SQLSTATE 25006), so an
+        # observer cannot change the schema even through a bug of ours.
+        setup += "; SET default_transaction_read_only = on"
+    return setup

@@ -110,7 +110,7 @@ def test_connection_dropped_mid_call_is_store_unavailable_then_recovers(
             admin.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                 "WHERE state = 'idle in transaction' AND query LIKE %s",
-                (f'%"{schema}".rulvar_py_fence%',),
+                (f'%"{schema}".rulvar_py_append%',),
             )
             time.sleep(0.2)  # let the backend go before the client speaks again
 

@@ -16,6 +16,7 @@ from rulvar_store_postgres._config import (
     default_idle_in_transaction_timeout_ms,
     resolve_settings,
 )
+from rulvar_store_postgres._plans import Step
 
 pytestmark = pytest.mark.postgres
 
@@ -258,7 +259,8 @@ def test_libpq_query_parameters_reach_the_server_verbatim(
     store = PostgresStore(url, schema=make_store().schema)
     try:
         assert store.lease_ttl_ms == 9_000
-        (value,) = store._query("probe", "SHOW statement_timeout", ())[0]
+        probe = Step("probe", "rows", "SHOW statement_timeout", (), lambda rows: rows)
+        (value,) = store._run(probe)[0]
         assert value == "4321ms"
     finally:
         store.close()

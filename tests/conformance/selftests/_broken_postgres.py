@@ -8,41 +8,50 @@ skipped), the classic check-then-act split across two transactions.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
+from dataclasses import replace
 from itertools import count
-from typing import Any, final
+from typing import TypeVar, final
 
 import psycopg
 
-from rulvar_store import Clock, Lease, LeaseHeldError, OpenedStore
+from rulvar_store import Clock, LeaseHeldError, OpenedStore
 from rulvar_store.backend import LocationFactory, StoreLocation
 from rulvar_store_postgres import PostgresStore
+from rulvar_store_postgres._plans import Step
 from tests._postgres_gate import postgres_url as postgres_url
 
 URL_ENV = ("RULVAR_TEST_POSTGRES_URL", "RULVAR_POSTGRES_URL")
 
 
+# The fenced writes: their plans end with (owner, epoch, now), the run id first.
+_FENCED = frozenset({"append", "put_meta", "delete", "blob_put", "blob_delete"})
+_LIVE = (
+    'SELECT 1 FROM "{schema}".rulvar_leases '
+    "WHERE run_id = %s AND owner = %s AND epoch = %s AND expires_at > "
+    "coalesce(%s, (extract(epoch FROM clock_timestamp()) * 1000)::bigint)"
+)
+
+T = TypeVar("T")
+
+
 @final
 class SeparateFenceQuery(PostgresStore):  # type: ignore[misc]  # final; the bug is the point
-    def _fenced(
-        self,
-        operation: str,
-        call: str,
-        head: Sequence[Any],
-        run_id: str,
-        lease: Lease | None,
-    ) -> int:
-        if lease is not None:
-            live = self._query(
-                operation,
-                f'SELECT 1 FROM "{self.schema}".rulvar_leases '
-                "WHERE run_id = %s AND owner = %s AND epoch = %s AND expires_at > "
-                "coalesce(%s, (extract(epoch FROM clock_timestamp()) * 1000)::bigint)",
-                (lease.run_id, lease.owner, lease.epoch, self._clock()),
-            )
-            if not live:
-                raise LeaseHeldError("not live", lease.run_id, lease.owner, lease.epoch)
-        return super()._fenced(operation, call, head, run_id, None)
+    def _run(self, step: Step[T]) -> T:
+        if step.kind == "mutate" and step.operation in _FENCED:
+            *head, owner, epoch, now = step.args
+            if owner is not None:
+                check = Step(
+                    step.operation,
+                    "rows",
+                    _LIVE.format(schema=self.schema),
+                    (head[0], owner, epoch, now),
+                    lambda rows: rows,
+                )
+                if not super()._run(check):
+                    raise LeaseHeldError("not live", head[0], owner, epoch)
+                # Then the write as if unleased: the server's own fence is skipped.
+                step = replace(step, args=(*head, None, None, now))
+        return super()._run(step)
 
 
 def postgres_locations(url: str) -> tuple[LocationFactory, list[str]]:

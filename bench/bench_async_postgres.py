@@ -1,0 +1,269 @@
+"""AsyncPostgresStore beside raw psycopg async and LangGraph's AsyncPostgresSaver, same run.
+
+Run: ``python bench/bench_async_postgres.py [--url URL] [--reps 5] [--ops 40]``
+(URL defaults to ``RULVAR_TEST_POSTGRES_URL``, then
+``postgresql://postgres@127.0.0.1:5432/test``). Fresh schemas are created and
+dropped at the end. Every commit is durable (``synchronous_commit`` as the
+server has it, on) on every side, so durability is equal.
+
+Figures (ratio = rulvar rate / other rate in the same repetition, the sides
+run one after the other in alternating order; medians over the repetitions):
+
+- 16 tasks on 16 runs, ``--ops`` fenced appends each, through ONE
+  AsyncPostgresStore (pool of 16) vs raw psycopg async: an
+  ``AsyncConnectionPool`` of 16, each task running the same single-row INSERT
+  transaction (``async with conn.transaction(): INSERT``) per write.
+  TARGET >= 0.9x.
+- the same 16 tasks vs ``AsyncPostgresSaver.aput`` (one saver on a pool of 16,
+  one thread per task, one checkpoint per write). TARGET >= 2x.
+- one connection, one caller: the sync and the async fenced append vs a raw
+  autocommit single-row INSERT (one round trip each). TARGET >= 0.8x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import secrets
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from rulvar_store_postgres import AsyncPostgresStore, PostgresStore
+
+TASKS = 16
+PAD = "x" * 300
+
+
+def entry(seq: int) -> dict[str, Any]:
+    return {"hashVersion": 2, "seq": seq, "kind": "step", "value": {"pad": PAD}}
+
+
+class Bench:
+    def __init__(self, url: str, ops: int) -> None:
+        self.url = url
+        self.ops = ops
+        self.schema = f"rulvar_abench_{secrets.token_hex(4)}"
+        self.lg_schema = f"{self.schema}_lg"
+        self.counter = 0
+
+    def fresh(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}-{self.counter}"
+
+    async def open(self) -> None:
+        self.store = AsyncPostgresStore(
+            self.url, schema=self.schema, ttl_ms=600_000, pool_max_size=TASKS
+        )
+        await self.store.get_meta("boot")
+        self.raw = AsyncConnectionPool(
+            self.url,
+            min_size=TASKS,
+            max_size=TASKS,
+            kwargs={"autocommit": True},
+            open=False,
+        )
+        await self.raw.open(wait=True)
+        async with await psycopg.AsyncConnection.connect(
+            self.url, autocommit=True
+        ) as conn:
+            await conn.execute(f'CREATE SCHEMA "{self.lg_schema}"')
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+        sep = "&" if "?" in self.url else "?"
+        lg_url = f"{self.url}{sep}options=-c%20search_path%3D{self.lg_schema}"
+        self.lg_pool = AsyncConnectionPool(
+            lg_url,
+            min_size=TASKS,
+            max_size=TASKS,
+            kwargs={
+                "autocommit": True,
+                "prepare_threshold": 0,
+                "row_factory": dict_row,
+            },
+            open=False,
+        )
+        await self.lg_pool.open(wait=True)
+        self.saver = AsyncPostgresSaver(self.lg_pool)  # type: ignore[arg-type]  # its pool type
+        await self.saver.setup()
+
+    async def close(self) -> None:
+        await self.store.aclose()
+        await self.raw.close()
+        await self.lg_pool.close()
+        async with await psycopg.AsyncConnection.connect(
+            self.url, autocommit=True
+        ) as conn:
+            for schema in (self.schema, self.lg_schema):
+                await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+    # -- 16 tasks -----------------------------------------------------------------
+
+    async def store_tasks(self) -> float:
+        runs = [self.fresh("s") for _ in range(TASKS)]
+        leases = [await self.store.acquire(run, "bench") for run in runs]
+
+        async def task(n: int) -> None:
+            for seq in range(self.ops):
+                await self.store.append(runs[n], entry(seq), leases[n])
+
+        return await self._rate(task)
+
+    async def raw_tasks(self) -> float:
+        sql = f'INSERT INTO "{self.schema}".rulvar_entries (run_id, payload) VALUES (%s, %s)'
+        runs = [self.fresh("raw") for _ in range(TASKS)]
+
+        async def task(n: int) -> None:
+            for seq in range(self.ops):
+                text = json.dumps(entry(seq), separators=(",", ":"))
+                async with self.raw.connection() as conn, conn.transaction():
+                    await conn.execute(sql, (runs[n], text))
+
+        return await self._rate(task)
+
+    async def langgraph_tasks(self) -> float:
+        from langgraph.checkpoint.base import empty_checkpoint
+
+        threads = [self.fresh("lg") for _ in range(TASKS)]
+
+        async def task(n: int) -> None:
+            config: Any = {
+                "configurable": {"thread_id": threads[n], "checkpoint_ns": ""}
+            }
+            for seq in range(self.ops):
+                checkpoint = empty_checkpoint()
+                checkpoint["channel_values"] = {"value": entry(seq)}
+                checkpoint["channel_versions"] = {"value": seq + 1}
+                config = await self.saver.aput(
+                    config, checkpoint, {"step": seq}, {"value": seq + 1}
+                )
+
+        return await self._rate(task)
+
+    async def _rate(self, task: Callable[[int], Awaitable[None]]) -> float:
+        started = time.perf_counter()
+        await asyncio.gather(*(task(n) for n in range(TASKS)))
+        return TASKS * self.ops / (time.perf_counter() - started)
+
+    # -- one connection -------------------------------------------------------------
+
+    async def single_async(self, store: AsyncPostgresStore, n: int) -> float:
+        run = self.fresh("a1")
+        lease = await store.acquire(run, "bench")
+        started = time.perf_counter()
+        for seq in range(n):
+            await store.append(run, entry(seq), lease)
+        return n / (time.perf_counter() - started)
+
+
+def single_sync(store: PostgresStore, run: str, n: int) -> float:
+    lease = store.acquire(run, "bench")
+    started = time.perf_counter()
+    for seq in range(n):
+        store.append(run, entry(seq), lease)
+    return n / (time.perf_counter() - started)
+
+
+def single_raw(conn: psycopg.Connection[Any], schema: str, run: str, n: int) -> float:
+    sql = f'INSERT INTO "{schema}".rulvar_entries (run_id, payload) VALUES (%s, %s)'
+    started = time.perf_counter()
+    for seq in range(n):
+        conn.execute(sql, (run, json.dumps(entry(seq), separators=(",", ":"))))
+    return n / (time.perf_counter() - started)
+
+
+async def run(url: str, reps: int, ops: int, single_ops: int) -> None:
+    bench = Bench(url, ops)
+    await bench.open()
+    ratios: dict[str, list[float]] = {}
+    sync_store = PostgresStore(
+        url, schema=bench.schema, ttl_ms=600_000, pool_max_size=1
+    )
+    one = AsyncPostgresStore(url, schema=bench.schema, ttl_ms=600_000, pool_max_size=1)
+    raw_conn = psycopg.connect(url, autocommit=True)
+    try:
+        # Warm-up: prepared statements, pools, the saver's tables.
+        await bench.store_tasks()
+        await bench.raw_tasks()
+        await bench.langgraph_tasks()
+        for rep in range(reps):
+            order = ["store", "raw", "langgraph"]
+            if rep % 2:
+                order.reverse()
+            rates: dict[str, float] = {}
+            for side in order:
+                if side == "store":
+                    rates[side] = await bench.store_tasks()
+                elif side == "raw":
+                    rates[side] = await bench.raw_tasks()
+                else:
+                    rates[side] = await bench.langgraph_tasks()
+            ratios.setdefault("16 tasks: store / raw async pool", []).append(
+                rates["store"] / rates["raw"]
+            )
+            ratios.setdefault("16 tasks: store / LangGraph aput", []).append(
+                rates["store"] / rates["langgraph"]
+            )
+            raw_rate = single_raw(raw_conn, bench.schema, bench.fresh("r1"), single_ops)
+            sync_rate = single_sync(sync_store, bench.fresh("s1"), single_ops)
+            async_rate = await bench.single_async(one, single_ops)
+            raw_rate = (
+                raw_rate
+                + single_raw(raw_conn, bench.schema, bench.fresh("r1"), single_ops)
+            ) / 2
+            ratios.setdefault("1 conn: sync append / raw autocommit INSERT", []).append(
+                sync_rate / raw_rate
+            )
+            ratios.setdefault(
+                "1 conn: async append / raw autocommit INSERT", []
+            ).append(async_rate / raw_rate)
+            print(
+                f"rep {rep + 1}: 16 tasks store {rates['store']:.0f}/s raw "
+                f"{rates['raw']:.0f}/s langgraph {rates['langgraph']:.0f}/s; one conn "
+                f"sync {sync_rate:.0f}/s async {async_rate:.0f}/s raw {raw_rate:.0f}/s",
+                flush=True,
+            )
+    finally:
+        sync_store.close()
+        await one.aclose()
+        raw_conn.close()
+        await bench.close()
+    targets = {
+        "16 tasks: store / raw async pool": 0.9,
+        "16 tasks: store / LangGraph aput": 2.0,
+        "1 conn: sync append / raw autocommit INSERT": 0.8,
+        "1 conn: async append / raw autocommit INSERT": 0.8,
+    }
+    print(f"ratios per repetition ({reps} reps), median, target (durable commits):")
+    for name, values in ratios.items():
+        median = statistics.median(values)
+        verdict = "PASS" if median >= targets[name] else "MISS"
+        each = " ".join(f"{value:.2f}" for value in values)
+        print(
+            f"  {name:<46} {each}  median {median:.2f}x  {verdict} (>= {targets[name]}x)"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument(
+        "--url",
+        default=os.environ.get("RULVAR_TEST_POSTGRES_URL")
+        or "postgresql://postgres@127.0.0.1:5432/test",
+    )
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--ops", type=int, default=40, help="appends per task")
+    parser.add_argument("--single-ops", type=int, default=300)
+    args = parser.parse_args()
+    asyncio.run(run(args.url, args.reps, args.ops, args.single_ops))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,425 @@
+"""The fenced LangGraph savers beside LangGraph's own, in one run, at equal durability.
+
+Run: ``python bench/bench_langgraph.py [--reps 3] [--ops 200] [--graphs 4]
+[--url POSTGRES_URL] [--skip-postgres]`` (needs ``rulvar-stores[bench,langgraph]``).
+
+Per repetition every variant of a figure runs in alternating chunks (load swings
+on a shared machine hit all alike) and the ratio ours / theirs is taken inside
+the repetition; the summary prints each repetition's ratio and the median.
+
+- ``put`` / ``put_writes`` (sync) and ``aput`` / ``aput_writes`` (asyncio) of a
+  small chained checkpoint: ``RulvarSaver`` inside a hold against ``SqliteSaver``
+  / ``AsyncSqliteSaver`` (WAL, synchronous=FULL, read back) and ``PostgresSaver``
+  / ``AsyncPostgresSaver`` (synchronous_commit read back). Our unheld ``put``
+  (a brief lease around the write) is printed too.
+- 16 threads of a real 3-node graph invoked concurrently through ONE async saver
+  (each invocation in a hold; ``durability="sync"``): aggregate invocations/s.
+- The first ``get_tuple`` of a thread's latest checkpoint from a FRESH saver
+  (a new store handle) on threads of 20 and 2,000 checkpoints.
+
+The async saver runs on whatever ``open_store_async`` serves for the URL (a
+native asyncio store where the backend registers one, else the generic
+thread-hop adapter); the script prints which.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import os
+import secrets
+import sqlite3
+import statistics
+import tempfile
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import AsyncExitStack, ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+from langgraph.checkpoint.base import empty_checkpoint
+
+from rulvar_conformance.langgraph_ownership import three_node_graph
+from rulvar_langgraph import AsyncRulvarSaver, RulvarSaver
+
+Op = Callable[[int], object]
+AOp = Callable[[int], Awaitable[object]]
+CONCURRENT = 16
+SHORT, LONG = 20, 2_000
+
+
+class Chain:
+    """Chained small checkpoints and their writes on one thread of one saver."""
+
+    def __init__(self, saver: Any, config: dict[str, Any]) -> None:
+        self.saver = saver
+        self.config = config
+
+    def _checkpoint(self, i: int) -> tuple[Any, dict[str, Any], dict[str, int]]:
+        checkpoint = empty_checkpoint()
+        checkpoint["channel_values"] = {"data": {"seq": i, "pad": "x" * 400}, "n": i}
+        checkpoint["channel_versions"] = {"data": i + 1, "n": i + 1}
+        return checkpoint, {"source": "loop", "step": i}, {"data": i + 1, "n": i + 1}
+
+    def _at(self, stored: Any) -> dict[str, Any]:
+        return {
+            **self.config,
+            "configurable": {**self.config["configurable"], **stored["configurable"]},
+        }
+
+    def put(self, i: int) -> None:
+        self.config = self._at(self.saver.put(self.config, *self._checkpoint(i)))
+
+    def put_writes(self, i: int) -> None:
+        self.saver.put_writes(
+            self.config, [("data", {"seq": i}), ("n", i)], f"task-{i}"
+        )
+
+    async def aput(self, i: int) -> None:
+        self.config = self._at(await self.saver.aput(self.config, *self._checkpoint(i)))
+
+    async def aput_writes(self, i: int) -> None:
+        await self.saver.aput_writes(
+            self.config, [("data", {"seq": i}), ("n", i)], f"task-{i}"
+        )
+
+
+def thread_config(thread: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+
+
+def interleaved(
+    variants: dict[str, Op], ops: int, chunks: int = 10
+) -> dict[str, float]:
+    """Ops/s of every variant in rotating chunks; cyclic GC between chunks."""
+    spent = dict.fromkeys(variants, 0.0)
+    names, size, done = list(variants), max(1, ops // chunks), 0
+    gc.disable()
+    try:
+        for turn in range(chunks):
+            for name in names[turn % len(names) :] + names[: turn % len(names)]:
+                gc.collect()
+                began = time.perf_counter()
+                for i in range(done, done + size):
+                    variants[name](i)
+                spent[name] += time.perf_counter() - began
+            done += size
+    finally:
+        gc.enable()
+    return {name: chunks * size / seconds for name, seconds in spent.items()}
+
+
+async def ainterleaved(
+    variants: dict[str, AOp], ops: int, chunks: int = 10
+) -> dict[str, float]:
+    """``interleaved`` for coroutines, awaited one at a time."""
+    spent = dict.fromkeys(variants, 0.0)
+    names, size, done = list(variants), max(1, ops // chunks), 0
+    for turn in range(chunks):
+        for name in names[turn % len(names) :] + names[: turn % len(names)]:
+            began = time.perf_counter()
+            for i in range(done, done + size):
+                await variants[name](i)
+            spent[name] += time.perf_counter() - began
+        done += size
+    return {name: chunks * size / seconds for name, seconds in spent.items()}
+
+
+async def concurrent_graphs(saver: Any, rounds: int, held: bool) -> float:
+    """Invocations/s of CONCURRENT threads of a 3-node graph through one saver."""
+    graph = three_node_graph(saver, "bench")
+
+    async def one(thread: str) -> None:
+        if held:
+            async with saver.hold(thread) as config:
+                await graph.ainvoke({"trail": []}, config, durability="sync")
+        else:
+            await graph.ainvoke({"trail": []}, thread_config(thread), durability="sync")
+
+    began = time.perf_counter()
+    for round_no in range(rounds):
+        await asyncio.gather(
+            *(
+                one(f"graph-{round_no}-{n}-{secrets.token_hex(2)}")
+                for n in range(CONCURRENT)
+            )
+        )
+    return rounds * CONCURRENT / (time.perf_counter() - began)
+
+
+def fresh_first_read_ms(open_saver: Callable[[], Any], thread: str) -> float:
+    """Milliseconds of the first latest-checkpoint read of a brand-new saver."""
+    with open_saver() as saver:
+        began = time.perf_counter()
+        found = saver.get_tuple(thread_config(thread))
+        elapsed = (time.perf_counter() - began) * 1000
+    assert found is not None
+    return elapsed
+
+
+# -- one backend pair -------------------------------------------------------------------
+
+
+class Side(ABC):
+    """Our saver and LangGraph's on one backend, both sync and async."""
+
+    name: str
+    ours_url: str
+
+    @abstractmethod
+    def theirs_sync(self) -> Any:
+        """LangGraph's sync saver, set up."""
+
+    @abstractmethod
+    async def theirs_async(self, stack: AsyncExitStack) -> Any:
+        """LangGraph's async saver, set up, closed by ``stack``."""
+
+    @abstractmethod
+    def durability(self) -> list[str]:
+        """Each side's durability setting, read back."""
+
+
+class SqliteSide(Side):
+    name = "SQLite"
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.ours_url = f"sqlite:///{directory / 'ours.db'}?synchronous=FULL"
+        self.conn = self._connect()
+
+    def _connect(self) -> sqlite3.Connection:
+        return sqlite3.connect(self.directory / "theirs.db", check_same_thread=False)
+
+    def theirs_sync(self) -> Any:
+        """A new saver on a new connection (fresh: nothing cached)."""
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        saver = SqliteSaver(self._connect())
+        saver.setup()
+        return saver
+
+    async def theirs_async(self, stack: AsyncExitStack) -> Any:
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+        saver = await stack.enter_async_context(
+            AsyncSqliteSaver.from_conn_string(str(self.directory / "theirs-async.db"))
+        )
+        await saver.setup()
+        return saver
+
+    def durability(self) -> list[str]:
+        self.theirs_sync()  # its setup() switches the file to WAL
+        # synchronous is per connection: stdlib sqlite3's default, as the saver's.
+        theirs = "SqliteSaver: journal_mode={} synchronous={}".format(
+            self.conn.execute("PRAGMA journal_mode").fetchone()[0],
+            self.conn.execute("PRAGMA synchronous").fetchone()[0],
+        )
+        with RulvarSaver.from_url(self.ours_url, owner="probe") as saver:
+            conn = saver.journal._conn  # type: ignore[attr-defined]  # read back only
+            ours = "RulvarSaver: journal_mode={} synchronous={}".format(
+                conn.execute("PRAGMA journal_mode").fetchall()[0][0],
+                conn.execute("PRAGMA synchronous").fetchall()[0][0],
+            )
+        return [theirs + " (2 = FULL)", ours + " (2 = FULL)"]
+
+
+class PostgresSide(Side):
+    name = "PostgreSQL"
+
+    def __init__(self, url: str) -> None:
+        import psycopg
+
+        self.url = url
+        self.ours_schema = f"lgbench_ours_{secrets.token_hex(3)}"
+        self.theirs_schema = f"lgbench_theirs_{secrets.token_hex(3)}"
+        self.ours_url = f"{url}{'&' if '?' in url else '?'}schema={self.ours_schema}"
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f'CREATE SCHEMA "{self.theirs_schema}"')
+
+    def _theirs_kwargs(self) -> dict[str, Any]:
+        from psycopg.rows import dict_row
+
+        return {
+            "autocommit": True,
+            "prepare_threshold": 0,
+            "row_factory": dict_row,
+            "options": f"-c search_path={self.theirs_schema}",
+        }
+
+    def theirs_sync(self) -> Any:
+        import psycopg
+        from langgraph.checkpoint.postgres import PostgresSaver
+
+        saver = PostgresSaver(psycopg.connect(self.url, **self._theirs_kwargs()))
+        saver.setup()
+        return saver
+
+    async def theirs_async(self, stack: AsyncExitStack) -> Any:
+        import psycopg
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+        conn = await psycopg.AsyncConnection.connect(self.url, **self._theirs_kwargs())
+        stack.push_async_callback(conn.close)
+        saver = AsyncPostgresSaver(conn)
+        await saver.setup()
+        return saver
+
+    def durability(self) -> list[str]:
+        import psycopg
+
+        with psycopg.connect(self.url) as conn:
+            row = conn.execute("SHOW synchronous_commit").fetchone()
+            fsync = conn.execute("SHOW fsync").fetchone()
+        return [
+            f"server (both savers): synchronous_commit={row and row[0]} fsync={fsync and fsync[0]}"
+        ]
+
+    def drop(self) -> None:
+        import psycopg
+
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            for schema in (self.ours_schema, self.theirs_schema):
+                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def sync_figures(side: Side, ops: int) -> dict[str, float]:
+    theirs = side.theirs_sync()
+    with RulvarSaver.from_url(side.ours_url, owner="bench") as ours:
+        held_thread, theirs_thread = (
+            f"held-{secrets.token_hex(3)}",
+            f"t-{secrets.token_hex(3)}",
+        )
+        with ours.hold(held_thread) as held:
+            mine = Chain(ours, dict(held))
+            brief = Chain(ours, thread_config(f"brief-{secrets.token_hex(3)}"))
+            them = Chain(theirs, thread_config(theirs_thread))
+            mine.put(-1)
+            them.put(-1)
+            puts = interleaved(
+                {"ours": mine.put, "brief": brief.put, "theirs": them.put}, ops
+            )
+            writes = interleaved(
+                {"ours": mine.put_writes, "theirs": them.put_writes}, ops
+            )
+    return {
+        "put": puts["ours"] / puts["theirs"],
+        "put (unheld, brief lease)": puts["brief"] / puts["theirs"],
+        "put_writes": writes["ours"] / writes["theirs"],
+    }
+
+
+async def async_figures(
+    side: Side, ops: int, rounds: int
+) -> tuple[dict[str, float], str]:
+    async with AsyncExitStack() as stack:
+        theirs = await side.theirs_async(stack)
+        ours = await stack.enter_async_context(
+            AsyncRulvarSaver.from_url(side.ours_url, owner="bench")
+        )
+        served_by = type(ours.journal).__name__
+        held = await stack.enter_async_context(
+            ours.hold(f"aheld-{secrets.token_hex(3)}")
+        )
+        mine, them = (
+            Chain(ours, dict(held)),
+            Chain(theirs, thread_config(f"at-{secrets.token_hex(3)}")),
+        )
+        await mine.aput(-1)
+        await them.aput(-1)
+        puts = await ainterleaved({"ours": mine.aput, "theirs": them.aput}, ops)
+        writes = await ainterleaved(
+            {"ours": mine.aput_writes, "theirs": them.aput_writes}, ops
+        )
+        graphs_theirs = await concurrent_graphs(theirs, rounds, held=False)
+        graphs_ours = await concurrent_graphs(ours, rounds, held=True)
+        graphs_theirs = (
+            graphs_theirs + await concurrent_graphs(theirs, rounds, held=False)
+        ) / 2
+    return {
+        "aput": puts["ours"] / puts["theirs"],
+        "aput_writes": writes["ours"] / writes["theirs"],
+        f"{CONCURRENT} concurrent 3-node graphs": graphs_ours / graphs_theirs,
+    }, served_by
+
+
+def latest_read_figures(side: Side) -> dict[str, float]:
+    """Our fresh-saver first read at SHORT and LONG checkpoints, in ms."""
+    figures: dict[str, float] = {}
+    with RulvarSaver.from_url(side.ours_url, owner="bench") as writer:
+        for length in (SHORT, LONG):
+            thread = f"long-{length}-{secrets.token_hex(3)}"
+            with writer.hold(thread) as held:
+                chain = Chain(writer, dict(held))
+                for i in range(length):
+                    chain.put(i)
+
+            @contextmanager
+            def fresh() -> Iterator[RulvarSaver]:
+                with RulvarSaver.from_url(side.ours_url, owner="reader") as saver:
+                    yield saver
+
+            figures[f"ours fresh latest read, {length} checkpoints (ms)"] = (
+                fresh_first_read_ms(fresh, thread)
+            )
+    thread = f"tlong-{secrets.token_hex(3)}"
+    chain = Chain(side.theirs_sync(), thread_config(thread))
+    for i in range(LONG):
+        chain.put(i)
+    fresh_theirs = side.theirs_sync()
+    began = time.perf_counter()
+    assert fresh_theirs.get_tuple(thread_config(thread)) is not None
+    figures[f"theirs fresh latest read, {LONG} checkpoints (ms)"] = (
+        time.perf_counter() - began
+    ) * 1000
+    return figures
+
+
+def run_side(side: Side, reps: int, ops: int, rounds: int) -> None:
+    print(f"\n== {side.name}")
+    for line in side.durability():
+        print(f"  durability read back: {line}")
+    ratios: dict[str, list[float]] = {}
+    for rep in range(reps):
+        figures = sync_figures(side, ops)
+        async_part, served_by = asyncio.run(async_figures(side, ops, rounds))
+        figures.update(async_part)
+        figures.update(latest_read_figures(side))
+        for name, value in figures.items():
+            ratios.setdefault(name, []).append(value)
+        print(f"  rep {rep + 1}: async saver served by {served_by}")
+    for name, values in ratios.items():
+        shown = ", ".join(f"{v:.2f}" for v in values)
+        unit = "" if "(ms)" in name else "x"
+        print(f"  {name:48s} median {statistics.median(values):7.2f}{unit}  [{shown}]")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--ops", type=int, default=200)
+    parser.add_argument(
+        "--graphs", type=int, default=4, help="rounds of 16 invocations"
+    )
+    parser.add_argument("--url", default=os.environ.get("RULVAR_TEST_POSTGRES_URL", ""))
+    parser.add_argument("--skip-postgres", action="store_true")
+    args = parser.parse_args()
+    print(
+        f"ratios are ours / LangGraph's per repetition; {args.reps} reps x {args.ops} ops"
+    )
+    with ExitStack() as stack:
+        directory = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        run_side(SqliteSide(directory), args.reps, args.ops, args.graphs)
+    if args.url and not args.skip_postgres:
+        side = PostgresSide(args.url)
+        try:
+            run_side(side, args.reps, args.ops, args.graphs)
+        finally:
+            side.drop()
+    elif not args.skip_postgres:
+        print("\nPostgreSQL skipped: pass --url or set RULVAR_TEST_POSTGRES_URL")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,245 @@
+"""AsyncRulvarSaver: the fenced checkpointer over the asyncio store SPI."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from rulvar_langgraph import _plans
+from rulvar_langgraph._core import STRIPES, SaverCore, check_stores, renew_interval_s
+from rulvar_langgraph._hold import AsyncRenewer, held_config
+from rulvar_langgraph._layout import run_for_thread
+from rulvar_langgraph._plans import Plan, T
+from rulvar_store import (
+    AsyncJournalStore,
+    AsyncOpenedStore,
+    AsyncTranscriptStore,
+    ConfigError,
+    is_async_store,
+    open_store_async,
+)
+
+__all__ = ["AsyncRulvarSaver"]
+
+
+class AsyncRulvarSaver(SaverCore):
+    """The asyncio LangGraph checkpointer: same mapping and fencing as ``RulvarSaver``.
+
+    The sync methods work from threads other than the saver's event loop,
+    which they call into (as LangGraph's own async savers do).
+    """
+
+    def __init__(
+        self,
+        journal: AsyncJournalStore,
+        transcripts: AsyncTranscriptStore,
+        *,
+        owner: str,
+        serde: SerializerProtocol | None = None,
+    ) -> None:
+        super().__init__(owner=owner, serde=serde)
+        if not (is_async_store(journal) and is_async_store(transcripts)):
+            raise ConfigError(
+                "AsyncRulvarSaver needs asyncio stores (open_store_async); "
+                "use RulvarSaver over sync ones"
+            )
+        check_stores(journal, transcripts)
+        self._renew_every_s = renew_interval_s(journal)
+        # Typed Any: check_stores saw acquire/renew/release and get_meta, which
+        # the base async protocol does not name.
+        self.journal: Any = journal
+        self.transcripts = transcripts
+        self._locks = [asyncio.Lock() for _ in range(STRIPES)]
+        self.loop = asyncio.get_running_loop()
+
+    @classmethod
+    @asynccontextmanager
+    async def from_url(
+        cls,
+        url: str,
+        *,
+        owner: str,
+        serde: SerializerProtocol | None = None,
+        **options: Any,
+    ) -> AsyncIterator[AsyncRulvarSaver]:
+        """Open the store ``url`` names (options as keywords or in the URL); close it at exit."""
+        async with open_store_async(url, **options) as opened:
+            yield cls.over(opened, owner=owner, serde=serde)
+
+    @classmethod
+    def over(
+        cls,
+        opened: AsyncOpenedStore,
+        *,
+        owner: str,
+        serde: SerializerProtocol | None = None,
+    ) -> AsyncRulvarSaver:
+        """A saver over an opened asyncio store; the caller keeps closing it."""
+        return cls(opened.journal, opened.transcripts, owner=owner, serde=serde)
+
+    async def _run(self, plan: Plan[T]) -> T:
+        return await _plans.adrive(plan, self.journal, self.transcripts)
+
+    async def _run_locked(self, run_id: str, plan: Plan[T]) -> T:
+        async with self._locks[self._stripe(run_id)]:
+            return await self._run(plan)
+
+    # --- ownership ----------------------------------------------------------------
+
+    @asynccontextmanager
+    async def hold(
+        self, thread_id: str, config: RunnableConfig | None = None
+    ) -> AsyncIterator[RunnableConfig]:
+        """Own ``thread_id`` for one invocation; yield the config to invoke with.
+
+        Renews every third of the ttl and releases at exit. Once superseded,
+        writes with this config raise ``LeaseHeldError``: stop the invocation.
+
+        Raises:
+            LeaseHeldError: another worker holds the thread.
+        """
+        run_id = run_for_thread(thread_id)
+        lease = await self.journal.acquire(run_id, self.owner)
+        renewer = AsyncRenewer(self.journal.renew, lease, self._renew_every_s)
+        self._holding[run_id] = lease
+        try:
+            yield held_config(thread_id, lease, config)
+        finally:
+            del self._holding[run_id]
+            await renewer.stop()
+            await self._run(_plans.release(lease))
+
+    # --- BaseCheckpointSaver, async -------------------------------------------------------
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        found = await self._run(self._get_plan(config))
+        return None if found is None else self._tuple(found)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        for found in await self._run(self._list_plan(config, filter, before, limit)):
+            yield self._tuple(found)
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        await self._run_locked(*self._put_plan(config, checkpoint, metadata))
+        return self._stored_config(config, checkpoint)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        await self._run_locked(
+            *self._put_writes_plan(config, writes, task_id, task_path)
+        )
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await self._run_locked(*self._delete_thread_plan(thread_id))
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await self._run(self._delete_for_runs_plan(run_ids))
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await self._run_locked(*self._copy_plan(source_thread_id, target_thread_id))
+
+    async def aprune(
+        self, thread_ids: Sequence[str], *, strategy: str = "keep_latest"
+    ) -> None:
+        for locked in self._prune_plans(thread_ids, strategy):
+            await self._run_locked(*locked)
+
+    # --- sync twins: call into the saver's loop from another thread --------------------------
+
+    def _call(self, coro: Any) -> Any:
+        try:
+            if asyncio.get_running_loop() is self.loop:
+                coro.close()
+                raise asyncio.InvalidStateError(
+                    "AsyncRulvarSaver's sync methods cannot run on its own event loop; "
+                    "await the a-prefixed method instead"
+                )
+        except RuntimeError:
+            pass  # no loop in this thread: the normal case for a sync caller
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        result: CheckpointTuple | None = self._call(self.aget_tuple(config))
+        return result
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        async def collect() -> list[CheckpointTuple]:
+            return [
+                item
+                async for item in self.alist(
+                    config, filter=filter, before=before, limit=limit
+                )
+            ]
+
+        yield from self._call(collect())
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        result: RunnableConfig = self._call(
+            self.aput(config, checkpoint, metadata, new_versions)
+        )
+        return result
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        self._call(self.aput_writes(config, writes, task_id, task_path))
+
+    def delete_thread(self, thread_id: str) -> None:
+        self._call(self.adelete_thread(thread_id))
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self._call(self.adelete_for_runs(run_ids))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self._call(self.acopy_thread(source_thread_id, target_thread_id))
+
+    def prune(
+        self, thread_ids: Sequence[str], *, strategy: str = "keep_latest"
+    ) -> None:
+        self._call(self.aprune(thread_ids, strategy=strategy))

@@ -1,0 +1,343 @@
+"""What both savers share: config parsing, serialization and the striped locks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any, Final
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_id,
+    get_checkpoint_metadata,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from rulvar_langgraph import _plans
+from rulvar_langgraph._layout import (
+    CheckpointRecord,
+    StoredWrite,
+    run_for_thread,
+    thread_for_run,
+)
+from rulvar_langgraph._plans import Found, Plan
+from rulvar_store import (
+    ConfigError,
+    InvalidArgumentError,
+    Lease,
+    has_fenced_writes,
+    has_meta_lookup,
+)
+
+__all__ = [
+    "LEASE_KEY",
+    "STRIPES",
+    "Locked",
+    "SaverCore",
+    "check_stores",
+    "renew_interval_s",
+]
+
+LEASE_KEY: Final = "__rulvar_lease__"
+"""The configurable key a hold's config carries its lease under.
+
+LangGraph copies it into the config of every checkpoint write of the root graph
+and its subgraphs, and leaves ``__``-prefixed keys out of stored metadata.
+"""
+
+Locked = tuple[str, Plan[None]]
+"""A write's plan and the run whose stripe lock it runs under."""
+
+STRIPES: Final = 64
+"""Per-thread locks are striped: memory stays flat however many threads a saver touches."""
+
+
+def check_stores(journal: object, blobs: object) -> None:
+    """Require what fencing a thread needs: leases, meta lookup, fenced journal and blobs.
+
+    Raises:
+        ConfigError: naming what the stores lack.
+    """
+    missing = [
+        what
+        for what, ok in (
+            (
+                "leases (acquire/renew/release)",
+                callable(getattr(journal, "acquire", None)),
+            ),
+            ("meta lookup (get_meta)", has_meta_lookup(journal)),
+            ("fenced writes on the journal", has_fenced_writes(journal)),
+            ("fenced writes on the blob twin", has_fenced_writes(blobs)),
+        )
+        if not ok
+    ]
+    if missing:
+        raise ConfigError(
+            "a rulvar LangGraph saver needs a store with "
+            + ", ".join(missing)
+            + f"; {type(journal).__name__} lacks them"
+        )
+
+
+def renew_interval_s(journal: object) -> float:
+    """A third of the store's lease ttl (L8), in seconds.
+
+    Sync stores expose ``lease_ttl_ms`` (L9); the generic asyncio adapter keeps
+    the sync store it serves as ``sync_store``.
+
+    Raises:
+        ConfigError: the store tells no ttl, so a hold could not be kept alive.
+    """
+    for store in (journal, getattr(journal, "sync_store", None)):
+        ttl_ms = getattr(store, "lease_ttl_ms", None)
+        if isinstance(ttl_ms, int) and not isinstance(ttl_ms, bool):
+            return ttl_ms / 3000
+    raise ConfigError(
+        f"{type(journal).__name__} does not expose lease_ttl_ms: a hold cannot "
+        "be renewed at a third of a ttl it does not know"
+    )
+
+
+class SaverCore(BaseCheckpointSaver[int]):
+    """Config parsing and (de)serialization, free of I/O."""
+
+    owner: str
+
+    def __init__(self, *, owner: str, serde: SerializerProtocol | None = None) -> None:
+        super().__init__(serde=serde)
+        if not isinstance(owner, str) or not owner:
+            raise ConfigError(f"owner must be a non-empty string, got {owner!r}")
+        self.owner = owner
+        # The leases of this saver's open holds, by run: bounded by the holds
+        # open at once, never by the threads the saver has touched.
+        self._holding: dict[str, Lease] = {}
+
+    def _lease(self, run_id: str, config: RunnableConfig) -> Lease | None:
+        """The config's lease, else this saver's open hold of the thread, else none."""
+        return self._held(config) or self._holding.get(run_id)
+
+    # --- config ---------------------------------------------------------------
+
+    @staticmethod
+    def _configurable(config: RunnableConfig) -> dict[str, Any]:
+        configurable = config.get("configurable")
+        if not isinstance(configurable, dict) or "thread_id" not in configurable:
+            raise InvalidArgumentError(
+                "config['configurable']['thread_id'] is required",
+                "checkpoint",
+                "config",
+            )
+        return configurable
+
+    def _address(self, config: RunnableConfig) -> tuple[str, str, str | None]:
+        configurable = self._configurable(config)
+        checkpoint_ns = configurable.get("checkpoint_ns") or ""
+        return (
+            run_for_thread(configurable["thread_id"]),
+            checkpoint_ns,
+            get_checkpoint_id(config),
+        )
+
+    @staticmethod
+    def _held(config: RunnableConfig) -> Lease | None:
+        lease = (config.get("configurable") or {}).get(LEASE_KEY)
+        if lease is not None and not isinstance(lease, Lease):
+            raise InvalidArgumentError(
+                f"{LEASE_KEY} must be a rulvar Lease, got {type(lease).__name__}",
+                "checkpoint",
+                "config",
+            )
+        return lease
+
+    @staticmethod
+    def _strategy(strategy: str) -> str:
+        if strategy not in ("keep_latest", "delete"):
+            raise InvalidArgumentError(
+                f"prune strategy must be 'keep_latest' or 'delete', got {strategy!r}",
+                "prune",
+                "strategy",
+            )
+        return strategy
+
+    @staticmethod
+    def _stripe(run_id: str) -> int:
+        return hash(run_id) % STRIPES
+
+    # --- the plan of each operation (run by the sync or async driver) -----------------
+
+    def _get_plan(self, config: RunnableConfig) -> Plan[Found | None]:
+        return _plans.get_tuple(*self._address(config))
+
+    def _list_plan(
+        self,
+        config: RunnableConfig | None,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+        limit: int | None,
+    ) -> Plan[list[Found]]:
+        return _plans.list_checkpoints(
+            *self._list_args(config, before), self._keep(filter), limit
+        )
+
+    def _put_plan(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+    ) -> Locked:
+        run_id, ns, _ = self._address(config)
+        record = self._record(config, checkpoint, metadata)
+        lease = self._lease(run_id, config)
+        return run_id, _plans.put(
+            run_id, ns, checkpoint["id"], record, lease, self.owner
+        )
+
+    def _put_writes_plan(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+    ) -> Locked:
+        run_id, ns, checkpoint_id = self._address(config)
+        stored = self._writes(writes, task_id, task_path)
+        lease = self._lease(run_id, config)
+        plan = _plans.put_writes(
+            run_id, ns, str(checkpoint_id), stored, lease, self.owner
+        )
+        return run_id, plan
+
+    def _delete_thread_plan(self, thread_id: str) -> Locked:
+        run_id = run_for_thread(thread_id)
+        return run_id, _plans.delete_thread(
+            run_id, self._holding.get(run_id), self.owner
+        )
+
+    def _delete_for_runs_plan(self, run_ids: Sequence[str]) -> Plan[None]:
+        return _plans.delete_for_runs(
+            run_ids, self._metadata_run_id, self._holding.get, self.owner
+        )
+
+    def _copy_plan(self, source_thread_id: str, target_thread_id: str) -> Locked:
+        source, target = (
+            run_for_thread(source_thread_id),
+            run_for_thread(target_thread_id),
+        )
+        held = self._holding.get(target)
+        return target, _plans.copy_thread(source, target, held, self.owner)
+
+    def _prune_plans(
+        self, thread_ids: Sequence[str], strategy: str
+    ) -> Iterator[Locked]:
+        strategy = self._strategy(strategy)
+        for thread_id in thread_ids:
+            run_id = run_for_thread(thread_id)
+            yield (
+                run_id,
+                _plans.prune(run_id, strategy, self._holding.get(run_id), self.owner),
+            )
+
+    # --- serialization ----------------------------------------------------------
+
+    def _record(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+    ) -> CheckpointRecord:
+        return CheckpointRecord(
+            self.serde.dumps_typed(checkpoint),
+            self.serde.dumps_typed(get_checkpoint_metadata(config, metadata)),
+            get_checkpoint_id(config),
+        )
+
+    def _writes(
+        self, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str
+    ) -> list[StoredWrite]:
+        return [
+            StoredWrite(
+                task_id,
+                WRITES_IDX_MAP.get(channel, idx),
+                channel,
+                self.serde.dumps_typed(value),
+                task_path,
+            )
+            for idx, (channel, value) in enumerate(writes)
+        ]
+
+    def _metadata(self, record: CheckpointRecord) -> dict[str, Any]:
+        metadata: dict[str, Any] = self.serde.loads_typed(record.metadata)
+        return metadata
+
+    def _metadata_run_id(self, record: CheckpointRecord) -> object:
+        return self._metadata(record).get("run_id")
+
+    def _keep(self, filter: dict[str, Any] | None) -> Any:
+        def keep(record: CheckpointRecord) -> bool:
+            if not filter:
+                return True
+            metadata = self._metadata(record)
+            return all(metadata.get(key) == value for key, value in filter.items())
+
+        return keep
+
+    def _tuple(self, found: Found) -> CheckpointTuple:
+        thread_id = thread_for_run(found.run_id)
+        writes = sorted(found.writes, key=lambda w: (w.task_path, w.task_id, w.idx))
+        parent = found.record.parent_id
+        return CheckpointTuple(
+            config={
+                "configurable": {
+                    "thread_id": thread_id,
+                    "checkpoint_ns": found.checkpoint_ns,
+                    "checkpoint_id": found.checkpoint_id,
+                }
+            },
+            checkpoint=self.serde.loads_typed(found.record.checkpoint),
+            metadata=self._metadata(found.record),  # type: ignore[arg-type]  # a stored CheckpointMetadata
+            parent_config=(
+                {
+                    "configurable": {
+                        "thread_id": thread_id,
+                        "checkpoint_ns": found.checkpoint_ns,
+                        "checkpoint_id": parent,
+                    }
+                }
+                if parent
+                else None
+            ),
+            pending_writes=[
+                (w.task_id, w.channel, self.serde.loads_typed(w.value)) for w in writes
+            ],
+        )
+
+    @staticmethod
+    def _stored_config(
+        config: RunnableConfig, checkpoint: Checkpoint
+    ) -> RunnableConfig:
+        configurable = config["configurable"]  # checked by _address
+        return {
+            "configurable": {
+                "thread_id": configurable["thread_id"],
+                "checkpoint_ns": configurable.get("checkpoint_ns") or "",
+                "checkpoint_id": checkpoint["id"],
+            }
+        }
+
+    @staticmethod
+    def _list_args(
+        config: RunnableConfig | None, before: RunnableConfig | None
+    ) -> tuple[str | None, str | None, str | None, str | None]:
+        run_id = ns = checkpoint_id = None
+        if config is not None:
+            configurable = config.get("configurable") or {}
+            if "thread_id" in configurable:
+                run_id = run_for_thread(configurable["thread_id"])
+            ns = configurable.get("checkpoint_ns")
+            checkpoint_id = get_checkpoint_id(config) if configurable else None
+        before_id = get_checkpoint_id(before) if before else None
+        return run_id, ns, checkpoint_id, before_id

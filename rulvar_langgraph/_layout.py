@@ -1,0 +1,177 @@
+"""Where a LangGraph thread lives in a rulvar store, and how its records are encoded.
+
+A thread is one run. Its checkpoints, pending writes and per-namespace latest
+pointers are fenced blobs under the run's ref prefix, so ``delete_run``, the
+blob deletes of ``prune`` and ``delete_for_runs`` give their bytes back:
+
+```
+<run>/c/<ns>/<checkpoint_id>   one checkpoint: serialized checkpoint, metadata, parent id
+<run>/w/<ns>/<checkpoint_id>   every pending write stored against that checkpoint
+<run>/p/<ns>                   the namespace's latest checkpoint id (one read finds it)
+```
+
+``<ns>`` is the checkpoint namespace hex-encoded behind an ``n`` (``""`` is ``n``),
+which keeps every segment a safe token for the file and memory blob stores.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+import ormsgpack
+
+from rulvar_store import InvalidArgumentError
+from rulvar_store.backend import is_safe_token
+
+__all__ = [
+    "META_NAME",
+    "META_TAG",
+    "CheckpointRecord",
+    "StoredWrite",
+    "checkpoint_ref",
+    "decode_checkpoint",
+    "decode_writes",
+    "encode_checkpoint",
+    "encode_writes",
+    "ns_of_segment",
+    "pointer_ref",
+    "run_for_thread",
+    "split_ref",
+    "thread_for_run",
+    "writes_ref",
+]
+
+META_NAME: Final = "langgraph"
+META_TAG: Final = "langgraph"
+# Thread ids that are not safe tokens (or that look encoded) become this prefix
+# plus their UTF-8 hex, so the mapping stays reversible and collision-free.
+_ENCODED: Final = "lgx."
+
+TypedBytes = tuple[str, bytes]
+
+
+def run_for_thread(thread_id: object) -> str:
+    """Return the run id that stores ``thread_id``.
+
+    Raises:
+        InvalidArgumentError: the thread id is not a non-empty string, or is too
+            long to map onto a run id.
+    """
+    if not isinstance(thread_id, str) or not thread_id:
+        raise InvalidArgumentError(
+            f"LangGraph thread_id must be a non-empty string, got {thread_id!r}",
+            "checkpoint",
+            "thread_id",
+        )
+    if is_safe_token(thread_id) and not thread_id.startswith(_ENCODED):
+        return thread_id
+    run_id = _ENCODED + thread_id.encode().hex()
+    if not is_safe_token(run_id):
+        raise InvalidArgumentError(
+            f"LangGraph thread_id {thread_id[:60]!r} is too long to store as a run id",
+            "checkpoint",
+            "thread_id",
+        )
+    return run_id
+
+
+def thread_for_run(run_id: str) -> str:
+    """Invert ``run_for_thread``."""
+    if run_id.startswith(_ENCODED):
+        return bytes.fromhex(run_id[len(_ENCODED) :]).decode()
+    return run_id
+
+
+def _ns_segment(checkpoint_ns: str) -> str:
+    return "n" + checkpoint_ns.encode().hex()
+
+
+def ns_of_segment(segment: str) -> str:
+    """Invert the namespace segment of a ref."""
+    return bytes.fromhex(segment[1:]).decode()
+
+
+def checkpoint_ref(run_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:
+    return f"{run_id}/c/{_ns_segment(checkpoint_ns)}/{_checked_id(checkpoint_id)}"
+
+
+def writes_ref(run_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:
+    return f"{run_id}/w/{_ns_segment(checkpoint_ns)}/{_checked_id(checkpoint_id)}"
+
+
+def pointer_ref(run_id: str, checkpoint_ns: str) -> str:
+    return f"{run_id}/p/{_ns_segment(checkpoint_ns)}"
+
+
+def split_ref(ref: str) -> tuple[str, str, str] | None:
+    """Return ``(kind, checkpoint_ns, checkpoint_id)`` of a checkpoint or writes ref.
+
+    Pointers give an empty id; refs this package did not write give ``None``.
+    """
+    parts = ref.split("/")
+    if len(parts) == 4 and parts[1] in ("c", "w"):
+        return parts[1], ns_of_segment(parts[2]), parts[3]
+    if len(parts) == 3 and parts[1] == "p":
+        return "p", ns_of_segment(parts[2]), ""
+    return None
+
+
+def _checked_id(checkpoint_id: object) -> str:
+    # Checkpoint ids are uuid6 strings; anything else would escape its ref segment.
+    if not isinstance(checkpoint_id, str) or not is_safe_token(checkpoint_id):
+        raise InvalidArgumentError(
+            f"checkpoint_id must be a safe token such as a uuid, got {checkpoint_id!r}",
+            "checkpoint",
+            "checkpoint_id",
+        )
+    return checkpoint_id
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointRecord:
+    """One stored checkpoint, still serialized by the saver's serde."""
+
+    checkpoint: TypedBytes
+    metadata: TypedBytes
+    parent_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredWrite:
+    """One pending write, still serialized; ``idx`` is its slot (negative for specials)."""
+
+    task_id: str
+    idx: int
+    channel: str
+    value: TypedBytes
+    task_path: str
+
+
+def encode_checkpoint(record: CheckpointRecord) -> bytes:
+    return ormsgpack.packb(
+        [list(record.checkpoint), list(record.metadata), record.parent_id]
+    )
+
+
+def decode_checkpoint(blob: bytes) -> CheckpointRecord:
+    checkpoint, metadata, parent_id = ormsgpack.unpackb(blob)
+    return CheckpointRecord(
+        (checkpoint[0], checkpoint[1]), (metadata[0], metadata[1]), parent_id
+    )
+
+
+def encode_writes(writes: list[StoredWrite]) -> bytes:
+    return ormsgpack.packb(
+        [[w.task_id, w.idx, w.channel, list(w.value), w.task_path] for w in writes]
+    )
+
+
+def decode_writes(blob: bytes | None) -> list[StoredWrite]:
+    if blob is None:
+        return []
+    rows: list[list[Any]] = ormsgpack.unpackb(blob)
+    return [
+        StoredWrite(task_id, idx, channel, (value[0], value[1]), task_path)
+        for task_id, idx, channel, value, task_path in rows
+    ]

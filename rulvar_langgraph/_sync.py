@@ -1,0 +1,215 @@
+"""RulvarSaver: a fenced LangGraph checkpointer over the sync store SPI."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from rulvar_langgraph import _plans
+from rulvar_langgraph._core import STRIPES, SaverCore, check_stores, renew_interval_s
+from rulvar_langgraph._hold import Renewer, held_config
+from rulvar_langgraph._layout import run_for_thread
+from rulvar_langgraph._plans import Plan, T
+from rulvar_store import JournalStore, OpenedStore, TranscriptStore, open_store
+
+__all__ = ["RulvarSaver"]
+
+
+class RulvarSaver(SaverCore):
+    """A LangGraph checkpointer whose writes a superseded worker cannot land.
+
+    Each thread is one run of the store; ``hold`` takes its lease for an
+    invocation, and a write outside a hold takes a brief lease of its own.
+    The async methods run the sync ones on a worker thread; use
+    ``AsyncRulvarSaver`` in asyncio code.
+    """
+
+    def __init__(
+        self,
+        journal: JournalStore,
+        transcripts: TranscriptStore,
+        *,
+        owner: str,
+        serde: SerializerProtocol | None = None,
+    ) -> None:
+        super().__init__(owner=owner, serde=serde)
+        check_stores(journal, transcripts)
+        self._renew_every_s = renew_interval_s(journal)
+        self.journal = journal
+        self.transcripts = transcripts
+        self._locks = [threading.Lock() for _ in range(STRIPES)]
+
+    @classmethod
+    @contextmanager
+    def from_url(
+        cls,
+        url: str,
+        *,
+        owner: str,
+        serde: SerializerProtocol | None = None,
+        **options: Any,
+    ) -> Iterator[RulvarSaver]:
+        """Open the store ``url`` names (options as keywords or in the URL); close it at exit."""
+        with open_store(url, **options) as opened:
+            yield cls(opened.journal, opened.transcripts, owner=owner, serde=serde)
+
+    @classmethod
+    def over(
+        cls,
+        opened: OpenedStore,
+        *,
+        owner: str,
+        serde: SerializerProtocol | None = None,
+    ) -> RulvarSaver:
+        """A saver over an opened store; the caller keeps closing it."""
+        return cls(opened.journal, opened.transcripts, owner=owner, serde=serde)
+
+    def _run(self, plan: Plan[T]) -> T:
+        return _plans.drive(plan, self.journal, self.transcripts)
+
+    def _run_locked(self, run_id: str, plan: Plan[T]) -> T:
+        # One saver serializes its own writes per thread: a brief lease would
+        # refuse a sibling's concurrent acquire, and put_writes reads then writes.
+        with self._locks[self._stripe(run_id)]:
+            return self._run(plan)
+
+    # --- ownership ----------------------------------------------------------------
+
+    @contextmanager
+    def hold(
+        self, thread_id: str, config: RunnableConfig | None = None
+    ) -> Iterator[RunnableConfig]:
+        """Own ``thread_id`` for one invocation; yield the config to invoke with.
+
+        Renews every third of the ttl and releases at exit. Once superseded,
+        writes with this config raise ``LeaseHeldError``: stop the invocation.
+
+        Raises:
+            LeaseHeldError: another worker holds the thread.
+        """
+        run_id = run_for_thread(thread_id)
+        lease = self.journal.acquire(run_id, self.owner)  # type: ignore[attr-defined]  # check_stores saw acquire
+        renewer = Renewer(self.journal.renew, lease, self._renew_every_s)  # type: ignore[attr-defined]  # check_stores saw leases
+        self._holding[run_id] = lease
+        try:
+            yield held_config(thread_id, lease, config)
+        finally:
+            del self._holding[run_id]
+            renewer.stop()
+            _plans.drive(_plans.release(lease), self.journal, self.transcripts)
+
+    # --- BaseCheckpointSaver ----------------------------------------------------------
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        found = self._run(self._get_plan(config))
+        return None if found is None else self._tuple(found)
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        for found in self._run(self._list_plan(config, filter, before, limit)):
+            yield self._tuple(found)
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        self._run_locked(*self._put_plan(config, checkpoint, metadata))
+        return self._stored_config(config, checkpoint)
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        self._run_locked(*self._put_writes_plan(config, writes, task_id, task_path))
+
+    def delete_thread(self, thread_id: str) -> None:
+        self._run_locked(*self._delete_thread_plan(thread_id))
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self._run(self._delete_for_runs_plan(run_ids))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self._run_locked(*self._copy_plan(source_thread_id, target_thread_id))
+
+    def prune(
+        self, thread_ids: Sequence[str], *, strategy: str = "keep_latest"
+    ) -> None:
+        for locked in self._prune_plans(thread_ids, strategy):
+            self._run_locked(*locked)
+
+    # --- async twins: the sync methods on a worker thread --------------------------------
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await asyncio.to_thread(self.get_tuple, config)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        found = await asyncio.to_thread(
+            lambda: list(self.list(config, filter=filter, before=before, limit=limit))
+        )
+        for item in found:
+            yield item
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return await asyncio.to_thread(
+            self.put, config, checkpoint, metadata, new_versions
+        )
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await asyncio.to_thread(self.delete_thread, thread_id)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await asyncio.to_thread(self.delete_for_runs, run_ids)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+
+    async def aprune(
+        self, thread_ids: Sequence[str], *, strategy: str = "keep_latest"
+    ) -> None:
+        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)

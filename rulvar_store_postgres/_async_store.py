@@ -1,0 +1,366 @@
+"""AsyncPostgresStore: the PostgresStore for asyncio callers, on psycopg's async pool.
+
+The same plans (``_plans``: intake, SQL, row decoding, verdicts), the same
+translation of driver errors (``_errors``), the same one-statement transaction
+per mutation (``_transaction``) and the same server clock, bounded waits and
+pool settings as the sync store; only the I/O is awaited. No lock serializes
+the pool: concurrent tasks run on concurrent connections, one round trip each.
+
+Cancellation: every call runs as its own task, shielded from the caller. A
+caller cancelled mid-call gets ``CancelledError`` at once, while the call runs
+to its end on its connection (the one statement commits or not as a whole)
+and hands the connection back clean, so no pooled connection is ever left
+inside a transaction. For the caller the outcome of a cancelled write is
+unknown, exactly as after a connection lost once COMMIT was sent: read the
+run back (or retry: the fence refuses a superseded epoch, and the seq guard
+refuses an append whose seq is already stored).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any, Final, Literal, Self, TypeVar, final
+
+from rulvar_store import (
+    BlobInput,
+    Clock,
+    JournalEntry,
+    JournalTail,
+    Lease,
+    RunFilter,
+    RunMeta,
+)
+from rulvar_store.backend import ForkGuard, hit
+from rulvar_store.errors import (
+    StoreBusyError,
+    StoreClosedError,
+    StoreUnavailableError,
+)
+from rulvar_store.ops import LeaseState
+from rulvar_store_postgres._async_pool import make_async_pool
+from rulvar_store_postgres._config import resolve_settings
+from rulvar_store_postgres._errors import (
+    mutation_result,
+    no_store,
+    retry_delay,
+    schema_gone,
+    translated,
+)
+from rulvar_store_postgres._plans import READ_ROWS, Plans, Step
+from rulvar_store_postgres._schema import Sql
+from rulvar_store_postgres._transaction import run_mutation_async
+
+__all__ = ["AsyncPostgresFencedTranscriptStore", "AsyncPostgresStore"]
+
+T = TypeVar("T")
+
+# The boot waits this long (at least) for other processes booting the same schema.
+_BOOT_LOCK_TIMEOUT_MS: Final = 30_000
+
+
+@final
+class AsyncPostgresStore:
+    """Fenced, leasable, meta-lookup journal store in a PostgreSQL schema, awaited.
+
+    Takes the URL and options of ``PostgresStore`` (see there). Nothing connects
+    until the first call. Close with ``await store.aclose()`` or ``async with``;
+    a handle opened before a ``fork`` refuses in the child with
+    ``ForkedStoreError`` and leaves the parent's connections alone.
+
+    Raises:
+        ConfigError: bad URL or option (P1), before any connection.
+    """
+
+    async_api: Literal[True] = True
+    fenced_writes: Literal[True] = True
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        schema: str | None = None,
+        ttl_ms: int | None = None,
+        pool_max_size: int | None = None,
+        max_size: int | None = None,
+        now: Clock | None = None,
+        lock_timeout_ms: int | None = None,
+        idle_in_transaction_timeout_ms: int | None = None,
+        connect_timeout_s: int | None = None,
+        readonly: bool | None = None,
+    ) -> None:
+        settings = resolve_settings(
+            url,
+            {
+                "schema": schema,
+                "ttl_ms": ttl_ms,
+                "pool_max_size": pool_max_size,
+                "max_size": max_size,
+                "lock_timeout_ms": lock_timeout_ms,
+                "idle_in_transaction_timeout_ms": idle_in_transaction_timeout_ms,
+                "connect_timeout_s": connect_timeout_s,
+                "readonly": readonly,
+            },
+            injected_clock=now is not None,
+        )
+        self._settings = settings
+        self.schema: Final = settings.schema
+        self.lease_ttl_ms: Final = settings.ttl_ms
+        self._sql = Sql(settings.schema)
+        self._plans = Plans(self._sql, settings.ttl_ms, now)
+        self._pool = make_async_pool(
+            settings.conninfo,
+            max_size=settings.pool_max_size,
+            lock_timeout_ms=settings.lock_timeout_ms,
+            idle_in_transaction_timeout_ms=settings.idle_in_transaction_timeout_ms,
+            connect_timeout_s=settings.connect_timeout_s,
+            name=f"rulvar-async-{settings.schema}",
+            readonly=settings.readonly,
+        )
+        self._fork = ForkGuard(f"AsyncPostgresStore({settings.where})")
+        self._boot_lock: asyncio.Lock | None = None
+        self._booted = False
+        self._closed = False
+        self._calls: set[asyncio.Task[Any]] = set()
+        self._twin: AsyncPostgresFencedTranscriptStore | None = None
+
+    def __repr__(self) -> str:
+        return f"AsyncPostgresStore({self._settings.where})"
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def transcripts(self) -> AsyncPostgresFencedTranscriptStore:
+        """Return the memoized fenced blob twin: same pool, same fence (T6, T7)."""
+        if self._twin is None:
+            self._twin = AsyncPostgresFencedTranscriptStore(self)
+        return self._twin
+
+    async def aclose(self) -> None:
+        """Let running calls finish, then close the pool; later calls raise."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._twin is not None:
+            self._twin._closed = True
+        if self._fork.forked:
+            return  # the pool's sockets are the parent's: leave them alone
+        if self._calls:
+            await asyncio.gather(*self._calls, return_exceptions=True)
+        await self._pool.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def _ensure_booted(self, operation: str) -> None:
+        """Create the schema's objects once per instance (P3), as the sync store does."""
+        if self._booted:
+            return
+        if self._boot_lock is None:
+            self._boot_lock = asyncio.Lock()
+        async with self._boot_lock:
+            if self._booted is False:  # another task may have booted meanwhile
+                present = True
+                with translated("boot", self._settings.where, self._settings.secrets):
+                    await self._pool.open()
+                    async with self._pool.checkout() as conn:
+                        if not self._settings.readonly:
+                            boot = self._sql.boot_within(
+                                max(
+                                    _BOOT_LOCK_TIMEOUT_MS,
+                                    self._settings.lock_timeout_ms,
+                                )
+                            )
+                            await conn.execute(boot)
+                        else:
+                            cursor = await conn.execute(self._sql.store_present)
+                            row = await cursor.fetchone()
+                            present = row is not None and row[0] is True
+                if not present:
+                    raise no_store(operation, self._settings.where, self.schema)
+                self._booted = True
+
+    # -- the executor ------------------------------------------------------------
+
+    async def _call(self, step: Step[T]) -> T:
+        """Run a plan as its own task, shielded: a cancelled caller never splits it."""
+        self._fork.check(step.operation)
+        if self._closed:
+            raise StoreClosedError(
+                f"{step.operation} on {self._settings.where}: the store is closed",
+                step.operation,
+            )
+        task = asyncio.ensure_future(self._run(step))
+        self._calls.add(task)
+        task.add_done_callback(self._calls.discard)
+        return await asyncio.shield(task)
+
+    async def _run(self, step: Step[T]) -> T:
+        while True:
+            if step.kind == "mutate":
+                answer: Any = await self._mutate(
+                    step.operation, step.statement, step.args
+                )
+            elif step.kind == "none":
+                answer = None
+            else:
+                answer = await self._read(step)
+            result = step.finish(answer)
+            if not isinstance(result, Step):
+                return result
+            step = result
+
+    async def _mutate(self, operation: str, call: str, args: Sequence[Any]) -> int:
+        """One run-scoped mutation as ONE transaction (see ``PostgresStore._mutate``)."""
+        await self._ensure_booted(operation)
+        where, secrets = self._settings.where, self._settings.secrets
+        attempt = 0
+        while True:
+            try:
+                with translated(operation, where, secrets):
+                    async with self._pool.checkout() as conn:
+                        row = await run_mutation_async(conn, operation, call, args)
+                result = mutation_result(row, operation, where)
+            except StoreBusyError as exc:
+                delay = retry_delay(exc, attempt)
+                if delay is None:
+                    raise
+                attempt += 1
+                await asyncio.sleep(delay)
+                continue
+            except StoreUnavailableError as exc:
+                if schema_gone(exc):
+                    self._booted = False
+                raise
+            hit(operation, "after-commit")
+            return result
+
+    async def _read(self, step: Step[Any]) -> Any:
+        await self._ensure_booted(step.operation)
+        with translated(step.operation, self._settings.where, self._settings.secrets):
+            async with (
+                self._pool.checkout() as conn,
+                conn.cursor(row_factory=READ_ROWS[step.kind]) as cursor,
+            ):
+                await cursor.execute(step.statement, step.args)
+                return await cursor.fetchall()
+
+    # -- journal, leases, operator reads: the sync store's plans, awaited --------
+
+    async def append(
+        self, run_id: str, entry: JournalEntry, lease: Lease | None = None
+    ) -> None:
+        """Append one entry; J7 order: run match, fence, then the J6 seq guard."""
+        await self._call(self._plans.append(run_id, entry, lease))
+
+    async def load(self, run_id: str) -> list[JournalEntry]:
+        """Return the run's entries in append order (J2); ``[]`` when unknown (J5)."""
+        return await self._call(self._plans.load(run_id))
+
+    async def load_since(self, run_id: str, cursor: str | None = None) -> JournalTail:
+        """Return the entries appended after ``cursor`` (see ``PostgresStore``)."""
+        return await self._call(self._plans.load_since(run_id, cursor))
+
+    async def put_meta(self, meta: RunMeta, lease: Lease | None = None) -> None:
+        """Replace the run's whole meta record (M2); fenced when leased (F1)."""
+        await self._call(self._plans.put_meta(meta, lease))
+
+    async def get_meta(self, run_id: str) -> RunMeta | None:
+        """Return the run's meta, or ``None`` (M5)."""
+        return await self._call(self._plans.get_meta(run_id))
+
+    async def list_runs(self, run_filter: RunFilter | None = None) -> list[RunMeta]:
+        """Return matching metas ordered by run id (M4)."""
+        return await self._call(self._plans.list_runs(run_filter))
+
+    async def delete(self, run_id: str, lease: Lease | None = None) -> None:
+        """Remove entries, meta and lease row together; the epoch stays (M6, L5)."""
+        await self._call(self._plans.delete(run_id, lease))
+
+    async def meta_page(self, after: str | None, limit: int) -> list[tuple[str, str]]:
+        """Return up to ``limit`` (run id, meta text) pairs after ``after``, by run id."""
+        return await self._call(self._plans.meta_page(after, limit))
+
+    async def peek_lease(self, run_id: str) -> LeaseState | None:
+        """Return the run's lease row and the lease clock's reading; takes nothing."""
+        return await self._call(self._plans.peek_lease(run_id))
+
+    async def acquire(self, run_id: str, owner: str) -> Lease:
+        """Take the run's lease with the next epoch (L1-L3), on the lease clock."""
+        return await self._call(self._plans.acquire(run_id, owner))
+
+    async def renew(self, lease: Lease) -> None:
+        """Extend a live lease to now + ttl (L8); a dead one raises (L6)."""
+        await self._call(self._plans.renew(lease))
+
+    async def release(self, lease: Lease) -> None:
+        """Give a live lease up; a dead one raises (L6). The epoch stays (L4)."""
+        await self._call(self._plans.release(lease))
+
+
+@final
+class AsyncPostgresFencedTranscriptStore:
+    """Blobs in ``rulvar_blobs`` for asyncio callers; leased writes are fenced (T6).
+
+    Obtain it from ``AsyncPostgresStore.transcripts()``; it closes with that
+    store, and ``aclose()`` here leaves the shared pool to the store.
+    """
+
+    async_api: Literal[True] = True
+    fenced_writes: Literal[True] = True
+
+    def __init__(self, store: AsyncPostgresStore) -> None:
+        self._store = store
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"AsyncPostgresFencedTranscriptStore({self._store!r})"
+
+    def _open(self, operation: str) -> AsyncPostgresStore:
+        if self._closed:
+            raise StoreClosedError(
+                f"{operation}: the transcript store is closed", operation
+            )
+        return self._store
+
+    async def put(self, ref: str, blob: BlobInput, lease: Lease | None = None) -> None:
+        """Store ``blob`` under ``ref`` (T1); a leased put is fenced on the ref's run."""
+        store = self._open("blob put")
+        await store._call(store._plans.blob_put(ref, blob, lease))
+
+    async def get(self, ref: str) -> bytes | None:
+        """Return the blob, or ``None`` (T2)."""
+        store = self._open("blob get")
+        return await store._call(store._plans.blob_get(ref))
+
+    async def list_refs(self, run_id: str) -> list[str]:
+        """Return the refs under ``run_id + "/"``, sorted by code point (T4)."""
+        store = self._open("blob list_refs")
+        return await store._call(store._plans.blob_list(run_id))
+
+    async def delete(self, ref: str, lease: Lease | None = None) -> None:
+        """Remove the blob; missing is a no-op (T2); a leased delete is fenced."""
+        store = self._open("blob delete")
+        await store._call(store._plans.blob_delete(ref, lease))
+
+    async def aclose(self) -> None:
+        """Nothing to release: the pool belongs to, and closes with, the store."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

@@ -1,0 +1,121 @@
+"""The one transaction of every run-scoped mutation: ONE call of its server function.
+
+Every mutation, hook or no hook, is the same transaction on the server: one
+statement, ``SELECT rulvar_py_<op>(...)``, which takes the run's advisory lock,
+evaluates the fence, performs the guarded mutation and returns its status
+(``_schema``). Nothing else runs inside it; there is no second fence query and
+no other statement.
+
+What a failpoint hook changes is only where the transaction's end is marked.
+Without a hook the connection is autocommit, so the statement is its own
+implicit transaction: one message, one round trip, committed when the function
+returns. With a hook the same single statement runs between an explicit
+``BEGIN`` and ``COMMIT``, so the moments of that transaction can be observed
+from the client: ``after-begin`` (the block is open, nothing done),
+``after-fence-check`` and ``before-commit`` (the function returned: the run's
+lock is held, the fence was evaluated and the mutation is done, uncommitted),
+``after-send`` (COMMIT sent, reply not read: the server alone decides) and
+``after-commit``. A hook that kills the process at any of them therefore
+kills the transaction users run, at that moment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import suppress
+from typing import Any
+
+import psycopg
+from psycopg import generators, pq
+
+from rulvar_store.backend import armed, hit
+from rulvar_store_postgres._async_pool import AsyncConn
+from rulvar_store_postgres._pool import Conn
+from rulvar_store_postgres._schema import BEGIN, COMMIT
+
+__all__ = ["run_mutation", "run_mutation_async"]
+
+
+def run_mutation(
+    conn: Conn, operation: str, call: str, args: Sequence[Any]
+) -> tuple[Any, ...] | None:
+    """Run ``call`` (one operation function) as one transaction; return its row.
+
+    ``after-commit`` is left to the caller, outside any retry: whatever a hook
+    does after the commit must never re-run the committed transaction.
+    """
+    if not armed():
+        return conn.execute(call, args).fetchone()
+    conn.execute(BEGIN)
+    try:
+        hit(operation, "after-begin")
+        row = conn.execute(call, args).fetchone()
+        hit(operation, "after-fence-check")
+        hit(operation, "before-commit")
+    except BaseException:
+        # A lost connection must not hide the error that ended the transaction.
+        with suppress(psycopg.Error):
+            conn.rollback()
+        raise
+    _commit_observed(conn, operation)
+    return row
+
+
+def _commit_observed(conn: Conn, operation: str) -> None:
+    """COMMIT in two halves with ``after-send`` between: sent, reply not yet read.
+
+    A client that dies at ``after-send`` leaves the outcome to the server alone
+    (the kill points read it back from the store). psycopg has no public
+    "send only" call, so the COMMIT goes through its libpq connection and its
+    wait loop; the reply is checked like any statement's.
+    """
+    pgconn = conn.pgconn
+    with conn.lock:
+        pgconn.send_query(COMMIT)
+        conn.wait(generators.send(pgconn))
+    try:
+        hit(operation, "after-send")
+    except BaseException:
+        # A hook that raises (a test's fault) still leaves a clean connection:
+        # the COMMIT's reply is read before the error goes up.
+        with suppress(psycopg.Error), conn.lock:
+            conn.wait(generators.fetch_many(pgconn))
+        raise
+    with conn.lock:
+        results = conn.wait(generators.fetch_many(pgconn))
+    _check_commit(results, conn.info.encoding)
+
+
+def _check_commit(results: Sequence[pq.abc.PGresult], encoding: str) -> None:
+    """Raise the server's error if the COMMIT's reply is not a success."""
+    for result in results:
+        if result.status != pq.ExecStatus.COMMAND_OK:
+            raise psycopg.errors.error_from_result(result, encoding=encoding)
+
+
+async def run_mutation_async(
+    conn: AsyncConn, operation: str, call: str, args: Sequence[Any]
+) -> tuple[Any, ...] | None:
+    """``run_mutation`` for an asyncio connection: the same statements, awaited."""
+    if not armed():
+        return await (await conn.execute(call, args)).fetchone()
+    await conn.execute(BEGIN)
+    try:
+        hit(operation, "after-begin")
+        row = await (await conn.execute(call, args)).fetchone()
+        hit(operation, "after-fence-check")
+        hit(operation, "before-commit")
+    except BaseException:
+        with suppress(psycopg.Error):
+            await conn.rollback()
+        raise
+    pgconn = conn.pgconn
+    pgconn.send_query(COMMIT)
+    await conn.wait(generators.send(pgconn))
+    try:
+        hit(operation, "after-send")
+    finally:
+        # Read even when the hook raised, so the connection goes back clean.
+        results = await conn.wait(generators.fetch_many(pgconn))
+    _check_commit(results, conn.info.encoding)
+    return row
