@@ -25,7 +25,7 @@ T = TypeVar("T")
 EXPLAINED = (
     *FEATURE_REASONS.values(),
     "transcripts() twin",
-    "never calls rulvar_store._failpoints.hit",  # memory: thread-races race instead
+    "so no window can be forced open",  # memory calls no failpoints: threads race instead
 )
 
 
