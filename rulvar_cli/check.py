@@ -92,10 +92,17 @@ def _run_attributed(
     (a segfault in a driver), which names the check's code.
     """
     import faulthandler
+    import io
 
     from rulvar_conformance.certify import run_suites
 
-    faulthandler.enable()
+    try:
+        faulthandler.enable()
+    except (io.UnsupportedOperation, ValueError):
+        # A stderr without a file descriptor (a caller's captured stream): the
+        # process's own stderr still gets the stack of a fatal signal.
+        if sys.__stderr__ is not None:
+            faulthandler.enable(file=sys.__stderr__)
     shown = live and sys.stdout.isatty()
     results: list[CheckResult] = []
     for suite in suites:

@@ -328,15 +328,15 @@ def test_bad_input_is_one_line_and_exit_2(
 
 
 def test_a_missing_postgres_schema_is_reported_not_created(rulvar: Rulvar) -> None:
-    """A read-only command over a schema that holds no store says so (exit 3) and creates nothing."""
+    """A read-only command over a schema that holds no store is a configuration error (exit 2) and creates nothing."""
     import psycopg
 
     from tests.operator._places import postgres_url, with_query
 
     admin = postgres_url()
     result = rulvar("runs", "list", with_query(admin, schema="rulvar_op_absent"))
-    assert result.exit_code == 3
-    assert "does not exist" in result.stderr
+    assert result.exit_code == 2
+    assert "holds no rulvar store" in result.stderr
     with psycopg.connect(admin, autocommit=True) as conn:
         found = conn.execute(
             "SELECT 1 FROM pg_namespace WHERE nspname = 'rulvar_op_absent'"
@@ -358,7 +358,7 @@ def test_writers_never_create_a_missing_store(tmp_path: Path, rulvar: Rulvar) ->
 
 
 def test_postgres_writers_never_create_a_missing_schema(rulvar: Rulvar) -> None:
-    """A mistyped schema for delete or --repair is reported (exit 3) and no schema is created."""
+    """A mistyped schema for delete or --repair is a configuration error (exit 2) and no schema is created."""
     import psycopg
 
     from tests.operator._places import postgres_url, with_query
@@ -367,8 +367,8 @@ def test_postgres_writers_never_create_a_missing_schema(rulvar: Rulvar) -> None:
     url = with_query(admin, schema="rulvar_op_typo")
     for args in (("runs", "delete", url, "run-a"), ("runs", "audit", url, "--repair")):
         result = rulvar(*args)
-        assert result.exit_code == 3, result.stderr
-        assert "does not exist" in result.stderr
+        assert result.exit_code == 2, result.stderr
+        assert "holds no rulvar store" in result.stderr
     with psycopg.connect(admin, autocommit=True) as conn:
         found = conn.execute(
             "SELECT 1 FROM pg_namespace WHERE nspname = 'rulvar_op_typo'"

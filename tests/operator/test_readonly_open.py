@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rulvar_store import ConfigError, StoreUnavailableError, open_store
+from rulvar_store import ConfigError, open_store
 from tests.operator._places import postgres_url, with_query
 
 
@@ -56,7 +56,7 @@ def test_postgres_readonly_sessions_refuse_writes_and_skip_the_boot() -> None:
         absent = f"rulvar_op_{secrets.token_hex(5)}"
         with (
             open_store(with_query(admin, schema=absent), readonly=True) as reader,
-            pytest.raises(StoreUnavailableError, match="does not exist"),
+            pytest.raises(ConfigError, match="holds no rulvar store"),
         ):
             reader.journal.list_runs()
         with psycopg.connect(admin, autocommit=True) as conn:

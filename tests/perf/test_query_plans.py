@@ -176,11 +176,18 @@ def test_postgres_read_paths_use_the_format_indexes(
 ) -> None:
     """With sequential scans priced out, each read statement is planned on its index."""
     store, admin = populated_postgres
-    seen = spy(store, "_query_payloads", "_query")
+    seen: list[tuple[str, Any]] = []
+    real_read = store._read
+
+    def record(step: Any) -> Any:
+        seen.append((step.statement, step.args))
+        return real_read(step)
+
+    store._read = record  # every read statement runs through _read(step)
     try:
         read(store)
     finally:
-        del store._query_payloads, store._query
+        del store._read
     assert seen, f"{name}: no statement captured"
     for statement, params in seen:
         with admin.transaction():

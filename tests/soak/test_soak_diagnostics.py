@@ -178,7 +178,7 @@ def test_rulvar_soak_out_of_time_exits_3_and_says_which_file_it_soaked() -> None
         [
             sys.executable,
             "-m",
-            "rulvar_store",
+            "rulvar_cli",
             "soak",
             "sqlite://:memory:",
             "--seconds",
