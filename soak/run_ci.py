@@ -44,7 +44,7 @@ def main() -> int:
         command = [
             sys.executable,
             "-m",
-            "rulvar_store",
+            "rulvar_cli",
             "soak",
             _url(backend, folder),
             "--profile",
