@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from rulvar_conformance import ConformanceSuite
+from rulvar_conformance import Certification, ConformanceSuite
 from rulvar_conformance.kill_points import kill_point_conformance
 from rulvar_store.backend import LocationFactory, parse_store_url, resolve_backend
 from tests._postgres_gate import postgres_url as _postgres_url
@@ -26,7 +26,7 @@ def _suite_for(url: str) -> Iterator[ConformanceSuite]:
     backend = resolve_backend(parsed)
     assert backend.certify is not None
     with backend.certify(parsed) as locations:
-        yield kill_point_conformance(locations, backend.capabilities)
+        yield kill_point_conformance(Certification(locations, backend.capabilities))
 
 
 @pytest.fixture(scope="module")
