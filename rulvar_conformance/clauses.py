@@ -23,6 +23,12 @@ CLAUSES: Final[dict[str, str]] = {
     "D7": "meta_matches_filter honours status or statuses, an exact name and every requested tag.",
     "D8": "Lease expiry is decided by an injectable clock in Unix epoch milliseconds.",
     "D9": "ttl_ms is an int from 1 to 2_147_483_647, else ConfigError before anything is opened.",
+    "D10": "A run id a write creates state under is a non-empty str of at most 255 characters without '/', control characters or lone surrogates; an owner follows the same rule with '/' allowed.",
+    "D11": "A blob ref a put writes is <runId> or <runId>/<rest>, rest non-empty and free of control characters and lone surrogates, at most 512 characters in all.",
+    "D12": "Reads and removals take any str without NUL characters or lone surrogates, so runs another writer stored under ids the write rule refuses still load, list and delete.",
+    "D13": "A record is a dict of JSON values with str keys at every depth, no NaN or Infinity, no NUL or lone surrogate in any string, at most 256 levels deep and 64 MiB serialized; anything else is NotJsonError.",
+    "D14": "An argument that breaks a rule raises InvalidArgumentError, a ContractError naming the operation and the argument, before any I/O: never retryable, nothing persisted; a backend may refuse more the same way.",
+    "D15": "A URL option the backend does not take, or one whose value has the wrong type, is a ConfigError naming the option, never a driver error or an option silently ignored.",
     # 2. JournalStore and meta
     "J1": "An append is all or nothing: no reader ever sees a partial entry.",
     "J2": "load returns successful appends in one stable total order, concurrent ones serialized.",

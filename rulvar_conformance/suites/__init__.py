@@ -31,6 +31,7 @@ REGISTERED: Final = (
     "stale_surfaces",
     "lease_lifetime",
     "data_edges",
+    "argument_rules",
     "kill_points",
 )
 
