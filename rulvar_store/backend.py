@@ -62,6 +62,7 @@ from rulvar_store._plugins import (
     Backend,
     hookimpl,
     hookspec,
+    install_hint,
     make_plugin_manager,
     resolve_backend,
 )
@@ -124,6 +125,7 @@ __all__ = [
     "hit",
     "hookimpl",
     "hookspec",
+    "install_hint",
     "is_safe_token",
     "lease_or_none",
     "load_record",
