@@ -29,6 +29,7 @@ CLAUSES: Final[dict[str, str]] = {
     "D13": "A record is a dict of JSON values with str keys at every depth, no NaN or Infinity, no NUL or lone surrogate in any string, at most 256 levels deep and 64 MiB serialized; anything else is NotJsonError.",
     "D14": "An argument that breaks a rule raises InvalidArgumentError, a ContractError naming the operation and the argument, before any I/O: never retryable, nothing persisted; a backend may refuse more the same way.",
     "D15": "A URL option the backend does not take, or one whose value has the wrong type, is a ConfigError naming the option, never a driver error or an option silently ignored.",
+    "D16": "Contention a store cannot wait out within its bound raises the retryable StoreBusyError, never a driver exception.",
     # 2. JournalStore and meta
     "J1": "An append is all or nothing: no reader ever sees a partial entry.",
     "J2": "load returns successful appends in one stable total order, concurrent ones serialized.",
