@@ -48,7 +48,7 @@ from rulvar_store._file_io import (
     write_atomic,
 )
 from rulvar_store._incremental import JournalTail, parse_cursor
-from rulvar_store._json import load_record
+from rulvar_store._json import load_record, unreadable_listing
 from rulvar_store._jsonl_file import (
     CachedTail,
     CorruptFileError,
@@ -73,6 +73,7 @@ from rulvar_store.errors import (
     ConfigError,
     JournalOrderViolation,
     StoreClosedError,
+    UnreadableRecordError,
 )
 
 __all__ = ["CorruptFileError", "JsonlFileStore", "TornTail"]
@@ -425,6 +426,8 @@ class JsonlFileStore:
             return None
         try:
             meta = load_record(data.decode("utf-8"))
+        except UnreadableRecordError:
+            raise  # typed already: one run's record this reader cannot parse
         except ValueError as exc:
             raise CorruptFileError(
                 f"meta of run {run_id!r} at {path} is not valid JSON ({exc})",
@@ -484,12 +487,19 @@ class JsonlFileStore:
             except FileNotFoundError:
                 return []
             metas: list[RunMeta] = []
+            unreadable: list[str] = []
             for name in names:
                 if self._settle_delete(name, self.root / name, "list_runs"):
                     continue
-                meta = self._read_meta(name, self.root / name / META_FILE)
+                try:
+                    meta = self._read_meta(name, self.root / name / META_FILE)
+                except UnreadableRecordError:
+                    unreadable.append(name)  # named below; the others still list
+                    continue
                 if meta is not None and meta_matches_filter(meta, run_filter):
                     metas.append(meta)
+            if unreadable:
+                raise unreadable_listing(metas, unreadable)
             return metas
 
     def delete(self, run_id: str, lease: Lease | None = None) -> None:

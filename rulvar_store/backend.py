@@ -47,7 +47,13 @@ from rulvar_store._intake import (
     run_id_for_write,
     text_for_read,
 )
-from rulvar_store._json import dump_record, load_record, load_records, stable_stringify
+from rulvar_store._json import (
+    dump_record,
+    load_listing,
+    load_record,
+    load_records,
+    stable_stringify,
+)
 from rulvar_store._location_records import (
     LOCATION_FEATURES,
     FreshStoreFactory,
@@ -128,6 +134,7 @@ __all__ = [
     "install_hint",
     "is_safe_token",
     "lease_or_none",
+    "load_listing",
     "load_record",
     "load_records",
     "locations_from_factory",
