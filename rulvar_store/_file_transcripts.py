@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Final, final
 
@@ -28,6 +30,7 @@ from rulvar_store._file_io import (
     under_root,
     write_atomic,
 )
+from rulvar_store._fork import ForkGuard, holding
 from rulvar_store._records import BlobInput, Lease
 from rulvar_store._refs import check_safe_token, is_safe_token
 from rulvar_store.errors import ConfigError, ContractError, StoreClosedError
@@ -59,6 +62,7 @@ class FileTranscriptStore:
         self.root: Final = resolve_root(root)
         self._lock = threading.Lock()
         self._closed = False
+        self._fork = ForkGuard(repr(self))
 
     def __repr__(self) -> str:
         return f"FileTranscriptStore({str(self.root)!r})"
@@ -74,11 +78,19 @@ class FileTranscriptStore:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _check_open(self, operation: str) -> None:
-        if self._closed:
-            raise StoreClosedError(
-                f"{operation} on {self!r}: the store is closed", operation
-            )
+    @contextmanager
+    def _entered(self, operation: str) -> Iterator[None]:
+        """Hold the lock for ``operation`` on an open handle of this process.
+
+        A handle used in a forked child refuses (``ForkedStoreError``, Y4)
+        before the lock: a lock held at the fork would never be released there.
+        """
+        with holding(self._fork, self._lock, operation):
+            if self._closed:
+                raise StoreClosedError(
+                    f"{operation} on {self!r}: the store is closed", operation
+                )
+            yield
 
     def _path(self, ref: object, operation: str) -> Path:
         """Return the file of ``ref``.
@@ -113,8 +125,7 @@ class FileTranscriptStore:
         path = self._path(ref, "blob put")
         _intake.lease_or_none(lease, "blob put")
         data = _intake.blob_bytes(blob, "blob put")
-        with self._lock, os_errors(f"blob put of {ref!r}", path):
-            self._check_open("blob put")
+        with self._entered("blob put"), os_errors(f"blob put of {ref!r}", path):
             if path.is_dir():
                 raise ContractError(
                     f"blob ref {ref!r} is a prefix of other stored refs; a ref "
@@ -133,8 +144,7 @@ class FileTranscriptStore:
     def get(self, ref: str) -> bytes | None:
         """Return the blob's bytes, or ``None`` for a missing ref (T2)."""
         path = self._path(ref, "blob get")
-        with self._lock, os_errors(f"blob get of {ref!r}", path):
-            self._check_open("blob get")
+        with self._entered("blob get"), os_errors(f"blob get of {ref!r}", path):
             try:
                 with open(path, "rb") as file:
                     return file.read()
@@ -151,8 +161,10 @@ class FileTranscriptStore:
         check_safe_token(run_id, "run id", "blob list_refs")
         blobs = run_dir(self.root, run_id) / BLOBS_DIR
         refs: list[str] = []
-        with self._lock, os_errors(f"blob list of run {run_id!r}", blobs):
-            self._check_open("blob list_refs")
+        with (
+            self._entered("blob list_refs"),
+            os_errors(f"blob list of run {run_id!r}", blobs),
+        ):
             if not blobs.is_dir():
                 return []
             for folder, subfolders, files in os.walk(blobs, onerror=_raise):
@@ -174,8 +186,7 @@ class FileTranscriptStore:
         """
         path = self._path(ref, "blob delete")
         _intake.lease_or_none(lease, "blob delete")
-        with self._lock, os_errors(f"blob delete of {ref!r}", path):
-            self._check_open("blob delete")
+        with self._entered("blob delete"), os_errors(f"blob delete of {ref!r}", path):
             if path.is_dir():
                 return  # a folder of other blobs, not a blob
             try:
