@@ -12,16 +12,19 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Final
 
 import pytest
 
+from rulvar_conformance._async_facade import AsyncFacadeOpener
+from rulvar_conformance.async_certify import async_locations
 from rulvar_conformance.soak import (
     ChaosPlan,
     SoakFailure,
     SoakQuorum,
     run_multi_process_soak,
 )
-from rulvar_conformance.soak.profiles import profile_named
+from rulvar_conformance.soak.profiles import SoakProfile, profile_named
 from rulvar_conformance.soak.summary import SoakActivity
 from rulvar_store import ConfigError, MemoryStore, OpenedStore
 from rulvar_store.backend import LocationFactory, StoreLocation, locations_from_factory
@@ -110,6 +113,83 @@ def test_quick_soak_on_postgres_has_no_violations(
     _quorum_met(result.activity, profile.quorum)
     assert result.journal_entries >= 1
     assert result.activity.companion_appends > 0
+
+
+ASYNC_SOAK: Final = SoakProfile(
+    name="async-test",
+    writers=3,
+    seconds=90.0,
+    ttl_ms=250,
+    runs=("soak-run-0", "soak-run-1"),
+    chaos=ChaosPlan(pauses=2, kills=2, interval_ms=1000),
+    quorum=SoakQuorum(
+        takeovers=20, stale_probes=300, holder_deletes=1, pauses=2, kills=2
+    ),
+    seed=5,
+)
+"""A small bounded profile: every S8 count and some chaos, well under the cap."""
+
+
+@pytest.mark.clause("S7")
+@pytest.mark.clause("S8")
+@pytest.mark.clause("Y5")
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def test_a_soak_through_the_asyncio_api_has_no_violations(
+    backend: str, request: pytest.FixtureRequest
+) -> None:
+    """Writer processes awaiting AsyncSqliteStore / AsyncPostgresStore: quorum, no violation.
+
+    Each writer opens its location through ``open_store_async`` behind the kit's
+    facade (``rulvar soak URL --async``), so its writes, its companions' writes
+    and the stale probes all go through the native async store, paused and
+    killed like sync writers.
+    """
+    fresh: LocationFactory = request.getfixturevalue(f"{backend}_locations")
+    location = async_locations(fresh)()
+    assert isinstance(location.opener, AsyncFacadeOpener)
+    try:
+        result = run_multi_process_soak(
+            location,
+            writers=ASYNC_SOAK.writers,
+            seconds=ASYNC_SOAK.seconds,
+            seed=ASYNC_SOAK.seed,
+            ttl_ms=ASYNC_SOAK.ttl_ms,
+            runs=ASYNC_SOAK.runs,
+            chaos=ASYNC_SOAK.chaos,
+            quorum=ASYNC_SOAK.quorum,
+            companions=ASYNC_SOAK.companions,
+        )
+    finally:
+        location.remove()
+    assert result.violations == ()
+    assert result.summary.outcome == "passed"
+    _quorum_met(result.activity, ASYNC_SOAK.quorum)
+    assert result.activity.companion_appends > 0
+
+
+@pytest.mark.clause("C4")
+@pytest.mark.clause("Y5")
+def test_a_soak_through_the_asyncio_api_reports_a_seeded_defect(tmp_path: Path) -> None:
+    """The asyncio soak is not blind: writers awaiting a store that accepts an expired lease."""
+    path = str(tmp_path / "defect.db")
+    location = StoreLocation(
+        name=f"{path} (async, expired-lease-accepted)",
+        opener=AsyncFacadeOpener(DefectiveOpener(path, "expired-lease-accepted")),
+    )
+    with pytest.raises(SoakFailure) as caught:
+        run_multi_process_soak(
+            location,
+            writers=3,
+            seconds=60,
+            seed=2,
+            ttl_ms=200,
+            chaos=ChaosPlan(pauses=1, kills=1, interval_ms=1000),
+            quorum=SoakQuorum(pauses=1, kills=1),
+            companions=2,
+        )
+    assert "STALE ACCEPT" in str(caught.value)
 
 
 @pytest.mark.clause("C4")
