@@ -28,8 +28,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from pathlib import Path
 from typing import Final, final
 
@@ -40,6 +39,7 @@ from rulvar_store._file_io import (
     JOURNAL_FILE,
     META_FILE,
     TEMP_MARK,
+    GuardedHandle,
     ensure_dir,
     fsync_dir,
     os_errors,
@@ -48,7 +48,7 @@ from rulvar_store._file_io import (
     write_all,
     write_atomic,
 )
-from rulvar_store._fork import ForkGuard, holding
+from rulvar_store._fork import ForkGuard
 from rulvar_store._incremental import JournalTail, parse_cursor
 from rulvar_store._json import load_record
 from rulvar_store._jsonl_file import (
@@ -74,7 +74,6 @@ from rulvar_store._refs import check_safe_token, is_safe_token
 from rulvar_store.errors import (
     ConfigError,
     JournalOrderViolation,
-    StoreClosedError,
 )
 
 __all__ = ["CorruptFileError", "JsonlFileStore", "TornTail"]
@@ -116,7 +115,7 @@ def _safe_run_id(run_id: object, operation: str, argument: str = "run_id") -> st
 
 
 @final
-class JsonlFileStore:
+class JsonlFileStore(GuardedHandle):
     """Journal and meta store over one directory per run; safe across threads.
 
     Not leasable and never fenced: it is single-writer by contract (J8, T8) and
@@ -168,20 +167,6 @@ class JsonlFileStore:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-    @contextmanager
-    def _entered(self, operation: str) -> Iterator[None]:
-        """Hold the lock for ``operation`` on an open handle of this process.
-
-        A handle used in a forked child refuses (``ForkedStoreError``, Y4)
-        before the lock: a lock held at the fork would never be released there.
-        """
-        with holding(self._fork, self._lock, operation):
-            if self._closed:
-                raise StoreClosedError(
-                    f"{operation} on {self!r}: the store is closed", operation
-                )
-            yield
 
     # -- torn tails ------------------------------------------------------------
 

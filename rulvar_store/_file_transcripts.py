@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Final, final
 
@@ -22,6 +20,7 @@ from rulvar_store._failpoints import hit
 from rulvar_store._file_io import (
     BLOBS_DIR,
     RUN_BLOB_FILE,
+    GuardedHandle,
     ensure_dir,
     fsync_dir,
     os_errors,
@@ -30,10 +29,10 @@ from rulvar_store._file_io import (
     under_root,
     write_atomic,
 )
-from rulvar_store._fork import ForkGuard, holding
+from rulvar_store._fork import ForkGuard
 from rulvar_store._records import BlobInput, Lease
 from rulvar_store._refs import check_safe_token, is_safe_token
-from rulvar_store.errors import ConfigError, ContractError, StoreClosedError
+from rulvar_store.errors import ConfigError, ContractError
 
 __all__ = ["FileTranscriptStore"]
 
@@ -43,7 +42,7 @@ def _raise(exc: OSError) -> None:
 
 
 @final
-class FileTranscriptStore:
+class FileTranscriptStore(GuardedHandle):
     """Opaque blobs as files, written via temp file + fsync + rename; thread-safe.
 
     Single-writer by contract: it never declares ``fenced_writes``, so
@@ -77,20 +76,6 @@ class FileTranscriptStore:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-    @contextmanager
-    def _entered(self, operation: str) -> Iterator[None]:
-        """Hold the lock for ``operation`` on an open handle of this process.
-
-        A handle used in a forked child refuses (``ForkedStoreError``, Y4)
-        before the lock: a lock held at the fork would never be released there.
-        """
-        with holding(self._fork, self._lock, operation):
-            if self._closed:
-                raise StoreClosedError(
-                    f"{operation} on {self!r}: the store is closed", operation
-                )
-            yield
 
     def _path(self, ref: object, operation: str) -> Path:
         """Return the file of ``ref``.
