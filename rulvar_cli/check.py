@@ -262,8 +262,8 @@ def check_command(
                 f"backend {backend.name!r} cannot open fresh stores for certification"
             )
         # The kit is imported only here: listing backends must not pay for it.
+        from rulvar_conformance.harness.certification import by_url
         from rulvar_conformance.harness.certify import (
-            Certification,
             certification_suites,
             stuck_threads,
         )
@@ -284,13 +284,7 @@ def check_command(
             locations = enter_certify(backend, parsed, stack)
             if not as_json:
                 click.echo(f"certifying {parsed.redacted} ({backend.name})")
-            certification = Certification(
-                locations,
-                backend.capabilities,
-                backend.certify_expiry_ttl_ms,
-                url=parsed,
-                backend=backend,
-            )
+            certification = by_url(locations, parsed, backend)
             try:
                 suites = certification_suites(certification, suites_wanted or None)
             except KeyError as exc:

@@ -44,6 +44,7 @@ from typing import Final
 
 import pytest
 
+from rulvar_conformance.harness.certification import by_url
 from rulvar_conformance.harness.certify import (
     ALL_SUITES,
     CERTIFY_EXPIRY_TTL_MS,
@@ -302,14 +303,7 @@ def rulvar_certification(request: pytest.FixtureRequest) -> Certification:
     if module is not None and module.stash.get(_MODE, None) == "url":
         _, backend = request.config.stash[_URL_TARGET]
         locations: LocationFactory = request.getfixturevalue("_rulvar_url_locations")
-        url = request.config.stash[_URL_TARGET][0]
-        return Certification(
-            locations,
-            backend.capabilities,
-            backend.certify_expiry_ttl_ms,
-            url=url,
-            backend=backend,
-        )
+        return by_url(locations, request.config.stash[_URL_TARGET][0], backend)
     capabilities: frozenset[str] = request.getfixturevalue("rulvar_store_capabilities")
     return Certification(
         _conftest_locations(request), frozenset(capabilities), CERTIFY_EXPIRY_TTL_MS

@@ -32,6 +32,7 @@ __all__ = [
     "CERTIFY_TTL_MS",
     "Certification",
     "SuiteSpec",
+    "by_url",
     "fresh_journal",
     "fresh_leasable",
     "fresh_store",
@@ -57,6 +58,19 @@ class Certification(NamedTuple):
     expiry_ttl_ms: int = CERTIFY_EXPIRY_TTL_MS
     url: StoreUrl | None = None
     backend: Backend | None = None
+
+
+def by_url(
+    locations: LocationFactory, url: StoreUrl, backend: Backend
+) -> Certification:
+    """The certification of ``backend`` at ``url``, over its certify()'s locations."""
+    return Certification(
+        locations,
+        backend.capabilities,
+        backend.certify_expiry_ttl_ms,
+        url=url,
+        backend=backend,
+    )
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, replace
 from typing import Any, Final
 
-from rulvar_conformance.harness.certification import Certification
+from rulvar_conformance.harness.certification import by_url
 from rulvar_conformance.harness.certify import (
     CheckResult,
     certification_suites,
@@ -136,13 +136,7 @@ def _child(config: dict[str, Any]) -> int:
     assert backend.certify is not None  # the parent certified it already
     selection = config["selection"]
     with backend.certify(parsed) as locations:
-        certification = Certification(
-            locations,
-            backend.capabilities,
-            backend.certify_expiry_ttl_ms,
-            url=parsed,
-            backend=backend,
-        )
+        certification = by_url(locations, parsed, backend)
         suites = certification_suites(certification, selection)
         if config["async"]:
             from rulvar_conformance.harness.async_certify import async_suites

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests._pip_target import install_into
+
 README = Path(__file__).resolve().parents[2] / "README.md"
 MARKER = "<!-- plugin example"
 BLOCK = re.compile(
@@ -60,22 +62,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         encoding="utf-8",
     )
     site = work / "site"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--no-build-isolation",
-            "--target",
-            str(site),
-            str(source),
-        ],
-        check=True,
-        capture_output=True,
-    )
+    install_into(source, site)
     scratch = work / "tmp"
     scratch.mkdir()
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests._pip_target import install_into
+
 PLUGIN_SOURCE = Path(__file__).resolve().parent.parent / "plugin_dist"
 
 
@@ -21,22 +23,7 @@ def plugin_site(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     source = work / "src"
     shutil.copytree(PLUGIN_SOURCE, source)  # builds write into the source tree
     site = work / "site"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--no-build-isolation",
-            "--target",
-            str(site),
-            str(source),
-        ],
-        check=True,
-        capture_output=True,
-    )
+    install_into(source, site)
     path = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
     return {**os.environ, "PYTHONPATH": path}
 
