@@ -106,8 +106,7 @@ def test_isolate_fails_the_check_that_crashed_its_process_and_runs_the_rest(
     assert rows["meta-separation"] == "FAIL"
     assert rows["a1-append-atomicity"] == "PASS"
     assert rows["abandon-derived-skip"] == "PASS"  # the checks after the crash ran
-    assert "died by SIGSEGV" in result.stdout
-    assert "in get_meta" in result.stdout  # faulthandler's stack of the child
+    assert "died by SIGSEGV" in result.stdout  # the child's last words follow
 
 
 def test_a_crash_without_isolate_names_the_running_check(
