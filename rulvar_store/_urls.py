@@ -94,7 +94,7 @@ def option_int(options: Mapping[str, Any], name: str, default: int) -> int:
 
     The one integer parser of every backend's URL options. ``int()`` alone
     would also take ``" 5"``, ``"+5"``, ``"5_000"`` and other scripts' digits
-    (``"１２"``): a URL that a reader cannot read the same way is refused. An
+    (fullwidth ``"12"``): a URL that a reader cannot read the same way is refused. An
     optional leading ``-`` is kept so a negative value gets its range error.
 
     Raises:
