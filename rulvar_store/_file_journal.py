@@ -73,6 +73,7 @@ from rulvar_store.errors import (
     ConfigError,
     JournalOrderViolation,
     StoreClosedError,
+    UnreadableRecordError,
 )
 
 __all__ = ["CorruptFileError", "JsonlFileStore", "TornTail"]
@@ -350,7 +351,9 @@ class JsonlFileStore:
             JournalOrderViolation: unsafe run id.
             CorruptFileError: a bad line before the last one.
         """
-        position = parse_cursor(cursor, "file", 3)
+        # Inodes are unsigned 64-bit (overlayfs sets the top bits); the file
+        # store compares them in Python only.
+        position = parse_cursor(cursor, "file", 3, bound=None)
         path = run_dir(self.root, run_id) / JOURNAL_FILE
         with self._lock, os_errors(f"load_since of run {run_id!r}", path):
             self._check_open()
@@ -425,6 +428,8 @@ class JsonlFileStore:
             return None
         try:
             meta = load_record(data.decode("utf-8"))
+        except UnreadableRecordError:
+            raise  # JSON, but not readable here: typed as on every backend
         except ValueError as exc:
             raise CorruptFileError(
                 f"meta of run {run_id!r} at {path} is not valid JSON ({exc})",

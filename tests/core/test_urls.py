@@ -42,7 +42,17 @@ def test_typed_option_readers() -> None:
         option_bool({"b": "maybe"}, "b", False)
 
 
-_NOT_ASCII_DECIMAL = (" 5", "5 ", "+5", "\uff11\uff12", "5_000", "0x10", "", "5\n", "\u0661\u0662")
+_NOT_ASCII_DECIMAL = (
+    " 5",
+    "5 ",
+    "+5",
+    "\uff11\uff12",
+    "5_000",
+    "0x10",
+    "",
+    "5\n",
+    "\u0661\u0662",
+)
 
 
 @pytest.mark.parametrize("text", _NOT_ASCII_DECIMAL)
@@ -77,7 +87,9 @@ def test_a_plain_or_negative_integer_option_still_parses() -> None:
 
 @pytest.mark.parametrize("text", _NOT_ASCII_DECIMAL)
 @pytest.mark.parametrize("name", ["ttl_ms", "pool_max_size", "lock_timeout_ms"])
-def test_postgres_settings_refuse_a_non_ascii_integer_option(name: str, text: str) -> None:
+def test_postgres_settings_refuse_a_non_ascii_integer_option(
+    name: str, text: str
+) -> None:
     """PostgreSQL reads its integer options with the same parser (no connection made)."""
     from urllib.parse import quote
 
