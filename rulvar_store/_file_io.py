@@ -25,6 +25,7 @@ from typing import Final
 
 from rulvar_store._failpoints import hit
 from rulvar_store._refs import check_safe_token
+from rulvar_store._shielded import run_to_completion
 from rulvar_store.errors import (
     ConfigError,
     JournalOrderViolation,
@@ -58,6 +59,7 @@ RUN_BLOB_FILE: Final = "run.blob"
 BLOBS_DIR: Final = "blobs"
 # Outside [A-Za-z0-9._-]: a temp name can never equal a stored name.
 TEMP_MARK: Final = "~"
+_CLOEXEC: Final = getattr(os, "O_CLOEXEC", 0)
 
 
 def resolve_root(root: str | os.PathLike[str]) -> Path:
@@ -178,10 +180,16 @@ def write_atomic(path: Path, data: bytes, operation: str = "write") -> None:
 
     Writes a temp file in the same directory, fsyncs it, renames it over ``path``
     and fsyncs the directory so the rename itself is durable. ``operation``
-    names the failpoints between the steps (kill-point tests).
+    names the failpoints between the steps (kill-point tests). The steps run
+    whole in a helper thread (``run_to_completion``): an interrupt of the
+    caller never leaves the temp file or its descriptor behind.
     """
+    run_to_completion(lambda: _write_atomic(path, data, operation))
+
+
+def _write_atomic(path: Path, data: bytes, operation: str) -> None:
     temp = path.with_name(f"{path.name}{TEMP_MARK}{secrets.token_hex(8)}.tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC, 0o644)
     try:
         try:
             write_all(fd, data)
