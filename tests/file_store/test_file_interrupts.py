@@ -104,5 +104,6 @@ def test_interrupted_writes_leave_no_temp_file_and_no_descriptor(tmp_path: Path)
     # Whole records of some write (an interrupted write may have landed: its
     # caller got the interrupt once the write had finished).
     meta = report["meta"]
-    assert meta["runId"] == "r" and -1 <= meta["n"] <= report["writes"]
+    assert meta["runId"] == "r"
+    assert -1 <= meta["n"] <= report["writes"]
     assert -1 <= int(report["blob"]) <= report["writes"]
