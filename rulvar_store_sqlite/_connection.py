@@ -12,6 +12,7 @@ import apsw
 from rulvar_store.errors import ConfigError
 from rulvar_store_sqlite._boot import boot_with_retry
 from rulvar_store_sqlite._errors import translate_errors
+from rulvar_store_sqlite._exact_seq import register_seq_functions
 from rulvar_store_sqlite._options import SYNCHRONOUS_LEVELS, SqliteOptions
 from rulvar_store_sqlite._schema import check_format_readonly
 
@@ -80,6 +81,7 @@ def open_connection(
     with translate_errors(f"open of {options.path}", opening=True):
         connection = apsw.Connection(options.path)
     try:
+        register_seq_functions(connection)
         boot_with_retry(lambda: attempt(connection, options.in_memory))
         with translate_errors("open", opening=True):
             connection.set_busy_handler(busy)

@@ -32,6 +32,7 @@ from rulvar_store.errors import (
 from rulvar_store.ops import LeaseState
 from rulvar_store_sqlite import _sql as sql
 from rulvar_store_sqlite._connection import BootAttempt, BusyDeadline, open_connection
+from rulvar_store_sqlite._exact_seq import seq_text
 from rulvar_store_sqlite._group_commit import GroupCommitter
 from rulvar_store_sqlite._options import (
     DEFAULT_BUSY_TIMEOUT_MS,
@@ -216,7 +217,8 @@ class SqliteStore:
                 cursor.execute(sql.INSERT_ENTRY, (run_id, text))
                 return
             cursor.execute(
-                sql.INSERT_ENTRY_ABOVE_TAIL, (run_id, text, sql.seq_param(seq))
+                sql.INSERT_ENTRY_ABOVE_TAIL,
+                (run_id, text, sql.seq_param(seq), seq_text(seq)),
             )
             if self._conn.changes() == 0:
                 raise JournalOrderViolation(
