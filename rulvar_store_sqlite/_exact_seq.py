@@ -36,8 +36,12 @@ def _number(text: str) -> Decimal:
     return Decimal(text)
 
 
-def seq_at_least(stored: object, new: object) -> bool:
-    """Whether the stored seq (its JSON text) is at least the new seq (its exact text)."""
+def seq_at_least(*texts: apsw.SQLiteValue) -> bool:
+    """Whether the stored seq (its JSON text) is at least the new seq (its exact text).
+
+    Called by SQLite with ``(stored, new)``.
+    """
+    stored, new = texts
     if not isinstance(stored, str) or not isinstance(new, str):
         return False  # no number on one side: not a seq (D5)
     return _number(stored) >= _number(new)
