@@ -13,6 +13,7 @@ from rulvar_store.errors import ConfigError
 from rulvar_store_sqlite._boot import boot_with_retry
 from rulvar_store_sqlite._errors import translate_errors
 from rulvar_store_sqlite._exact_seq import register_seq_functions
+from rulvar_store_sqlite._file_identity import refuse_orphan_wal
 from rulvar_store_sqlite._options import SYNCHRONOUS_LEVELS, SqliteOptions
 from rulvar_store_sqlite._schema import check_format_readonly
 
@@ -77,6 +78,8 @@ def open_connection(
     """
     if options.readonly:
         return _open_readonly(options, busy)
+    if not options.in_memory:
+        refuse_orphan_wal(options.path)
     # The path is in the operation so an unopenable file is named in the error.
     with translate_errors(f"open of {options.path}", opening=True):
         connection = apsw.Connection(options.path)
