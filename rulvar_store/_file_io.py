@@ -18,6 +18,7 @@ from __future__ import annotations
 import errno
 import os
 import secrets
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -36,11 +37,13 @@ __all__ = [
     "BLOBS_DIR",
     "JOURNAL_FILE",
     "META_FILE",
+    "NOFOLLOW",
     "RUN_BLOB_FILE",
     "TEMP_MARK",
     "ensure_dir",
     "fsync_dir",
     "os_errors",
+    "refuse_links",
     "resolve_root",
     "run_dir",
     "under_root",
@@ -60,6 +63,8 @@ BLOBS_DIR: Final = "blobs"
 # Outside [A-Za-z0-9._-]: a temp name can never equal a stored name.
 TEMP_MARK: Final = "~"
 _CLOEXEC: Final = getattr(os, "O_CLOEXEC", 0)
+# Opening a file through a link fails (ELOOP) instead of following it.
+NOFOLLOW: Final = getattr(os, "O_NOFOLLOW", 0) | _CLOEXEC
 
 
 def resolve_root(root: str | os.PathLike[str]) -> Path:
@@ -92,7 +97,36 @@ def under_root(root: Path, *segments: str) -> Path:
     normalized = os.path.normpath(path)
     if os.path.commonpath([root, normalized]) != str(root) or normalized == str(root):
         raise JournalOrderViolation(f"path {'/'.join(segments)!r} leaves {root}")
+    refuse_links(root, Path(normalized))
     return Path(normalized)
+
+
+def refuse_links(root: Path, path: Path) -> None:
+    """Raise unless no existing component of ``path`` below ``root`` is a symlink.
+
+    Safe names keep paths under the root only while nothing under it is a
+    link: ``root/evil -> /outside`` would turn ``append("evil")`` into a write
+    to ``/outside/journal.jsonl``. The store never creates links, so one
+    inside the root was planted; it is refused, never followed (the root
+    itself may be a link: that is where the user put the store). Files are
+    also opened with ``O_NOFOLLOW`` (``NOFOLLOW``), so a link planted after
+    this check fails the open (``ELOOP``, a ``ConfigError`` too).
+
+    Raises:
+        ConfigError: a component is a symbolic link.
+    """
+    current = root
+    for part in path.relative_to(root).parts:
+        current = current / part
+        try:
+            mode = os.lstat(current).st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            return  # not there (yet): nothing below it can be a link either
+        if stat.S_ISLNK(mode):
+            raise ConfigError(
+                f"file store {root}: {current} is a symbolic link; the store never "
+                "follows links inside its root (remove it)"
+            )
 
 
 def run_dir(root: Path, run_id: str) -> Path:
@@ -189,7 +223,7 @@ def write_atomic(path: Path, data: bytes, operation: str = "write") -> None:
 
 def _write_atomic(path: Path, data: bytes, operation: str) -> None:
     temp = path.with_name(f"{path.name}{TEMP_MARK}{secrets.token_hex(8)}.tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC, 0o644)
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, 0o644)
     try:
         try:
             write_all(fd, data)

@@ -38,6 +38,7 @@ from rulvar_store._file_io import (
     BLOBS_DIR,
     JOURNAL_FILE,
     META_FILE,
+    NOFOLLOW,
     TEMP_MARK,
     ensure_dir,
     fsync_dir,
@@ -78,7 +79,6 @@ from rulvar_store.errors import (
 
 __all__ = ["CorruptFileError", "JsonlFileStore", "TornTail"]
 
-_CLOEXEC: Final = getattr(os, "O_CLOEXEC", 0)
 # Written (and synced) before a delete removes anything: its presence is the
 # delete's commit point, so a death midway is finished by the next access instead
 # of leaving a journal without its meta.
@@ -252,7 +252,7 @@ class JsonlFileStore:
             self._check_open("append")
             self._settle_delete(run_id, directory, "append")
             ensure_dir(directory)
-            flags = os.O_RDWR | os.O_APPEND | _CLOEXEC
+            flags = os.O_RDWR | os.O_APPEND | NOFOLLOW
             try:
                 fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o644)
                 created = True
@@ -317,7 +317,7 @@ class JsonlFileStore:
             if self._settle_delete(run_id, path.parent, "load"):
                 return []
             try:
-                fd = os.open(path, os.O_RDONLY | _CLOEXEC)
+                fd = os.open(path, os.O_RDONLY | NOFOLLOW)
             except FileNotFoundError:
                 self._tails.pop(run_id, None)
                 self._note_clean(run_id)
@@ -358,7 +358,7 @@ class JsonlFileStore:
         with self._lock, os_errors(f"load_since of run {run_id!r}", path):
             self._check_open()
             try:
-                fd = os.open(path, os.O_RDONLY | _CLOEXEC)
+                fd = os.open(path, os.O_RDONLY | NOFOLLOW)
             except FileNotFoundError:
                 gone = position is not None and position[1] > 0
                 return JournalTail([], "file:0:0:0", gone)
@@ -386,7 +386,7 @@ class JsonlFileStore:
 
     def _repair_and_load(self, run_id: str, path: Path) -> list[JournalEntry]:
         try:
-            fd = os.open(path, os.O_RDWR | _CLOEXEC)
+            fd = os.open(path, os.O_RDWR | NOFOLLOW)
         except FileNotFoundError:  # deleted by another handle meanwhile
             self._tails.pop(run_id, None)
             return []
@@ -422,10 +422,13 @@ class JsonlFileStore:
 
     def _read_meta(self, run_id: str, path: Path) -> RunMeta | None:
         try:
-            with open(path, "rb") as file:
-                data = file.read()
+            fd = os.open(path, os.O_RDONLY | NOFOLLOW)
         except (FileNotFoundError, NotADirectoryError):
             return None
+        try:
+            data = read_all(fd)
+        finally:
+            os.close(fd)
         try:
             meta = load_record(data.decode("utf-8"))
         except UnreadableRecordError:
@@ -469,7 +472,8 @@ class JsonlFileStore:
                 return sorted(
                     item.name
                     for item in scan
-                    if is_safe_token(item.name) and item.is_dir()
+                    if is_safe_token(item.name)
+                    and item.is_dir(follow_symlinks=False)
                 )
         except FileNotFoundError:
             return []
@@ -484,7 +488,8 @@ class JsonlFileStore:
                     names = sorted(
                         item.name
                         for item in scan
-                        if is_safe_token(item.name) and item.is_dir()
+                        if is_safe_token(item.name)
+                    and item.is_dir(follow_symlinks=False)
                     )
             except FileNotFoundError:
                 return []
@@ -527,7 +532,7 @@ class JsonlFileStore:
             if DELETE_INTENT not in present:
                 fd = os.open(
                     directory / DELETE_INTENT,
-                    os.O_WRONLY | os.O_CREAT | _CLOEXEC,
+                    os.O_WRONLY | os.O_CREAT | NOFOLLOW,
                     0o644,
                 )
                 try:

@@ -11,6 +11,7 @@ a put raises ``ContractError`` and changes nothing.
 from __future__ import annotations
 
 import os
+import stat
 import threading
 from pathlib import Path
 from typing import Final, final
@@ -19,15 +20,18 @@ from rulvar_store import _intake
 from rulvar_store._failpoints import hit
 from rulvar_store._file_io import (
     BLOBS_DIR,
+    NOFOLLOW,
     RUN_BLOB_FILE,
     ensure_dir,
     fsync_dir,
     os_errors,
+    refuse_links,
     resolve_root,
     run_dir,
     under_root,
     write_atomic,
 )
+from rulvar_store._jsonl_file import read_all
 from rulvar_store._records import BlobInput, Lease
 from rulvar_store._refs import check_safe_token, is_safe_token
 from rulvar_store.errors import ConfigError, ContractError, StoreClosedError
@@ -136,10 +140,15 @@ class FileTranscriptStore:
         with self._lock, os_errors(f"blob get of {ref!r}", path):
             self._check_open("blob get")
             try:
-                with open(path, "rb") as file:
-                    return file.read()
-            except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+                fd = os.open(path, os.O_RDONLY | NOFOLLOW)
+            except (FileNotFoundError, NotADirectoryError):
                 return None
+            try:
+                if stat.S_ISDIR(os.fstat(fd).st_mode):
+                    return None  # a folder of other blobs, not a blob
+                return read_all(fd)
+            finally:
+                os.close(fd)
 
     def list_refs(self, run_id: str) -> list[str]:
         """Return the refs under ``run_id + "/"``, sorted; never the slashless one (T4).
@@ -149,13 +158,15 @@ class FileTranscriptStore:
         """
         _intake.require_str(run_id, "blob list_refs", "run_id")
         check_safe_token(run_id, "run id", "blob list_refs")
-        blobs = run_dir(self.root, run_id) / BLOBS_DIR
+        blobs = under_root(self.root, run_id, BLOBS_DIR)
         refs: list[str] = []
         with self._lock, os_errors(f"blob list of run {run_id!r}", blobs):
             self._check_open("blob list_refs")
             if not blobs.is_dir():
                 return []
             for folder, subfolders, files in os.walk(blobs, onerror=_raise):
+                for name in (*subfolders, *files):  # one lstat each, no more
+                    refuse_links(Path(folder), Path(folder) / name)
                 parts = Path(folder).relative_to(blobs).parts
                 # Names with characters outside safe tokens are temp files.
                 subfolders[:] = [name for name in subfolders if is_safe_token(name)]
