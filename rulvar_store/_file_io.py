@@ -40,6 +40,7 @@ __all__ = [
     "NOFOLLOW",
     "RUN_BLOB_FILE",
     "TEMP_MARK",
+    "creation_modes",
     "ensure_dir",
     "fsync_dir",
     "os_errors",
@@ -63,6 +64,20 @@ BLOBS_DIR: Final = "blobs"
 # Outside [A-Za-z0-9._-]: a temp name can never equal a stored name.
 TEMP_MARK: Final = "~"
 _CLOEXEC: Final = getattr(os, "O_CLOEXEC", 0)
+# What the stores create: owner-only unless the store was opened with
+# private=False (then the umask decides, as for any file the user creates).
+# Journals, metas and blobs hold prompts and tool outputs.
+PRIVATE_FILE: Final = 0o600
+PRIVATE_DIR: Final = 0o700
+SHARED_FILE: Final = 0o666
+SHARED_DIR: Final = 0o777
+
+
+def creation_modes(private: bool) -> tuple[int, int]:
+    """(file mode, directory mode) for new files and folders; the umask still applies."""
+    return (PRIVATE_FILE, PRIVATE_DIR) if private else (SHARED_FILE, SHARED_DIR)
+
+
 # Opening a file through a link fails (ELOOP) instead of following it.
 NOFOLLOW: Final = getattr(os, "O_NOFOLLOW", 0) | _CLOEXEC
 
@@ -174,7 +189,7 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def ensure_dir(path: Path) -> bool:
+def ensure_dir(path: Path, mode: int = PRIVATE_DIR) -> bool:
     """Create ``path`` and missing parents durably; return whether anything was made.
 
     Each new directory's parent is fsynced after the creation, so the new name
@@ -192,7 +207,7 @@ def ensure_dir(path: Path) -> bool:
         probe = probe.parent
     for directory in reversed(missing):
         try:
-            os.mkdir(directory)
+            os.mkdir(directory, mode)
         except FileExistsError:
             if not directory.is_dir():
                 raise
@@ -209,7 +224,9 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def write_atomic(path: Path, data: bytes, operation: str = "write") -> None:
+def write_atomic(
+    path: Path, data: bytes, operation: str = "write", mode: int = PRIVATE_FILE
+) -> None:
     """Replace ``path`` with ``data`` so a reader or a crash sees old or new, never half.
 
     Writes a temp file in the same directory, fsyncs it, renames it over ``path``
@@ -218,12 +235,12 @@ def write_atomic(path: Path, data: bytes, operation: str = "write") -> None:
     whole in a helper thread (``run_to_completion``): an interrupt of the
     caller never leaves the temp file or its descriptor behind.
     """
-    run_to_completion(lambda: _write_atomic(path, data, operation))
+    run_to_completion(lambda: _write_atomic(path, data, operation, mode))
 
 
-def _write_atomic(path: Path, data: bytes, operation: str) -> None:
+def _write_atomic(path: Path, data: bytes, operation: str, mode: int) -> None:
     temp = path.with_name(f"{path.name}{TEMP_MARK}{secrets.token_hex(8)}.tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, 0o644)
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, mode)
     try:
         try:
             write_all(fd, data)

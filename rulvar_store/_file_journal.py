@@ -40,6 +40,7 @@ from rulvar_store._file_io import (
     META_FILE,
     NOFOLLOW,
     TEMP_MARK,
+    creation_modes,
     ensure_dir,
     fsync_dir,
     os_errors,
@@ -136,15 +137,22 @@ class JsonlFileStore:
             ``load`` reports torn tails through ``torn_tails()`` and leaves the
             file byte-identical, and ``append`` refuses to write after one.
             Meta writes, clean appends and deletes work in both modes.
+        private: create files owner-only (0600) and folders 0700 (default);
+            ``False`` leaves modes to the umask (0666/0777 before it).
     """
 
-    def __init__(self, root: str | os.PathLike[str], *, repair: bool = True) -> None:
+    def __init__(
+        self, root: str | os.PathLike[str], *, repair: bool = True, private: bool = True
+    ) -> None:
         if not isinstance(root, str | os.PathLike):
             raise ConfigError(
                 f"JsonlFileStore root must be a path, got {type(root).__name__}"
             )
         if not isinstance(repair, bool):
             raise ConfigError(f"repair must be a bool, got {type(repair).__name__}")
+        if not isinstance(private, bool):
+            raise ConfigError(f"private must be a bool, got {type(private).__name__}")
+        self._modes = creation_modes(private)
         self.root: Final = resolve_root(root)
         self.repair: Final = repair
         self._lock = threading.RLock()
@@ -251,10 +259,10 @@ class JsonlFileStore:
         with self._lock, os_errors(f"append to run {run_id!r}", path):
             self._check_open("append")
             self._settle_delete(run_id, directory, "append")
-            ensure_dir(directory)
+            ensure_dir(directory, self._modes[1])
             flags = os.O_RDWR | os.O_APPEND | NOFOLLOW
             try:
-                fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o644)
+                fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, self._modes[0])
                 created = True
             except FileExistsError:
                 fd = os.open(path, flags)
@@ -416,8 +424,8 @@ class JsonlFileStore:
         with self._lock, os_errors(f"put_meta of run {run_id!r}", path):
             self._check_open("put_meta")
             self._settle_delete(run_id, directory, "put_meta")
-            ensure_dir(directory)
-            write_atomic(path, data, "put_meta")
+            ensure_dir(directory, self._modes[1])
+            write_atomic(path, data, "put_meta", self._modes[0])
             hit("put_meta", "after-commit")
 
     def _read_meta(self, run_id: str, path: Path) -> RunMeta | None:
@@ -533,7 +541,7 @@ class JsonlFileStore:
                 fd = os.open(
                     directory / DELETE_INTENT,
                     os.O_WRONLY | os.O_CREAT | NOFOLLOW,
-                    0o644,
+                    self._modes[0],
                 )
                 try:
                     os.fsync(fd)

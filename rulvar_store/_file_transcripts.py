@@ -22,6 +22,7 @@ from rulvar_store._file_io import (
     BLOBS_DIR,
     NOFOLLOW,
     RUN_BLOB_FILE,
+    creation_modes,
     ensure_dir,
     fsync_dir,
     os_errors,
@@ -53,13 +54,18 @@ class FileTranscriptStore:
 
     Args:
         root: the same directory a ``JsonlFileStore`` uses; created on first put.
+        private: create blobs owner-only (0600) and folders 0700 (default);
+            ``False`` leaves modes to the umask.
     """
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, private: bool = True) -> None:
         if not isinstance(root, str | os.PathLike):
             raise ConfigError(
                 f"FileTranscriptStore root must be a path, got {type(root).__name__}"
             )
+        if not isinstance(private, bool):
+            raise ConfigError(f"private must be a bool, got {type(private).__name__}")
+        self._modes = creation_modes(private)
         self.root: Final = resolve_root(root)
         self._lock = threading.Lock()
         self._closed = False
@@ -125,13 +131,13 @@ class FileTranscriptStore:
                     "cannot be both a blob and a folder of blobs"
                 )
             try:
-                ensure_dir(path.parent)
+                ensure_dir(path.parent, self._modes[1])
             except FileExistsError as exc:
                 raise ContractError(
                     f"blob ref {ref!r} extends a ref that is a stored blob; a ref "
                     "cannot be both a blob and a folder of blobs"
                 ) from exc
-            write_atomic(path, data, "blob_put")
+            write_atomic(path, data, "blob_put", self._modes[0])
             hit("blob_put", "after-commit")
 
     def get(self, ref: str) -> bytes | None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import final
 
 import apsw
@@ -80,6 +82,8 @@ def open_connection(
         return _open_readonly(options, busy)
     if not options.in_memory:
         refuse_orphan_wal(options.path)
+        if options.private:
+            _create_private(options.path)
     # The path is in the operation so an unopenable file is named in the error.
     with translate_errors(f"open of {options.path}", opening=True):
         connection = apsw.Connection(options.path)
@@ -102,6 +106,34 @@ def open_connection(
         connection.close()
         raise
     return connection
+
+
+def _create_private(path: str) -> None:
+    """Create a missing database file owner-only (0600) before SQLite opens it.
+
+    SQLite gives the ``-wal`` and ``-shm`` files the mode of the database
+    file, so the three stay owner-only; they hold prompts and tool outputs.
+    An existing file keeps its mode (the operator chose it). A file another
+    process creates first is simply used; an empty file is an empty database.
+    """
+    with translate_os_errors(f"create {path}"):
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            return
+        os.close(fd)
+
+
+@contextmanager
+def translate_os_errors(operation: str) -> Iterator[None]:
+    """A missing folder or no permission to create the file: ``ConfigError``."""
+    try:
+        yield
+    except OSError as exc:
+        raise ConfigError(
+            f"sqlite {operation}: {exc.strerror or exc} (check the database path "
+            "and permissions)"
+        ) from exc
 
 
 def _open_readonly(options: SqliteOptions, busy: BusyDeadline) -> apsw.Connection:

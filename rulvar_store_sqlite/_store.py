@@ -107,6 +107,7 @@ class SqliteStore:
         now: Clock | None = None,
         readonly: bool = False,
         group_commit: bool = True,
+        private: bool = True,
         _boot_attempt: BootAttempt = bootstrap,
     ) -> None:
         options = validate_options(
@@ -117,6 +118,7 @@ class SqliteStore:
             now=now,
             readonly=readonly,
             group_commit=group_commit,
+            private=private,
         )
         self.readonly: bool = options.readonly
         self.path: str = options.path
