@@ -45,6 +45,7 @@ __all__ = [
     "fsync_dir",
     "os_errors",
     "refuse_links",
+    "require_folder",
     "resolve_root",
     "run_dir",
     "under_root",
@@ -53,8 +54,17 @@ __all__ = [
 ]
 
 # OS errors no retry can fix: the layout or the filesystem must change first.
+# EEXIST reaches here only from a folder the store had to create finding a
+# file in its place (the root replaced by a file since the store opened).
 _SETUP_ERRNOS: Final = frozenset(
-    {errno.EROFS, errno.ENOTDIR, errno.EISDIR, errno.ENAMETOOLONG, errno.ELOOP}
+    {
+        errno.EROFS,
+        errno.ENOTDIR,
+        errno.EISDIR,
+        errno.ENAMETOOLONG,
+        errno.ELOOP,
+        errno.EEXIST,
+    }
 )
 
 JOURNAL_FILE: Final = "journal.jsonl"
@@ -130,8 +140,18 @@ def refuse_links(root: Path, path: Path) -> None:
     Raises:
         ConfigError: a component is a symbolic link.
     """
+    try:
+        root_mode: int | None = os.stat(root).st_mode  # the root may be a link
+    except (FileNotFoundError, NotADirectoryError):
+        root_mode = None  # made by the first write
+    if root_mode is not None and not stat.S_ISDIR(root_mode):
+        raise ConfigError(
+            f"file store root {root} is a file, not a directory (fix the store's "
+            "directory; retrying cannot help)"
+        )
     current = root
-    for part in path.relative_to(root).parts:
+    parts = path.relative_to(root).parts
+    for index, part in enumerate(parts):
         current = current / part
         try:
             mode = os.lstat(current).st_mode
@@ -142,6 +162,27 @@ def refuse_links(root: Path, path: Path) -> None:
                 f"file store {root}: {current} is a symbolic link; the store never "
                 "follows links inside its root (remove it)"
             )
+        if index == 0 and len(parts) > 1:
+            require_folder(current, mode)
+
+
+def require_folder(path: Path, mode: int | None = None) -> None:
+    """Raise if a run's folder exists as something else than a folder.
+
+    A regular file where a run folder belongs is a setup mistake, the same
+    ``ConfigError`` for reads and writes (a read used to see no run, a write
+    a retryable error that no retry could fix).
+    """
+    if mode is None:
+        try:
+            mode = os.lstat(path).st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            return
+    if not stat.S_ISDIR(mode) and not stat.S_ISLNK(mode):
+        raise ConfigError(
+            f"file store: {path} is a file where a run's folder belongs (fix the "
+            "store's directory; retrying cannot help)"
+        )
 
 
 def run_dir(root: Path, run_id: str) -> Path:
@@ -150,7 +191,9 @@ def run_dir(root: Path, run_id: str) -> Path:
     Raises:
         JournalOrderViolation: ``run_id`` is not a safe token (T9); nothing touched.
     """
-    return under_root(root, check_safe_token(run_id, "run id"))
+    path = under_root(root, check_safe_token(run_id, "run id"))
+    require_folder(path)
+    return path
 
 
 @contextmanager

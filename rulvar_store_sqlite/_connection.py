@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 import time
@@ -11,7 +12,7 @@ from typing import final
 
 import apsw
 
-from rulvar_store.errors import ConfigError
+from rulvar_store.errors import ConfigError, StoreUnavailableError
 from rulvar_store_sqlite._boot import boot_with_retry
 from rulvar_store_sqlite._errors import translate_errors
 from rulvar_store_sqlite._exact_seq import register_seq_functions
@@ -126,10 +127,16 @@ def _create_private(path: str) -> None:
 
 @contextmanager
 def translate_os_errors(operation: str) -> Iterator[None]:
-    """A missing folder or no permission to create the file: ``ConfigError``."""
+    """A missing folder or no permission: ``ConfigError``; no descriptor left: retryable."""
     try:
         yield
     except OSError as exc:
+        if exc.errno in (errno.EMFILE, errno.ENFILE):
+            raise StoreUnavailableError(
+                f"sqlite {operation}: {exc.strerror} (out of file descriptors: "
+                "retry once some are closed)",
+                operation,
+            ) from exc
         raise ConfigError(
             f"sqlite {operation}: {exc.strerror or exc} (check the database path "
             "and permissions)"
