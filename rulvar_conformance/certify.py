@@ -193,6 +193,18 @@ def _shared_handle_suite(certification: Certification) -> ConformanceSuite:
     )
 
 
+def _power_loss_suite(certification: Certification) -> ConformanceSuite:
+    from rulvar_conformance.faults.power_loss import power_loss_conformance
+
+    return power_loss_conformance(certification.locations)
+
+
+def _disk_faults_suite(certification: Certification) -> ConformanceSuite:
+    from rulvar_conformance.faults.disk_faults import disk_faults_conformance
+
+    return disk_faults_conformance(certification.locations)
+
+
 def _typed_errors_suite(certification: Certification) -> ConformanceSuite:
     from rulvar_conformance.typed_errors import typed_errors_conformance
 
@@ -281,6 +293,20 @@ def suite_specs() -> tuple[SuiteSpec, ...]:
             False,
             "SIGKILL around run writes and inside store transactions (9)",
         ),
+        SuiteSpec(
+            "power-loss",
+            _power_loss_suite,
+            None,
+            False,
+            "hundreds of simulated power cuts of a SQLite store at FULL and NORMAL (16)",
+        ),
+        SuiteSpec(
+            "disk-faults",
+            _disk_faults_suite,
+            None,
+            False,
+            "full disk, I/O errors and read-only files: typed errors, nothing lost (17)",
+        ),
     )
 
 
@@ -362,6 +388,8 @@ class CheckResult:
     error: str | None
     title: str = ""
     clauses: tuple[str, ...] = ()
+    note: str | None = None
+    """What the check did (faults injected, what survived), when it says."""
 
     @property
     def passed(self) -> bool:
@@ -405,6 +433,7 @@ def run_suites(
                 error=error,
                 title=check.title,
                 clauses=check.clauses,
+                note=None if check.note is None else check.note(),
             )
             results.append(result)
             if on_result is not None:
