@@ -1,0 +1,122 @@
+"""Full disks, I/O errors and read-only filesystems under the SQLite store (E1, E2).
+
+The VFS cases inject ENOSPC and EIO at chosen operations; the tmpfs cases fill
+and remount a real small filesystem, so they need root (``mount``): they skip
+with the reason elsewhere, and CI (``CI=true``) runs as root.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rulvar_conformance.faults._disk_vfs import DiskFaultVFS
+from rulvar_conformance.faults.disk_faults import DISK_CASES
+from rulvar_conformance.faults.disk_runs import run_disk_faults
+from rulvar_store import open_store
+from rulvar_store.errors import RulvarError, StoreUnavailableError
+
+pytest.importorskip("apsw")
+
+
+@pytest.mark.clause("E1")
+def test_injected_enospc_and_eio_are_typed_and_the_same_handle_recovers(
+    tmp_path: Path,
+) -> None:
+    vfs = DiskFaultVFS("rulvar-disk-test", str(tmp_path))
+    try:
+        report = run_disk_faults(
+            lambda: open_store(f"sqlite:///{tmp_path / 'd.db'}"), vfs, DISK_CASES
+        )
+    finally:
+        vfs.unregister()
+    assert report.violations == []
+    assert report.cases == len(DISK_CASES)
+    assert report.typed_errors == 3 * len(DISK_CASES)  # append, put_meta, blob put
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """A real 4 MiB tmpfs mounted for the test and unmounted after it."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root (CI runs as root)")
+    mount = tmp_path / "mnt"
+    mount.mkdir()
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], check=True
+    )
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def _fill(folder: Path) -> Path:
+    """Write a filler file until the filesystem is full."""
+    filler = folder / "filler"
+    with open(filler, "wb") as file:
+        try:
+            while True:
+                file.write(b"\0" * 65536)
+                file.flush()
+        except OSError:
+            pass
+    return filler
+
+
+@pytest.mark.clause("E1")
+def test_a_really_full_tmpfs_gives_retryable_errors_and_loses_nothing(
+    small_tmpfs: Path,
+) -> None:
+    opened = open_store(f"sqlite:///{small_tmpfs / 'full.db'}")
+    journal: object = opened.journal
+    lease = journal.acquire("r", "w")  # type: ignore[attr-defined]
+    for seq in range(3):
+        journal.append("r", {"seq": seq}, lease)  # type: ignore[attr-defined]
+    filler = _fill(small_tmpfs)
+    refused = 0
+    seq = 3
+    big = "x" * 200_000
+    for _ in range(5):  # the WAL may still have room for a first write or two
+        try:
+            journal.append("r", {"seq": seq, "pad": big}, lease)  # type: ignore[attr-defined]
+            seq += 1
+        except StoreUnavailableError as exc:
+            refused += int(exc.retryable)
+    assert refused > 0, "the full disk never refused a write (retryable)"
+    filler.unlink()
+    journal.append("r", {"seq": seq}, lease)  # type: ignore[attr-defined]
+    seqs = [e["seq"] for e in journal.load("r")]  # type: ignore[attr-defined]
+    assert seqs == list(range(seq + 1))
+    opened.close()
+    with open_store(f"sqlite:///{small_tmpfs / 'full.db'}") as again:
+        assert [e["seq"] for e in again.journal.load("r")] == list(range(seq + 1))
+
+
+def _write_once(path: Path) -> None:
+    with open_store(f"sqlite:///{path}") as opened:
+        lease = opened.journal.acquire("r", "w2")  # type: ignore[attr-defined]
+        opened.journal.append("r", {"seq": 1}, lease)
+
+
+@pytest.mark.clause("E2")
+def test_a_read_only_filesystem_gives_typed_errors_without_a_hang(
+    small_tmpfs: Path,
+) -> None:
+    path = small_tmpfs / "ro.db"
+    with open_store(f"sqlite:///{path}") as opened:
+        lease = opened.journal.acquire("r", "w")  # type: ignore[attr-defined]
+        opened.journal.append("r", {"seq": 0}, lease)
+        opened.journal.release(lease)  # type: ignore[attr-defined]
+    subprocess.run(["mount", "-o", "remount,ro", str(small_tmpfs)], check=True)
+    try:
+        with pytest.raises(RulvarError):
+            _write_once(path)
+    finally:
+        subprocess.run(["mount", "-o", "remount,rw", str(small_tmpfs)], check=True)
+    with open_store(f"sqlite:///{path}") as opened:
+        assert [e["seq"] for e in opened.journal.load("r")] == [0]

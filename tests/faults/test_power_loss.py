@@ -1,0 +1,104 @@
+"""Simulated power loss of the SQLite store, and two seeded defects the suite catches.
+
+White-box: the seeded defects reach into a real SqliteStore (``_conn``) to turn
+``synchronous`` off, or wrap it so ``append`` answers before its commit ran.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rulvar_conformance.faults.sqlite_power import (
+    Synchronous,
+    open_sqlite_at,
+    run_power_loss,
+)
+from rulvar_store import Clock, OpenedStore
+
+pytest.importorskip("apsw")
+
+CUTS = 40  # per test: a few seconds; the CI run makes 300 per level (.ci/run)
+
+
+@pytest.mark.clause("W1")
+@pytest.mark.clause("W2")
+@pytest.mark.clause("W4")
+def test_full_keeps_every_acknowledged_write_across_power_cuts(tmp_path: Path) -> None:
+    report = run_power_loss(tmp_path, "FULL", CUTS, seed=11)
+    assert report.violations == []
+    assert report.cuts == CUTS
+    assert report.acknowledged > 0
+    assert report.lost_acknowledged == 0
+
+
+@pytest.mark.clause("W1")
+@pytest.mark.clause("W3")
+@pytest.mark.clause("W4")
+def test_normal_keeps_a_prefix_of_each_run_across_power_cuts(tmp_path: Path) -> None:
+    report = run_power_loss(tmp_path, "NORMAL", CUTS, seed=12)
+    assert report.violations == []
+    assert report.cuts == CUTS
+    assert report.acknowledged > 0
+
+
+def _synchronous_off(path: str, synchronous: Synchronous, now: Clock) -> OpenedStore:
+    opened = open_sqlite_at(path, synchronous, now)
+    opened.journal._conn.execute("PRAGMA synchronous=OFF")  # type: ignore[attr-defined]
+    return opened
+
+
+class _AnswersEarly:
+    """A journal whose ``append`` returns at once and commits on a thread later."""
+
+    def __init__(self, journal: Any) -> None:
+        self._journal = journal
+        self._queue: queue.Queue[tuple[Any, ...] | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._drain, daemon=True)
+        self._thread.start()
+
+    def _drain(self) -> None:
+        while (call := self._queue.get()) is not None:
+            try:
+                self._journal.append(*call)
+            except Exception:
+                continue  # nobody is told: that is the defect
+
+    def append(self, run_id: str, entry: Any, lease: Any = None) -> None:
+        self._queue.put((run_id, entry, lease))
+
+    def stop(self) -> None:
+        self._queue.put(None)
+        self._thread.join()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._journal, name)
+
+
+def _answers_early(path: str, synchronous: Synchronous, now: Clock) -> OpenedStore:
+    opened = open_sqlite_at(path, synchronous, now)
+    early = _AnswersEarly(opened.journal)
+    return OpenedStore(
+        journal=early,
+        transcripts=opened.transcripts,
+        closers=(early.stop, opened.close),
+    )
+
+
+@pytest.mark.clause("W2")
+@pytest.mark.parametrize(
+    "opener", [_synchronous_off, _answers_early], ids=["synchronous-off", "ack-early"]
+)
+def test_the_suite_catches_a_store_that_acknowledges_before_durable(
+    tmp_path: Path, opener: Any
+) -> None:
+    report = run_power_loss(tmp_path, "FULL", CUTS, seed=13, opener=opener)
+    assert report.violations, report.summary()
+    assert any(
+        "lost at FULL" in v or "cannot be read" in v or "integrity" in v
+        for v in report.violations
+    ), report.violations
