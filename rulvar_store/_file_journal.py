@@ -47,6 +47,7 @@ from rulvar_store._file_io import (
     write_all,
     write_atomic,
 )
+from rulvar_store._file_ops import file_ops
 from rulvar_store._incremental import JournalTail, parse_cursor
 from rulvar_store._json import load_record
 from rulvar_store._jsonl_file import (
@@ -211,8 +212,8 @@ class JsonlFileStore:
                     torn.line,
                     True,
                 )
-            os.ftruncate(fd, torn.offset)
-            os.fsync(fd)
+            file_ops().ftruncate(fd, torn.offset)
+            file_ops().fsync(fd)
             self._torn[run_id] = TornTail(
                 torn.run_id,
                 torn.path,
@@ -295,12 +296,12 @@ class JsonlFileStore:
                 hit("append", "after-write")
             else:
                 write_all(fd, line)
-            os.fsync(fd)
+            file_ops().fsync(fd)
         except OSError:
             # Take a partial line back now rather than leave a torn tail behind.
             self._tails.pop(run_id, None)
             with suppress(OSError):
-                os.ftruncate(fd, size)
+                file_ops().ftruncate(fd, size)
             raise
 
     def load(self, run_id: str) -> list[JournalEntry]:
@@ -526,7 +527,7 @@ class JsonlFileStore:
                     0o644,
                 )
                 try:
-                    os.fsync(fd)
+                    file_ops().fsync(fd)
                 finally:
                     os.close(fd)
                 fsync_dir(directory)

@@ -17,11 +17,12 @@ from urllib.parse import quote
 
 from rulvar_conformance._kit import ConformanceCheck, ConformanceSuite, require
 from rulvar_conformance.faults._disk_vfs import FAULT_OPS, DiskFaultVFS
+from rulvar_conformance.faults._file_layer import FileFaultLayer
 from rulvar_conformance.faults._notes import noted_check
 from rulvar_conformance.faults._where import scratch_beside
 from rulvar_conformance.faults.disk_runs import FaultCase, run_disk_faults
 from rulvar_store import OpenedStore, open_store
-from rulvar_store.backend import LocationFactory
+from rulvar_store.backend import LocationFactory, file_ops_layer
 from rulvar_store.errors import ConfigError, RulvarError
 
 __all__ = ["DISK_CASES", "disk_faults_conformance"]
@@ -123,9 +124,43 @@ def _readonly_probe(path: Path) -> str:
     return ""
 
 
+def _file_disk_check(locations: LocationFactory) -> ConformanceCheck:
+    def body(say: list[str]) -> None:
+        location = locations()
+        try:
+            with scratch_beside(location, "file") as workdir:
+                layer = FileFaultLayer()
+                with file_ops_layer(layer):
+                    report = run_disk_faults(
+                        lambda: open_store(f"file://{quote(str(workdir / 'root'))}"),
+                        layer,
+                        DISK_CASES,
+                    )
+        finally:
+            location.remove()
+        say.append(report.summary())
+        require(not report.violations, "; ".join(report.violations))
+
+    return noted_check(
+        "disk-faults-file",
+        "ENOSPC and EIO on the file store's writes, fsyncs and truncates: typed "
+        "retryable errors, nothing lost, the same handle writes on once healed",
+        ("E1",),
+        body,
+    )
+
+
 def disk_faults_conformance(locations: LocationFactory) -> ConformanceSuite:
-    """The disk-faults suite (building opens nothing)."""
+    """The disk-faults suite (building opens nothing).
+
+    The SQLite rows run for a ``sqlite://`` location and the file-store row for
+    a ``file://`` one; each reports the others not run, with the reason.
+    """
     return ConformanceSuite(
         "disk-faults",
-        (_sqlite_disk_check(locations), _sqlite_readonly_check(locations)),
+        (
+            _sqlite_disk_check(locations),
+            _sqlite_readonly_check(locations),
+            _file_disk_check(locations),
+        ),
     )

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from rulvar_store import Lease, OpenedStore
+from rulvar_store import LeasableStore, Lease, OpenedStore
 from rulvar_store.errors import StoreUnavailableError
 
 __all__ = ["DiskFault", "DiskReport", "FaultCase", "FaultLayer", "run_disk_faults"]
@@ -65,7 +65,12 @@ class _Writer:
         self.opened = opened
         self.report = report
         self.store = opened.journal
-        self.lease: Lease = self.store.acquire(RUN_ID, "disk")  # type: ignore[attr-defined]
+        # A store without leases (the file store) writes unfenced.
+        self.lease: Lease | None = (
+            self.store.acquire(RUN_ID, "disk")
+            if isinstance(self.store, LeasableStore)
+            else None
+        )
         self.acked: list[int] = []
 
     def append(self) -> None:
@@ -115,7 +120,8 @@ class _Writer:
         elif seqs != acked:
             self._violate(f"{case}: after the heal the journal is {seqs}, told {acked}")
             return
-        self.store.renew(self.lease)  # type: ignore[attr-defined]
+        if self.lease is not None and isinstance(self.store, LeasableStore):
+            self.store.renew(self.lease)
         self.append()
 
     def _violate(self, detail: str) -> None:

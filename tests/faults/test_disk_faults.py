@@ -15,9 +15,11 @@ from pathlib import Path
 import pytest
 
 from rulvar_conformance.faults._disk_vfs import DiskFaultVFS
+from rulvar_conformance.faults._file_layer import FileFaultLayer
 from rulvar_conformance.faults.disk_faults import DISK_CASES
 from rulvar_conformance.faults.disk_runs import run_disk_faults
 from rulvar_store import open_store
+from rulvar_store.backend import file_ops_layer
 from rulvar_store.errors import RulvarError, StoreUnavailableError
 
 pytest.importorskip("apsw")
@@ -120,3 +122,17 @@ def test_a_read_only_filesystem_gives_typed_errors_without_a_hang(
         subprocess.run(["mount", "-o", "remount,rw", str(small_tmpfs)], check=True)
     with open_store(f"sqlite:///{path}") as opened:
         assert [e["seq"] for e in opened.journal.load("r")] == [0]
+
+
+@pytest.mark.clause("E1")
+def test_the_file_store_behind_a_fault_layer_is_typed_and_recovers(
+    tmp_path: Path,
+) -> None:
+    layer = FileFaultLayer()
+    with file_ops_layer(layer):
+        report = run_disk_faults(
+            lambda: open_store(f"file://{tmp_path / 'root'}"), layer, DISK_CASES
+        )
+    assert report.violations == []
+    assert report.typed_errors == 3 * len(DISK_CASES)
+    assert layer.failed >= len(DISK_CASES)
