@@ -11,6 +11,7 @@ import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,11 +19,14 @@ from rulvar_conformance.faults._disk_vfs import DiskFaultVFS
 from rulvar_conformance.faults._file_layer import FileFaultLayer
 from rulvar_conformance.faults.disk_faults import DISK_CASES
 from rulvar_conformance.faults.disk_runs import run_disk_faults
-from rulvar_store import open_store
+from rulvar_store import OpenedStore, open_store
 from rulvar_store.backend import file_ops_layer
 from rulvar_store.errors import RulvarError, StoreUnavailableError
 
 pytest.importorskip("apsw")
+
+# The rows whose harness a seeded defect below fails (the self-test meta-test).
+SELF_TESTED: frozenset[str] = frozenset({"disk-faults-file"})
 
 
 @pytest.mark.clause("E1")
@@ -136,3 +140,35 @@ def test_the_file_store_behind_a_fault_layer_is_typed_and_recovers(
     assert report.violations == []
     assert report.typed_errors == 3 * len(DISK_CASES)
     assert layer.failed >= len(DISK_CASES)
+
+
+class _RawErrors:
+    """A broken journal: a full disk reaches its caller as a raw OSError."""
+
+    def __init__(self, journal: Any) -> None:
+        self._journal = journal
+
+    def append(self, *args: Any) -> None:
+        try:
+            self._journal.append(*args)
+        except StoreUnavailableError as exc:
+            raise OSError(28, "No space left on device") from exc
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._journal, name)
+
+
+@pytest.mark.clause("E1")
+def test_the_harness_catches_a_store_that_leaks_a_raw_os_error(tmp_path: Path) -> None:
+    def broken() -> OpenedStore:
+        opened = open_store(f"file://{tmp_path / 'root'}")
+        return OpenedStore(
+            journal=_RawErrors(opened.journal),
+            transcripts=opened.transcripts,
+            closers=(opened.close,),
+        )
+
+    layer = FileFaultLayer()
+    with file_ops_layer(layer):
+        report = run_disk_faults(broken, layer, DISK_CASES)
+    assert any("append raised OSError" in v for v in report.violations), report

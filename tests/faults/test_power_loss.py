@@ -22,6 +22,9 @@ from rulvar_store import Clock, OpenedStore
 
 pytest.importorskip("apsw")
 
+# The rows whose harness a seeded defect below fails (the self-test meta-test).
+SELF_TESTED: frozenset[str] = frozenset({"power-loss-sqlite-full"})
+
 CUTS = 40  # per test: a few seconds; the CI run makes 300 per level (.ci/run)
 
 
