@@ -1,18 +1,24 @@
-"""Simulated power loss of the SQLite store, and two seeded defects the suite catches.
+"""Simulated power loss of the SQLite store and the file store, and seeded defects.
 
-White-box: the seeded defects reach into a real SqliteStore (``_conn``) to turn
-``synchronous`` off, or wrap it so ``append`` answers before its commit ran.
+White-box: the SQLite defects reach into a real SqliteStore (``_conn``) to turn
+``synchronous`` off, or wrap it so ``append`` answers before its commit ran; the
+file-store defects are disks that forget a folder's or a file's fsync, as a
+store that never made them would leave it.
 """
 
 from __future__ import annotations
 
+import os
 import queue
+import stat
 import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from rulvar_conformance.faults._file_power import PowerLossFileOps
+from rulvar_conformance.faults.file_power import run_file_power_loss
 from rulvar_conformance.faults.sqlite_power import (
     Synchronous,
     open_sqlite_at,
@@ -23,7 +29,7 @@ from rulvar_store import Clock, OpenedStore
 pytest.importorskip("apsw")
 
 # The rows whose harness a seeded defect below fails (the self-test meta-test).
-SELF_TESTED: frozenset[str] = frozenset({"power-loss-sqlite-full"})
+SELF_TESTED: frozenset[str] = frozenset({"power-loss-sqlite-full", "power-loss-file"})
 
 CUTS = 40  # per test: a few seconds; the CI run makes 300 per level (.ci/run)
 
@@ -103,5 +109,46 @@ def test_the_suite_catches_a_store_that_acknowledges_before_durable(
     assert report.violations, report.summary()
     assert any(
         "lost at FULL" in v or "cannot be read" in v or "integrity" in v
+        for v in report.violations
+    ), report.violations
+
+
+@pytest.mark.clause("W5")
+def test_the_file_store_keeps_acknowledged_appends_and_metas_across_cuts(
+    tmp_path: Path,
+) -> None:
+    report = run_file_power_loss(tmp_path, CUTS, seed=21)
+    assert report.violations == []
+    assert report.cuts == CUTS
+    assert report.acknowledged > 0
+    assert report.metas_acknowledged > 0
+
+
+class _ForgetsFolderSyncs(PowerLossFileOps):
+    """A store that never syncs a folder: new runs and renamed metas are volatile."""
+
+    def synced(self, fd: int) -> None:
+        if not stat.S_ISDIR(os.fstat(fd).st_mode):
+            super().synced(fd)
+
+
+class _ForgetsFileSyncs(PowerLossFileOps):
+    """A store that acknowledges an append before its bytes are synced."""
+
+    def synced(self, fd: int) -> None:
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            super().synced(fd)
+
+
+@pytest.mark.clause("W5")
+@pytest.mark.parametrize(
+    "layer", [_ForgetsFolderSyncs, _ForgetsFileSyncs], ids=["folder", "file"]
+)
+def test_the_suite_catches_a_file_store_that_skips_an_fsync(
+    tmp_path: Path, layer: Any
+) -> None:
+    report = run_file_power_loss(tmp_path, CUTS, seed=22, layer=layer)
+    assert any(
+        "acknowledged appends lost" in v or "cannot be read" in v
         for v in report.violations
     ), report.violations
