@@ -9,13 +9,18 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
 from urllib.parse import quote
 
-from rulvar_conformance._kit import ConformanceCheck, ConformanceSuite, require
+from rulvar_conformance._kit import (
+    ConformanceCheck,
+    ConformanceSuite,
+    not_run,
+    require,
+)
 from rulvar_conformance.faults._disk_vfs import FAULT_OPS, DiskFaultVFS
 from rulvar_conformance.faults._file_layer import FileFaultLayer
 from rulvar_conformance.faults._notes import noted_check
@@ -25,7 +30,7 @@ from rulvar_store import OpenedStore, open_store
 from rulvar_store.backend import LocationFactory, file_ops_layer
 from rulvar_store.errors import ConfigError, RulvarError
 
-__all__ = ["DISK_CASES", "disk_faults_conformance"]
+__all__ = ["DISK_CASES", "Wrap", "disk_faults_conformance"]
 
 DISK_CASES: Final = (
     FaultCase("ENOSPC", frozenset({"write"})),
@@ -37,11 +42,19 @@ DISK_CASES: Final = (
 )
 
 
+Wrap = Callable[[OpenedStore], OpenedStore]
+"""What the store under test is made of an opened one (a self-test seeds a defect)."""
+
+
+def _as_is(opened: OpenedStore) -> OpenedStore:
+    return opened
+
+
 def _sqlite_opener(path: Path) -> OpenedStore:
     return open_store("sqlite:///" + quote(str(path)), synchronous="FULL")
 
 
-def _sqlite_disk_check(locations: LocationFactory) -> ConformanceCheck:
+def _sqlite_disk_check(locations: LocationFactory, wrap: Wrap) -> ConformanceCheck:
     def body(say: list[str]) -> None:
         location = locations()
         try:
@@ -49,7 +62,9 @@ def _sqlite_disk_check(locations: LocationFactory) -> ConformanceCheck:
                 vfs = DiskFaultVFS(f"rulvar-disk-{id(workdir)}", str(workdir))
                 try:
                     report = run_disk_faults(
-                        lambda: _sqlite_opener(workdir / "store.db"), vfs, DISK_CASES
+                        lambda: wrap(_sqlite_opener(workdir / "store.db")),
+                        vfs,
+                        DISK_CASES,
                     )
                 finally:
                     vfs.unregister()
@@ -79,14 +94,12 @@ def _read_only(paths: list[Path]) -> Iterator[None]:
             path.chmod(mode)
 
 
-def _sqlite_readonly_check(locations: LocationFactory) -> ConformanceCheck:
+def _sqlite_readonly_check(locations: LocationFactory, wrap: Wrap) -> ConformanceCheck:
     def body(say: list[str]) -> None:
         location = locations()
         try:
             with scratch_beside(location, "sqlite") as workdir:
                 if os.geteuid() == 0:
-                    from rulvar_conformance._kit import not_run
-
                     not_run(
                         "running as root, which writes through read-only "
                         "permissions (the tests remount a tmpfs read-only instead)"
@@ -98,7 +111,7 @@ def _sqlite_readonly_check(locations: LocationFactory) -> ConformanceCheck:
                     opened.journal.release(lease)  # type: ignore[attr-defined]
                 files = [p for p in workdir.iterdir() if p.is_file()]
                 with _read_only([*files, workdir]):
-                    say.append(_readonly_probe(path))
+                    say.append(_readonly_probe(path, wrap))
         finally:
             location.remove()
 
@@ -110,10 +123,10 @@ def _sqlite_readonly_check(locations: LocationFactory) -> ConformanceCheck:
     )
 
 
-def _readonly_probe(path: Path) -> str:
+def _readonly_probe(path: Path, wrap: Wrap) -> str:
     """Open and write a read-only store: a typed error, never a raw one or a hang."""
     try:
-        with _sqlite_opener(path) as opened:
+        with wrap(_sqlite_opener(path)) as opened:
             lease = opened.journal.acquire("ro", "w2")  # type: ignore[attr-defined]
             opened.journal.append("ro", {"seq": 1}, lease)
     except (ConfigError, RulvarError) as exc:
@@ -124,7 +137,7 @@ def _readonly_probe(path: Path) -> str:
     return ""
 
 
-def _file_disk_check(locations: LocationFactory) -> ConformanceCheck:
+def _file_disk_check(locations: LocationFactory, wrap: Wrap) -> ConformanceCheck:
     def body(say: list[str]) -> None:
         location = locations()
         try:
@@ -132,7 +145,9 @@ def _file_disk_check(locations: LocationFactory) -> ConformanceCheck:
                 layer = FileFaultLayer()
                 with file_ops_layer(layer):
                     report = run_disk_faults(
-                        lambda: open_store(f"file://{quote(str(workdir / 'root'))}"),
+                        lambda: wrap(
+                            open_store(f"file://{quote(str(workdir / 'root'))}")
+                        ),
                         layer,
                         DISK_CASES,
                     )
@@ -150,7 +165,9 @@ def _file_disk_check(locations: LocationFactory) -> ConformanceCheck:
     )
 
 
-def disk_faults_conformance(locations: LocationFactory) -> ConformanceSuite:
+def disk_faults_conformance(
+    locations: LocationFactory, wrap: Wrap = _as_is
+) -> ConformanceSuite:
     """The disk-faults suite (building opens nothing).
 
     The SQLite rows run for a ``sqlite://`` location and the file-store row for
@@ -159,8 +176,8 @@ def disk_faults_conformance(locations: LocationFactory) -> ConformanceSuite:
     return ConformanceSuite(
         "disk-faults",
         (
-            _sqlite_disk_check(locations),
-            _sqlite_readonly_check(locations),
-            _file_disk_check(locations),
+            _sqlite_disk_check(locations, wrap),
+            _sqlite_readonly_check(locations, wrap),
+            _file_disk_check(locations, wrap),
         ),
     )

@@ -34,7 +34,7 @@ from rulvar_store import OpenedStore, open_store
 from rulvar_store.backend import file_ops_layer
 from rulvar_store.errors import RulvarError
 
-__all__ = ["FilePowerReport", "run_file_power_loss"]
+__all__ = ["FilePowerReport", "LayerFactory", "run_file_power_loss"]
 
 THREADS: Final = 3
 HANDLES: Final = 2
@@ -235,6 +235,8 @@ def run_file_power_loss(
             root = machine.boot(number)
             if not machine.verify(root):
                 return machine.report
+            if machine.report.violations:
+                return machine.report  # one broken cut says it; more add nothing
             machine.storm(root, rng)
             machine.report.cuts += 1
             machine.report.dropped_bytes += ops.dropped_bytes

@@ -34,9 +34,11 @@ TABLE_SUITES: Final[dict[str, str]] = {
     # A broken store per (operation, failpoint) row would test the harness, not
     # the kit. The scenario rows are proven in-process by the K9 self-tests.
     "kill-points": "tests/kill_points/test_broken_stores.py",
-    # The fault suites' rows each run one harness over the real store; seeded
-    # defects are proven against that harness (synchronous off, acknowledging
-    # before the commit; a store answering a full disk with a raw OSError).
+    # The fault suites' rows are one harness each over the real store, proven
+    # row by row where a defect is realistic: power-loss-sqlite-full (synchronous
+    # off, acknowledging before the commit), power-loss-file (a forgotten folder
+    # or file fsync), disk-faults-sqlite and -file (a raw OSError leaking). The
+    # NORMAL row shares the FULL row's harness; the read-only row is a probe.
     "power-loss": "tests/faults/test_power_loss.py",
     "disk-faults": "tests/faults/test_disk_faults.py",
 }

@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
+from rulvar_conformance._kit import ConformanceFailure
 from rulvar_conformance.faults._disk_vfs import DiskFaultVFS
 from rulvar_conformance.faults._file_layer import FileFaultLayer
-from rulvar_conformance.faults.disk_faults import DISK_CASES
+from rulvar_conformance.faults.disk_faults import DISK_CASES, disk_faults_conformance
 from rulvar_conformance.faults.disk_runs import run_disk_faults
 from rulvar_store import OpenedStore, open_store
 from rulvar_store.backend import file_ops_layer
@@ -26,7 +27,7 @@ from rulvar_store.errors import RulvarError, StoreUnavailableError
 pytest.importorskip("apsw")
 
 # The rows whose harness a seeded defect below fails (the self-test meta-test).
-SELF_TESTED: frozenset[str] = frozenset({"disk-faults-file"})
+SELF_TESTED: frozenset[str] = frozenset({"disk-faults-file", "disk-faults-sqlite"})
 
 
 @pytest.mark.clause("E1")
@@ -158,17 +159,20 @@ class _RawErrors:
         return getattr(self._journal, name)
 
 
-@pytest.mark.clause("E1")
-def test_the_harness_catches_a_store_that_leaks_a_raw_os_error(tmp_path: Path) -> None:
-    def broken() -> OpenedStore:
-        opened = open_store(f"file://{tmp_path / 'root'}")
-        return OpenedStore(
-            journal=_RawErrors(opened.journal),
-            transcripts=opened.transcripts,
-            closers=(opened.close,),
-        )
+def _leaks_raw_errors(opened: OpenedStore) -> OpenedStore:
+    return OpenedStore(
+        journal=_RawErrors(opened.journal),
+        transcripts=opened.transcripts,
+        closers=(opened.close,),
+    )
 
-    layer = FileFaultLayer()
-    with file_ops_layer(layer):
-        report = run_disk_faults(broken, layer, DISK_CASES)
-    assert any("append raised OSError" in v for v in report.violations), report
+
+@pytest.mark.clause("E1")
+@pytest.mark.parametrize("scheme", ["sqlite", "file"])
+def test_the_disk_rows_fail_a_store_that_leaks_a_raw_os_error(
+    request: pytest.FixtureRequest, scheme: str
+) -> None:
+    locations = request.getfixturevalue(f"{scheme}_locations")
+    suite = disk_faults_conformance(locations, _leaks_raw_errors)
+    with pytest.raises(ConformanceFailure, match="append raised OSError"):
+        suite.check(f"disk-faults-{scheme}").run()

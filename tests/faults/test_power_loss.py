@@ -17,21 +17,24 @@ from typing import Any
 
 import pytest
 
+from rulvar_conformance._kit import ConformanceFailure
 from rulvar_conformance.faults._file_power import PowerLossFileOps
 from rulvar_conformance.faults.file_power import run_file_power_loss
+from rulvar_conformance.faults.power_loss import PowerLossPlan, power_loss_conformance
 from rulvar_conformance.faults.sqlite_power import (
     Synchronous,
     open_sqlite_at,
     run_power_loss,
 )
 from rulvar_store import Clock, OpenedStore
+from rulvar_store.backend import LocationFactory
 
 pytest.importorskip("apsw")
 
-# The rows whose harness a seeded defect below fails (the self-test meta-test).
+# The rows a seeded defect below fails (the self-test meta-test).
 SELF_TESTED: frozenset[str] = frozenset({"power-loss-sqlite-full", "power-loss-file"})
 
-CUTS = 40  # per test: a few seconds; the CI run makes 300 per level (.ci/run)
+CUTS = 30  # per test: a few seconds; the CI run makes 300 per level (.ci/run)
 
 
 @pytest.mark.clause("W1")
@@ -102,15 +105,21 @@ def _answers_early(path: str, synchronous: Synchronous, now: Clock) -> OpenedSto
 @pytest.mark.parametrize(
     "opener", [_synchronous_off, _answers_early], ids=["synchronous-off", "ack-early"]
 )
-def test_the_suite_catches_a_store_that_acknowledges_before_durable(
-    tmp_path: Path, opener: Any
+def test_the_full_row_fails_a_store_that_acknowledges_before_durable(
+    sqlite_locations: LocationFactory, opener: Any
 ) -> None:
-    report = run_power_loss(tmp_path, "FULL", CUTS, seed=13, opener=opener)
-    assert report.violations, report.summary()
+    plan = PowerLossPlan(cuts=CUTS, seed=13, sqlite_opener=opener)
+    check = power_loss_conformance(sqlite_locations, plan).check(
+        "power-loss-sqlite-full"
+    )
+    with pytest.raises(ConformanceFailure) as failed:
+        check.run()
     assert any(
-        "lost at FULL" in v or "cannot be read" in v or "integrity" in v
-        for v in report.violations
-    ), report.violations
+        words in str(failed.value)
+        for words in ("lost at FULL", "cannot be read", "integrity")
+    ), failed.value
+    assert check.note is not None
+    assert "power cuts at FULL" in (check.note() or "")
 
 
 @pytest.mark.clause("W5")
@@ -144,11 +153,14 @@ class _ForgetsFileSyncs(PowerLossFileOps):
 @pytest.mark.parametrize(
     "layer", [_ForgetsFolderSyncs, _ForgetsFileSyncs], ids=["folder", "file"]
 )
-def test_the_suite_catches_a_file_store_that_skips_an_fsync(
-    tmp_path: Path, layer: Any
+def test_the_file_row_fails_a_file_store_that_skips_an_fsync(
+    file_locations: LocationFactory, layer: Any
 ) -> None:
-    report = run_file_power_loss(tmp_path, CUTS, seed=22, layer=layer)
+    plan = PowerLossPlan(file_cuts=CUTS, seed=22, file_layer=layer)
+    check = power_loss_conformance(file_locations, plan).check("power-loss-file")
+    with pytest.raises(ConformanceFailure) as failed:
+        check.run()
     assert any(
-        "acknowledged appends lost" in v or "cannot be read" in v
-        for v in report.violations
-    ), report.violations
+        words in str(failed.value)
+        for words in ("acknowledged appends lost", "cannot be read")
+    ), failed.value
