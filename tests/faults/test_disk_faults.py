@@ -176,3 +176,24 @@ def test_the_disk_rows_fail_a_store_that_leaks_a_raw_os_error(
     suite = disk_faults_conformance(locations, _leaks_raw_errors)
     with pytest.raises(ConformanceFailure, match="append raised OSError"):
         suite.check(f"disk-faults-{scheme}").run()
+
+
+@pytest.mark.clause("E2")
+def test_a_read_only_filesystem_under_the_file_store_gives_typed_errors(
+    small_tmpfs: Path,
+) -> None:
+    url = f"file://{small_tmpfs / 'root'}"
+    with open_store(url) as opened:
+        opened.journal.append("r", {"seq": 0})
+    subprocess.run(["mount", "-o", "remount,ro", str(small_tmpfs)], check=True)
+    try:
+        with open_store(url) as opened:
+            with pytest.raises(RulvarError):
+                opened.journal.append("r", {"seq": 1})
+            with pytest.raises(RulvarError):
+                opened.journal.put_meta({"runId": "r", "status": "done"})
+            with pytest.raises(RulvarError):
+                opened.transcripts.put("r/blob", b"x")
+            assert [e["seq"] for e in opened.journal.load("r")] == [0]
+    finally:
+        subprocess.run(["mount", "-o", "remount,rw", str(small_tmpfs)], check=True)
