@@ -77,6 +77,7 @@ class PowerLossReport:
     cuts: int = 0
     torn_cuts: int = 0
     acknowledged: int = 0
+    metas_acknowledged: int = 0
     lost_acknowledged: int = 0
     in_flight_landed: int = 0
     typed_errors: int = 0
@@ -88,8 +89,9 @@ class PowerLossReport:
     def summary(self) -> str:
         return (
             f"{self.cuts} power cuts at {self.synchronous} ({self.torn_cuts} tearing "
-            f"the last unsynced writes): {self.acknowledged} acknowledged writes, "
-            f"{self.lost_acknowledged} of them lost, {self.in_flight_landed} in-flight "
+            f"the last unsynced writes): {self.acknowledged} acknowledged appends "
+            f"and {self.metas_acknowledged} metas, {self.lost_acknowledged} appends "
+            f"lost, {self.in_flight_landed} in-flight "
             f"writes landed, {self.typed_errors} calls failed typed at the cut, "
             f"{self.dropped_writes} unsynced page writes dropped, {self.torn_writes} "
             f"torn, {self.repeated_epochs} epochs handed out again"
@@ -109,6 +111,10 @@ class _RunBook:
     acked_epoch: int = 0
     acked: list[int] = field(default_factory=list)
     in_flight: int | None = None
+    # The fenced meta records how many entries the run had when it was written.
+    meta_durable: object = None
+    metas_acked: list[int] = field(default_factory=list)
+    meta_in_flight: int | None = None
 
 
 class _Machine:
@@ -168,6 +174,8 @@ class _Machine:
             try:
                 for run_id, book in self.books.items():
                     self._verify_run(run_id, book, opened.journal.load(run_id))
+                    meta = opened.journal.get_meta(run_id)  # type: ignore[attr-defined]
+                    self._verify_meta(run_id, book, meta)
             finally:
                 opened.close()
         except Exception as exc:
@@ -176,6 +184,29 @@ class _Machine:
             )
             return False
         return True
+
+    def _verify_meta(
+        self, run_id: str, book: _RunBook, meta: dict[str, object] | None
+    ) -> None:
+        """The meta is one that was written, at FULL the last acknowledged, and
+        never ahead of the journal it describes (one WAL, one order)."""
+        step = None if meta is None else meta.get("step")
+        allowed = {book.meta_durable, *book.metas_acked, book.meta_in_flight}
+        if self.synchronous == "FULL" and book.metas_acked:
+            allowed = {book.metas_acked[-1], book.meta_in_flight}
+        if step not in allowed:
+            self.report.violate(
+                f"{run_id}: meta step {step}, told {book.metas_acked} (in flight "
+                f"{book.meta_in_flight}, before {book.meta_durable})"
+            )
+        if isinstance(step, int) and step > len(book.survivors):
+            self.report.violate(
+                f"{run_id}: the meta written after entry {step - 1} survived, "
+                f"the entry did not ({len(book.survivors)} entries)"
+            )
+        book.meta_durable = step
+        book.metas_acked = []
+        book.meta_in_flight = None
 
     def _verify_run(
         self, run_id: str, book: _RunBook, entries: list[dict[str, object]]
@@ -270,6 +301,8 @@ class _Machine:
                 with self.lock:
                     self.report.acknowledged += 1
                 seq += 1
+                if seq % 2 == 0:
+                    self._put_meta(store, run_id, book, seq, lease)
         except RulvarError:
             with self.lock:
                 self.report.typed_errors += 1
@@ -280,6 +313,19 @@ class _Machine:
                 self.report.violate(
                     f"{run_id}: a call failed with the untyped {type(exc).__name__}: {exc}"
                 )
+
+    def _put_meta(
+        self, store: object, run_id: str, book: _RunBook, step: int, lease: Lease
+    ) -> None:
+        """A fenced meta write; acknowledged only if answered before the cut."""
+        book.meta_in_flight = step
+        meta = {"runId": run_id, "status": "running", "step": step}
+        store.put_meta(meta, lease)  # type: ignore[attr-defined]
+        if not self.vfs.is_dead():
+            book.metas_acked.append(step)
+            book.meta_in_flight = None
+            with self.lock:
+                self.report.metas_acknowledged += 1
 
     def _check_epoch(self, run_id: str, book: _RunBook, epoch: int) -> None:
         with self.lock:
