@@ -8,12 +8,18 @@ backend reports a row not run, with the reason.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Protocol
 
-from rulvar_conformance._kit import ConformanceCheck, ConformanceSuite, require
+from rulvar_conformance._kit import (
+    ConformanceCheck,
+    ConformanceSuite,
+    not_run,
+    require,
+)
 from rulvar_conformance.faults._file_power import PowerLossFileOps
 from rulvar_conformance.faults._notes import noted_check
 from rulvar_conformance.faults._where import scratch_beside
@@ -123,17 +129,23 @@ def _sqlite_check(
 
 
 def _file_check(locations: LocationFactory, plan: PowerLossPlan) -> ConformanceCheck:
-    return _cut_check(
-        locations,
-        "file",
-        plan.file_cuts,
-        lambda workdir: run_file_power_loss(
+    def run(workdir: Path) -> _CutReport:
+        if not os.path.isdir("/proc/self/fd"):
+            # The model finds a synced descriptor's file or folder through /proc.
+            not_run("the file-store power model needs /proc/self/fd (Linux)")
+        return run_file_power_loss(
             workdir,
             plan.file_cuts,
             seed=plan.seed,
             layer=plan.file_layer,
             time_cap_s=TIME_CAP_S,
-        ),
+        )
+
+    return _cut_check(
+        locations,
+        "file",
+        plan.file_cuts,
+        run,
         (
             "power-loss-file",
             f"{plan.file_cuts} power cuts under the file store: acknowledged appends "
