@@ -30,23 +30,13 @@ from rulvar_store.backend import FileOps
 
 __all__ = ["FileImage", "PowerLossFileOps", "write_image"]
 
-_Key = tuple[int, int]  # (device, inode)
+# (device, inode, generation): the kernel reuses a freed inode number at once,
+# so a file replaced away and a new temp file can share one; the generation,
+# bumped when ``replace`` frees the target's inode, keeps them apart.
+_Key = tuple[int, int, int]
 _Entries = dict[str, tuple[_Key, bool]]  # name -> (inode, is a directory)
 FileImage = dict[str, bytes | None]
 """What the disk holds after a cut: relative path -> bytes (``None``: a folder)."""
-
-
-def _key(st: os.stat_result) -> _Key:
-    return (st.st_dev, st.st_ino)
-
-
-def _listing(path: str) -> _Entries:
-    entries: _Entries = {}
-    with os.scandir(path) as scan:
-        for entry in scan:
-            st = entry.stat(follow_symlinks=False)
-            entries[entry.name] = (_key(st), stat.S_ISDIR(st.st_mode))
-    return entries
 
 
 def _read_fd(fd: int) -> bytes:
@@ -62,9 +52,10 @@ class PowerLossFileOps(FileOps):
         self.lock = threading.RLock()
         self._rng = rng
         self._root = Path()
-        self._root_key: _Key = (0, 0)
+        self._root_key: _Key = (0, 0, 0)
         self._files: dict[_Key, bytes] = {}
         self._dirs: dict[_Key, _Entries] = {}
+        self._generations: dict[tuple[int, int], int] = {}
         self._countdown: int | None = None
         self._tear = False
         self.dead = False
@@ -76,20 +67,32 @@ class PowerLossFileOps(FileOps):
         """Everything under ``root`` now is durable (a fresh boot from an image)."""
         with self.lock:
             self._root = root
-            self._root_key = _key(os.lstat(root))
-            self._files, self._dirs = {}, {}
+            self._files, self._dirs, self._generations = {}, {}, {}
+            self._root_key = self._key(os.lstat(root))
             for folder, _, names in os.walk(root):
-                self._dirs[_key(os.lstat(folder))] = _listing(folder)
+                self._dirs[self._key(os.lstat(folder))] = self._listing(folder)
                 for name in names:
                     path = os.path.join(folder, name)
                     with open(path, "rb") as file:
-                        self._files[_key(os.lstat(path))] = file.read()
+                        self._files[self._key(os.lstat(path))] = file.read()
             self._countdown, self.dead, self.image = None, False, {}
             self.torn_files = self.dropped_bytes = 0
 
     def arm(self, after: int, *, tear: bool) -> None:
         with self.lock:
             self._countdown, self._tear = after, tear
+
+    def _key(self, st: os.stat_result) -> _Key:
+        inode = (st.st_dev, st.st_ino)
+        return (*inode, self._generations.get(inode, 0))
+
+    def _listing(self, path: str) -> _Entries:
+        entries: _Entries = {}
+        with os.scandir(path) as scan:
+            for entry in scan:
+                st = entry.stat(follow_symlinks=False)
+                entries[entry.name] = (self._key(st), stat.S_ISDIR(st.st_mode))
+        return entries
 
     def is_dead(self) -> bool:
         return self.dead
@@ -120,7 +123,14 @@ class PowerLossFileOps(FileOps):
     ) -> None:
         with self.lock:
             self._tick()
+            try:
+                replaced = os.lstat(target)
+            except FileNotFoundError:
+                replaced = None
             super().replace(source, target)
+            if replaced is not None and replaced.st_nlink <= 1:
+                inode = (replaced.st_dev, replaced.st_ino)
+                self._generations[inode] = self._generations.get(inode, 0) + 1
 
     def fsync(self, fd: int) -> None:
         with self.lock:
@@ -132,9 +142,11 @@ class PowerLossFileOps(FileOps):
         """Record what ``fd``'s sync made durable (a subclass may forget some)."""
         st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode):
-            self._dirs[_key(st)] = _listing(os.readlink(f"/proc/self/fd/{fd}"))
+            self._dirs[self._key(st)] = self._listing(
+                os.readlink(f"/proc/self/fd/{fd}")
+            )
         else:
-            self._files[_key(st)] = _read_fd(fd)
+            self._files[self._key(st)] = _read_fd(fd)
 
     # -- the cut ---------------------------------------------------------------
 
@@ -149,7 +161,7 @@ class PowerLossFileOps(FileOps):
             for folder, _, names in os.walk(self._root):
                 for name in names:
                     path = os.path.join(folder, name)
-                    live[_key(os.lstat(path))] = path
+                    live[self._key(os.lstat(path))] = path
             self.image = {}
             self._visit(self._root_key, "", live)
 
