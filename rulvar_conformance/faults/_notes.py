@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from rulvar_conformance._kit import ConformanceCheck, build_check
+from rulvar_conformance.harness.kit import ConformanceCheck, build_check
 
 __all__ = ["noted_check"]
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from rulvar_conformance._kit import not_run
+from rulvar_conformance.harness.kit import not_run
 from rulvar_store.backend import StoreLocation, UrlOpener
 
 __all__ = ["location_scheme", "scratch_beside"]

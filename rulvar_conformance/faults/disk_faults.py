@@ -15,17 +15,17 @@ from pathlib import Path
 from typing import Final
 from urllib.parse import quote
 
-from rulvar_conformance._kit import (
-    ConformanceCheck,
-    ConformanceSuite,
-    not_run,
-    require,
-)
 from rulvar_conformance.faults._disk_vfs import FAULT_OPS, DiskFaultVFS
 from rulvar_conformance.faults._file_layer import FileFaultLayer
 from rulvar_conformance.faults._notes import noted_check
 from rulvar_conformance.faults._where import scratch_beside
 from rulvar_conformance.faults.disk_runs import FaultCase, run_disk_faults
+from rulvar_conformance.harness.kit import (
+    ConformanceCheck,
+    ConformanceSuite,
+    not_run,
+    require,
+)
 from rulvar_store import OpenedStore, open_store
 from rulvar_store.backend import LocationFactory, file_ops_layer
 from rulvar_store.errors import ConfigError, RulvarError

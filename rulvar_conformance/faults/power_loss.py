@@ -14,12 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Protocol
 
-from rulvar_conformance._kit import (
-    ConformanceCheck,
-    ConformanceSuite,
-    not_run,
-    require,
-)
 from rulvar_conformance.faults._file_power import PowerLossFileOps
 from rulvar_conformance.faults._notes import noted_check
 from rulvar_conformance.faults._where import scratch_beside
@@ -29,6 +23,12 @@ from rulvar_conformance.faults.sqlite_power import (
     Synchronous,
     open_sqlite_at,
     run_power_loss,
+)
+from rulvar_conformance.harness.kit import (
+    ConformanceCheck,
+    ConformanceSuite,
+    not_run,
+    require,
 )
 from rulvar_store.backend import LocationFactory
 

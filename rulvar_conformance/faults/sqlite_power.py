@@ -34,8 +34,8 @@ from urllib.parse import quote
 
 import apsw
 
-from rulvar_conformance._site import ManualClock
 from rulvar_conformance.faults._power_vfs import PowerLossVFS
+from rulvar_conformance.harness.site import ManualClock
 from rulvar_store import Clock, Lease, OpenedStore, open_store
 from rulvar_store.errors import RulvarError
 

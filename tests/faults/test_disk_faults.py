@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from rulvar_conformance._kit import ConformanceFailure
 from rulvar_conformance.faults._disk_vfs import DiskFaultVFS
 from rulvar_conformance.faults._file_layer import FileFaultLayer
 from rulvar_conformance.faults.disk_faults import DISK_CASES, disk_faults_conformance
 from rulvar_conformance.faults.disk_runs import run_disk_faults
+from rulvar_conformance.harness.kit import ConformanceFailure
 from rulvar_store import OpenedStore, open_store
 from rulvar_store.backend import file_ops_layer
 from rulvar_store.errors import RulvarError, StoreUnavailableError

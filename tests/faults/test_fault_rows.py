@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rulvar_cli.check import _explain, _result_row
-from rulvar_conformance.certify import CheckResult
+from rulvar_conformance.harness.certify import CheckResult
 
 PASSED = CheckResult(
     suite="power-loss",

@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-from rulvar_conformance._kit import ConformanceFailure
 from rulvar_conformance.faults._file_power import PowerLossFileOps
 from rulvar_conformance.faults.file_power import run_file_power_loss
 from rulvar_conformance.faults.power_loss import PowerLossPlan, power_loss_conformance
@@ -26,6 +25,7 @@ from rulvar_conformance.faults.sqlite_power import (
     open_sqlite_at,
     run_power_loss,
 )
+from rulvar_conformance.harness.kit import ConformanceFailure
 from rulvar_store import Clock, OpenedStore
 from rulvar_store.backend import LocationFactory
 
