@@ -34,7 +34,7 @@ pytest.importorskip("apsw")
 # The rows a seeded defect below fails (the self-test meta-test).
 SELF_TESTED: frozenset[str] = frozenset({"power-loss-sqlite-full", "power-loss-file"})
 
-CUTS = 30  # per test: a few seconds; the CI run makes 300 per level (.ci/run)
+CUTS = 20  # per test: a few seconds; the CI run makes 300 per level (.ci/run)
 
 
 @pytest.mark.clause("W1")
