@@ -168,6 +168,15 @@ CLAUSES: Final[dict[str, str]] = {
     "G10": "delete_for_runs and prune delete the blobs of the checkpoints they drop, not only pointers.",
     "G11": "A LangGraph thread is an ordinary run: rulvar runs list, show, audit and delete work on it.",
     "G12": "LangGraph's own checkpointer conformance suite passes at FULL for the async saver.",
+    # 16. Power loss
+    "W1": "After a power cut at any point (unsynced writes dropped or torn by sector), the SQLite store reopens with integrity_check ok.",
+    "W2": "At synchronous=FULL every write acknowledged before a power cut survives it.",
+    "W3": "At synchronous=NORMAL each run's survivors are a prefix of its acknowledged writes, and what survived one cut survives the later ones.",
+    "W4": "A lease taken after a power cut gets an epoch above every lease that wrote durably, and at FULL above every acknowledged lease.",
+    "W5": "The file store keeps every acknowledged append and meta across a power cut: a torn last line is left out and repaired, a new run folder and a renamed meta.json are synced in their folder.",
+    # 17. Disk faults
+    "E1": "A write failing on a full disk or an I/O error raises the retryable StoreUnavailableError, loses nothing stored, and the same handle writes again once the disk recovers.",
+    "E2": "A read-only database or folder gives a typed error at once, never a hang, and changes nothing.",
 }
 
 

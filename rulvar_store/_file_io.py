@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Final
 
 from rulvar_store._failpoints import hit
+from rulvar_store._file_ops import file_ops
 from rulvar_store._fork import ForkGuard, holding
 from rulvar_store._refs import check_safe_token
 from rulvar_store._shielded import run_to_completion
@@ -230,7 +231,7 @@ def fsync_dir(path: Path) -> None:
     """Make the directory's entries (created, renamed, removed names) durable."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     try:
-        os.fsync(fd)
+        file_ops().fsync(fd)
     finally:
         os.close(fd)
 
@@ -266,7 +267,7 @@ def write_all(fd: int, data: bytes) -> None:
     """Write every byte of ``data``; ``os.write`` may write fewer than asked."""
     view = memoryview(data)
     while view:
-        written = os.write(fd, view)
+        written = file_ops().write(fd, view)
         view = view[written:]
 
 
@@ -291,11 +292,11 @@ def _write_atomic(path: Path, data: bytes, operation: str, mode: int) -> None:
         try:
             write_all(fd, data)
             hit(operation, "after-write")
-            os.fsync(fd)
+            file_ops().fsync(fd)
         finally:
             os.close(fd)
         hit(operation, "after-fsync")
-        os.replace(temp, path)
+        file_ops().replace(temp, path)
     except BaseException:
         with suppress(OSError):
             os.unlink(temp)

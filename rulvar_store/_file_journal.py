@@ -50,6 +50,7 @@ from rulvar_store._file_io import (
     write_all,
     write_atomic,
 )
+from rulvar_store._file_ops import file_ops
 from rulvar_store._fork import ForkGuard
 from rulvar_store._incremental import JournalTail, parse_cursor
 from rulvar_store._json import load_record
@@ -216,8 +217,8 @@ class JsonlFileStore(GuardedHandle):
                     torn.line,
                     True,
                 )
-            os.ftruncate(fd, torn.offset)
-            os.fsync(fd)
+            file_ops().ftruncate(fd, torn.offset)
+            file_ops().fsync(fd)
             self._torn[run_id] = TornTail(
                 torn.run_id,
                 torn.path,
@@ -299,12 +300,12 @@ class JsonlFileStore(GuardedHandle):
                 hit("append", "after-write")
             else:
                 write_all(fd, line)
-            os.fsync(fd)
+            file_ops().fsync(fd)
         except OSError:
             # Take a partial line back now rather than leave a torn tail behind.
             self._tails.pop(run_id, None)
             with suppress(OSError):
-                os.ftruncate(fd, size)
+                file_ops().ftruncate(fd, size)
             raise
 
     def load(self, run_id: str) -> list[JournalEntry]:
@@ -536,7 +537,7 @@ class JsonlFileStore(GuardedHandle):
                     self._modes[0],
                 )
                 try:
-                    os.fsync(fd)
+                    file_ops().fsync(fd)
                 finally:
                     os.close(fd)
                 fsync_dir(directory)
