@@ -8,7 +8,7 @@ checks its own connection out, so concurrent tasks use concurrent connections.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import TypeAlias
 
@@ -16,6 +16,7 @@ import psycopg
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
+from rulvar_store_postgres._log_mask import mask_in_logs
 from rulvar_store_postgres._pool import closed_by_server, connect_failure, pool_options
 from rulvar_store_postgres._schema import session_setup
 
@@ -66,9 +67,11 @@ def make_async_pool(
     connect_timeout_s: int,
     name: str,
     readonly: bool = False,
+    secrets: Sequence[str] = (),
 ) -> AsyncStorePool:
     """Build (not open) the pool of one async store; ``readonly`` sessions refuse writes."""
     session = session_setup(lock_timeout_ms, idle_in_transaction_timeout_ms, readonly)
+    mask_in_logs(secrets)  # the pool logs libpq's messages: no password in them
 
     async def configure(conn: AsyncConn) -> None:
         await conn.execute(session)  # no parameters: one simple-protocol round trip

@@ -117,6 +117,7 @@ class AsyncPostgresStore:
             connect_timeout_s=settings.connect_timeout_s,
             name=f"rulvar-async-{settings.schema}",
             readonly=settings.readonly,
+            secrets=settings.secrets,
         )
         self._fork = ForkGuard(f"AsyncPostgresStore({settings.where})")
         self._boot_lock: asyncio.Lock | None = None

@@ -19,6 +19,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 from rulvar_store import DEFAULT_LEASE_TTL_MS
 from rulvar_store.backend import option_bool, option_int, redact_url, validate_ttl_ms
 from rulvar_store.errors import ConfigError
+from rulvar_store_postgres._log_mask import masked
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT_S",
@@ -51,6 +52,13 @@ OPTION_NAMES: Final = frozenset(
         "connect_timeout_s",
         "readonly",
     }
+)
+
+
+_RAW_CHARACTER_HINT: Final = (
+    "a raw '@', '/', '?' or '#' in the user name or password ends the part libpq "
+    "reads as credentials; percent-encode them ('@' as %40, '/' as %2F, '?' as "
+    "%3F, '#' as %23)"
 )
 
 
@@ -96,9 +104,18 @@ def _split_url(url: str) -> tuple[str, dict[str, str], str, tuple[str, ...]]:
         host = parts.hostname or ""
         port = parts.port
     except ValueError as exc:
+        # The parser's text may quote a piece of the password: never shown.
         raise ConfigError(
-            f"malformed PostgreSQL URL {redact_url(url)!r}: {exc}"
+            f"malformed PostgreSQL URL {redact_url(url)!r}: {_RAW_CHARACTER_HINT}"
         ) from exc
+    userinfo = parts.netloc.rpartition("@")[0]
+    if "@" in userinfo or parts.fragment:
+        # libpq ends the user information at the FIRST '@' (and the URL at a
+        # '#'), so the rest of the password would become the host name, shown
+        # in its errors and in the pool's log lines. Refused before libpq sees it.
+        raise ConfigError(
+            f"malformed PostgreSQL URL {redact_url(url)!r}: {_RAW_CHARACTER_HINT}"
+        )
     ours: dict[str, str] = {}
     rest: list[str] = []
     secrets: list[str] = []
@@ -150,8 +167,7 @@ def _check_conninfo(conninfo: str, secrets: tuple[str, ...]) -> None:
         conninfo_to_dict(conninfo)
     except psycopg.Error as exc:
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else "invalid"
-        for secret in secrets:
-            text = text.replace(secret, "***")
+        text = masked(text, secrets)
         if "invalid URI query parameter" in text or "invalid connection option" in text:
             # An unknown name is most often a misspelt option of the store.
             text += (

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import select
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeAlias
 
@@ -25,6 +25,7 @@ import psycopg
 from psycopg.rows import TupleRow
 from psycopg_pool import ConnectionPool
 
+from rulvar_store_postgres._log_mask import mask_in_logs
 from rulvar_store_postgres._schema import session_setup
 
 __all__ = [
@@ -144,9 +145,11 @@ def make_pool(
     connect_timeout_s: int,
     name: str,
     readonly: bool = False,
+    secrets: Sequence[str] = (),
 ) -> StorePool:
     """Build (not open) the pool of one store; ``readonly`` sessions refuse writes."""
     session = session_setup(lock_timeout_ms, idle_in_transaction_timeout_ms, readonly)
+    mask_in_logs(secrets)  # the pool logs libpq's messages: no password in them
 
     def configure(conn: Conn) -> None:
         conn.execute(session)  # no parameters: one simple-protocol round trip

@@ -135,6 +135,7 @@ class PostgresStore:
             connect_timeout_s=settings.connect_timeout_s,
             name=f"rulvar-{settings.schema}",
             readonly=settings.readonly,
+            secrets=settings.secrets,
         )
         self._state_lock = threading.Lock()
         self._booted = False
