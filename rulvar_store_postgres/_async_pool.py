@@ -10,14 +10,19 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 import psycopg
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
 from rulvar_store_postgres._log_mask import mask_in_logs
-from rulvar_store_postgres._pool import closed_by_server, connect_failure, pool_options
+from rulvar_store_postgres._pool import (
+    GrowthPause,
+    closed_by_server,
+    connect_failure,
+    pool_options,
+)
 from rulvar_store_postgres._schema import session_setup
 
 __all__ = ["AsyncConn", "AsyncStorePool", "make_async_pool"]
@@ -26,20 +31,35 @@ AsyncConn: TypeAlias = psycopg.AsyncConnection[TupleRow]
 
 
 class AsyncStorePool(AsyncConnectionPool[AsyncConn]):
-    """An AsyncConnectionPool whose connection failures reach waiting clients at once."""
+    """An AsyncConnectionPool whose connection failures reach waiting clients at once
+    when no connection is left to serve them (``GrowthPause``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._growth = GrowthPause()
+        super().__init__(*args, **kwargs)
 
     async def _connect(self, timeout: float | None = None) -> AsyncConn:
+        # One event loop: no await between reading and changing the counter.
+        self._growth.in_flight += 1
         try:
             return await super()._connect(timeout)
         except psycopg.Error as exc:
             failure = connect_failure(exc)
-            async with self._lock:
-                waiting = list(self._waiting)
+            fail = self._growth.fails_waiters(self._nconns)
+            waiting = list(self._waiting) if fail else []
             for client in waiting:
                 await client.fail(failure)
             if failure is exc:
                 raise
             raise failure from exc
+        finally:
+            self._growth.in_flight -= 1
+
+    def _maybe_grow_pool(self) -> None:
+        # An empty pool always tries: with nothing to wait for, a caller must
+        # get a fresh attempt (and its error), never a pool timeout.
+        if self._nconns == 0 or not self._growth.paused():
+            super()._maybe_grow_pool()
 
     @asynccontextmanager
     async def checkout(self) -> AsyncIterator[AsyncConn]:

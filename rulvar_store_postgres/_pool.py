@@ -19,7 +19,8 @@ import logging
 import select
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeAlias
+from time import monotonic
+from typing import Any, Final, TypeAlias
 
 import psycopg
 from psycopg.rows import TupleRow
@@ -31,6 +32,7 @@ from rulvar_store_postgres._schema import session_setup
 __all__ = [
     "Conn",
     "ConnectFailed",
+    "GrowthPause",
     "StorePool",
     "closed_by_server",
     "connect_failure",
@@ -76,21 +78,70 @@ def connect_failure(exc: psycopg.Error) -> psycopg.Error:
     return exc if exc.sqlstate else ConnectFailed(str(exc))
 
 
+# After a refused attempt to grow, the pool waits this long before trying again,
+# so a role or server connection limit is not hammered by every queued call.
+GROW_PAUSE_S: Final = 1.0
+
+
+class GrowthPause:
+    """Whether a failed connection attempt ends the wait of the queued clients.
+
+    It does only when no connection exists to serve them: the pool counts
+    connections made and attempts in flight alike (``_nconns``), so the attempts
+    in flight are counted here too and subtracted. Then a refused port or a
+    wrong host still fails every waiting client at once, while a refusal to
+    grow (a role's ``CONNECTION LIMIT``, the server's ``max_connections``)
+    leaves them queued for the connections that exist, and growth pauses a
+    moment before the next attempt.
+    """
+
+    def __init__(self) -> None:
+        self._until = 0.0
+        self.in_flight = 0
+
+    def fails_waiters(self, nconns: int) -> bool:
+        """After a failed attempt, still counted in ``nconns`` and ``in_flight``."""
+        if nconns - self.in_flight > 0:
+            self._until = monotonic() + GROW_PAUSE_S
+            return False
+        return True
+
+    def paused(self) -> bool:
+        return monotonic() < self._until
+
+
 class StorePool(ConnectionPool[Conn]):
-    """A ConnectionPool whose connection failures reach waiting clients at once."""
+    """A ConnectionPool whose connection failures reach waiting clients at once
+    when no connection exists to serve them (``GrowthPause``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._growth = GrowthPause()
+        super().__init__(*args, **kwargs)
 
     def _connect(self, timeout: float | None = None) -> Conn:
+        with self._lock:
+            self._growth.in_flight += 1
         try:
             return super()._connect(timeout)
         except psycopg.Error as exc:
             failure = connect_failure(exc)
             with self._lock:
-                waiting = list(self._waiting)
+                fail = self._growth.fails_waiters(self._nconns)
+                waiting = list(self._waiting) if fail else []
             for client in waiting:
                 client.fail(failure)
             if failure is exc:
                 raise
             raise failure from exc
+        finally:
+            with self._lock:
+                self._growth.in_flight -= 1
+
+    def _maybe_grow_pool(self) -> None:
+        # An empty pool always tries: with nothing to wait for, a caller must
+        # get a fresh attempt (and its error), never a pool timeout.
+        if self._nconns == 0 or not self._growth.paused():
+            super()._maybe_grow_pool()
 
     @contextmanager
     def checkout(self) -> Iterator[Conn]:
