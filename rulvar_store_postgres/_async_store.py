@@ -48,6 +48,7 @@ from rulvar_store_postgres._errors import (
     schema_gone,
     translated,
 )
+from rulvar_store_postgres._interrupts import interrupts_deferred
 from rulvar_store_postgres._plans import READ_ROWS, Plans, Step
 from rulvar_store_postgres._schema import Sql
 from rulvar_store_postgres._transaction import run_mutation_async
@@ -205,6 +206,11 @@ class AsyncPostgresStore:
         return await asyncio.shield(task)
 
     async def _run(self, step: Step[T]) -> T:
+        # A signal waits for the call's end: no connection is lost to it (P12).
+        with interrupts_deferred():
+            return await self._run_steps(step)
+
+    async def _run_steps(self, step: Step[T]) -> T:
         while True:
             if step.kind == "mutate":
                 answer: Any = await self._mutate(

@@ -31,6 +31,7 @@ from rulvar_store_postgres._errors import (
     schema_gone,
     translated,
 )
+from rulvar_store_postgres._interrupts import interrupts_deferred
 from rulvar_store_postgres._plans import READ_ROWS, Plans, Step
 from rulvar_store_postgres._pool import make_pool
 from rulvar_store_postgres._schema import Sql
@@ -260,17 +261,21 @@ class PostgresStore:
                 the parent's connections is touched.
         """
         self._fork.check(step.operation)
-        while True:
-            if step.kind == "mutate":
-                answer: Any = self._mutate(step.operation, step.statement, step.args)
-            elif step.kind == "none":
-                answer = None
-            else:
-                answer = self._read(step)
-            result = step.finish(answer)
-            if not isinstance(result, Step):
-                return result
-            step = result
+        # A signal waits for the call's end: no connection is lost to it (P12).
+        with interrupts_deferred():
+            while True:
+                if step.kind == "mutate":
+                    answer: Any = self._mutate(
+                        step.operation, step.statement, step.args
+                    )
+                elif step.kind == "none":
+                    answer = None
+                else:
+                    answer = self._read(step)
+                result = step.finish(answer)
+                if not isinstance(result, Step):
+                    return result
+                step = result
 
     # -- journal ---------------------------------------------------------------
 
