@@ -33,8 +33,18 @@ __all__ = ["interrupts_deferred"]
 
 Handler = Callable[[int, FrameType | None], Any]
 
-_NAMES: Final = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM")
-_SIGNALS: Final = tuple(getattr(signal, name) for name in _NAMES if hasattr(signal, name))
+_NAMES: Final = (
+    "SIGINT",
+    "SIGTERM",
+    "SIGHUP",
+    "SIGQUIT",
+    "SIGUSR1",
+    "SIGUSR2",
+    "SIGALRM",
+)
+_SIGNALS: Final = tuple(
+    getattr(signal, name) for name in _NAMES if hasattr(signal, name)
+)
 
 
 class _Deferral:

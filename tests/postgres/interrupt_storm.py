@@ -104,8 +104,12 @@ def storm_sync(url: str, schema: str) -> dict[str, int]:
         for seq in range(20):
             store.append("after", {"seq": seq})
         after = len(store.load("after"))
-    return {"sent": storm.sent, "interrupted": interrupted, "checked_out": out,
-            "after": after}
+    return {
+        "sent": storm.sent,
+        "interrupted": interrupted,
+        "checked_out": out,
+        "after": after,
+    }
 
 
 def settle(loop: asyncio.AbstractEventLoop, tasks: list[asyncio.Task[None]]) -> None:
@@ -164,8 +168,12 @@ def storm_async(url: str, schema: str) -> dict[str, int]:
     finally:
         loop.run_until_complete(store.aclose())
         loop.close()
-    return {"sent": storm.sent, "interrupted": interrupted, "checked_out": out,
-            "after": stored}
+    return {
+        "sent": storm.sent,
+        "interrupted": interrupted,
+        "checked_out": out,
+        "after": stored,
+    }
 
 
 if __name__ == "__main__":

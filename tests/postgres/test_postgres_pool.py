@@ -31,7 +31,9 @@ def test_a_refused_growth_fails_no_caller_while_connections_work(
     connection, and every caller is still served by the two that exist."""
     role = make_role("pw", connection_limit=2)
     threads, per_thread = 8, 40
-    with PostgresStore(_role_url(pg_url, role), schema=schema, pool_max_size=8) as store:
+    with PostgresStore(
+        _role_url(pg_url, role), schema=schema, pool_max_size=8
+    ) as store:
         store.get_meta("boot")
 
         def work(worker: int) -> list[str]:

@@ -63,7 +63,7 @@ def test_a_raw_reserved_character_in_the_password_is_refused_unquoted(
         lambda: open_store(raw_url, schema=schema).journal,
     ):
         with pytest.raises(ConfigError) as caught:
-            opener().get_meta("r")  # type: ignore[attr-defined]
+            opener()  # refused at construction (P1): nothing connects
         message = str(caught.value)
         assert not _leaks(message, password), message
         assert "percent-encode" in message
@@ -89,9 +89,11 @@ def test_failed_connections_log_and_raise_no_password(
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     url = f"postgresql://u:{quote(password, safe='')}@127.0.0.1:{port}/test"
-    with PostgresStore(url, schema="nowhere") as store:
-        with pytest.raises(StoreUnavailableError) as caught:
-            store.get_meta("r")
+    with (
+        PostgresStore(url, schema="nowhere") as store,
+        pytest.raises(StoreUnavailableError) as caught,
+    ):
+        store.get_meta("r")
     assert not _leaks(str(caught.value), password)
     assert pg_logs.records, "the pool logged no connection attempt"
     # Whatever a driver message quotes, the loggers' filter masks the password.
