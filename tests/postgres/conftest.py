@@ -92,6 +92,7 @@ def new_schema(pg_url: str) -> Iterator[Callable[[], str]]:
 
 
 RoleFactory = Callable[..., str]
+_ROLE_GRANTS_LOCK = 0x726F6C65  # advisory lock key: one role grant at a time
 
 
 @pytest.fixture
@@ -117,6 +118,9 @@ def make_role(pg_url: str) -> Iterator[RoleFactory]:
             )
             names.append(name)
             database = conn.info.dbname
+            # Grants on the database rewrite its catalog row: tests running in
+            # parallel take turns ("tuple concurrently updated" otherwise).
+            conn.execute("SELECT pg_advisory_lock(%s)", (_ROLE_GRANTS_LOCK,))
             conn.execute(
                 psycopg.sql.SQL("GRANT CREATE ON DATABASE {} TO {}").format(
                     psycopg.sql.Identifier(database), psycopg.sql.Identifier(name)
@@ -126,6 +130,7 @@ def make_role(pg_url: str) -> Iterator[RoleFactory]:
 
     yield make
     with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", (_ROLE_GRANTS_LOCK,))
         for name in names:
             conn.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
