@@ -199,6 +199,12 @@ def _typed_errors_suite(certification: Certification) -> ConformanceSuite:
     return typed_errors_conformance(certification.locations, certification.capabilities)
 
 
+def _stalled_link_suite(certification: Certification) -> ConformanceSuite:
+    from rulvar_conformance.stalled_link import stalled_link_conformance
+
+    return stalled_link_conformance(certification.locations)
+
+
 def suite_specs() -> tuple[SuiteSpec, ...]:
     """Every registered suite, in the order certification runs them."""
     return (
@@ -273,6 +279,13 @@ def suite_specs() -> tuple[SuiteSpec, ...]:
             None,
             True,
             "seq edges, paging, big payloads, snapshots, filters, refs (D2-D7, T4)",
+        ),
+        SuiteSpec(
+            "stalled-link",
+            _stalled_link_suite,
+            "leases",
+            False,
+            "a fault proxy stalls the link: renew fails, typed and bounded (L10)",
         ),
         SuiteSpec(
             "kill-points",

@@ -110,16 +110,7 @@ class AsyncPostgresStore:
         self.lease_ttl_ms: Final = settings.ttl_ms
         self._sql = Sql(settings.schema)
         self._plans = Plans(self._sql, settings.ttl_ms, now)
-        self._pool = make_async_pool(
-            settings.conninfo,
-            max_size=settings.pool_max_size,
-            lock_timeout_ms=settings.lock_timeout_ms,
-            idle_in_transaction_timeout_ms=settings.idle_in_transaction_timeout_ms,
-            connect_timeout_s=settings.connect_timeout_s,
-            name=f"rulvar-async-{settings.schema}",
-            readonly=settings.readonly,
-            secrets=settings.secrets,
-        )
+        self._pool = make_async_pool(settings, f"rulvar-async-{settings.schema}")
         self._fork = ForkGuard(f"AsyncPostgresStore({settings.where})")
         self._boot_lock: asyncio.Lock | None = None
         self._booted = False
@@ -173,7 +164,10 @@ class AsyncPostgresStore:
                 present = True
                 with translated("boot", self._settings.where, self._settings.secrets):
                     await self._pool.open()
-                    async with self._pool.checkout() as conn:
+                    async with self._pool.checkout(
+                        max(_BOOT_LOCK_TIMEOUT_MS, self._settings.lock_timeout_ms)
+                        / 1000
+                    ) as conn:
                         if not self._settings.readonly:
                             boot = self._sql.boot_within(
                                 max(

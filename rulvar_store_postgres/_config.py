@@ -27,6 +27,7 @@ __all__ = [
     "OPTION_NAMES",
     "SCHEMES",
     "Settings",
+    "default_call_timeout_ms",
     "default_idle_in_transaction_timeout_ms",
     "default_lock_timeout_ms",
     "resolve_settings",
@@ -50,6 +51,7 @@ OPTION_NAMES: Final = frozenset(
         "lock_timeout_ms",
         "idle_in_transaction_timeout_ms",
         "connect_timeout_s",
+        "call_timeout_ms",
         "readonly",
     }
 )
@@ -65,6 +67,15 @@ _RAW_CHARACTER_HINT: Final = (
 def default_lock_timeout_ms(ttl_ms: int) -> int:
     """Lock waits default to a quarter of the ttl, at most 5 s (at least 1 ms)."""
     return max(1, min(ttl_ms // 4, 5_000))
+
+
+def default_call_timeout_ms(ttl_ms: int, lock_timeout_ms: int) -> int:
+    """Half the ttl, at most 10 s, and at least a lock wait plus one second.
+
+    Below the ttl for the usual settings, so a holder whose link stalls sees its
+    renew fail before its lease expires (L10); never cutting a lock wait short.
+    """
+    return max(min(ttl_ms // 2, 10_000), lock_timeout_ms + 1_000)
 
 
 def default_idle_in_transaction_timeout_ms(ttl_ms: int) -> int:
@@ -83,6 +94,7 @@ class Settings:
     lock_timeout_ms: int
     idle_in_transaction_timeout_ms: int
     connect_timeout_s: int
+    call_timeout_ms: int  # the client-side bound of each statement (P13)
     where: str  # the target for messages: no password, ever
     secrets: tuple[str, ...]  # texts to mask if a driver message echoes them
     readonly: bool = False  # observers: no boot DDL, sessions read-only
@@ -247,8 +259,19 @@ def resolve_settings(
     connect_timeout_s = _positive(
         options, "connect_timeout_s", DEFAULT_CONNECT_TIMEOUT_S
     )
+    call_timeout_ms = _positive(
+        options,
+        "call_timeout_ms",
+        default_call_timeout_ms(real_ttl_ms, lock_timeout_ms),
+    )
+    if call_timeout_ms <= lock_timeout_ms:
+        raise ConfigError(
+            f"call_timeout_ms ({call_timeout_ms}) must be above lock_timeout_ms "
+            f"({lock_timeout_ms}): a call may wait that long for a run's lock"
+        )
     readonly = option_bool(options, "readonly", False)
     return Settings(
+        call_timeout_ms=call_timeout_ms,
         readonly=readonly,
         conninfo=conninfo,
         schema=schema,

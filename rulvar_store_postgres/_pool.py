@@ -17,15 +17,18 @@ from __future__ import annotations
 
 import logging
 import select
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from time import monotonic
 from typing import Any, Final, TypeAlias
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import TupleRow
 from psycopg_pool import ConnectionPool
 
+from rulvar_store_postgres._config import Settings
+from rulvar_store_postgres._deadline import DeadlinePassed, libpq_bounds, watchdog
 from rulvar_store_postgres._log_mask import mask_in_logs
 from rulvar_store_postgres._schema import session_setup
 
@@ -36,6 +39,7 @@ __all__ = [
     "StorePool",
     "closed_by_server",
     "connect_failure",
+    "deadline_passed",
     "make_pool",
     "pool_options",
 ]
@@ -98,6 +102,7 @@ class GrowthPause:
     def __init__(self) -> None:
         self._until = 0.0
         self.in_flight = 0
+        self.failure: psycopg.Error | None = None  # the last failed attempt's
 
     def fails_waiters(self, nconns: int) -> bool:
         """After a failed attempt, still counted in ``nconns`` and ``in_flight``."""
@@ -114,6 +119,8 @@ class StorePool(ConnectionPool[Conn]):
     """A ConnectionPool whose connection failures reach waiting clients at once
     when no connection exists to serve them (``GrowthPause``)."""
 
+    call_timeout_s: float = 10.0
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._growth = GrowthPause()
         super().__init__(*args, **kwargs)
@@ -126,6 +133,7 @@ class StorePool(ConnectionPool[Conn]):
         except psycopg.Error as exc:
             failure = connect_failure(exc)
             with self._lock:
+                self._growth.failure = failure
                 fail = self._growth.fails_waiters(self._nconns)
                 waiting = list(self._waiting) if fail else []
             for client in waiting:
@@ -137,6 +145,17 @@ class StorePool(ConnectionPool[Conn]):
             with self._lock:
                 self._growth.in_flight -= 1
 
+    def reconnect_failed(self) -> None:
+        # Called once a failed attempt is given up and uncounted. Attempts that
+        # failed while another one waited for its retry each saw a connection
+        # "left"; when none is, the queued clients get the last error now.
+        with self._lock:
+            failure = self._growth.failure
+            waiting = list(self._waiting) if self._nconns == 0 and failure else []
+        for client in waiting:
+            client.fail(failure)  # type: ignore[arg-type]
+        super().reconnect_failed()
+
     def _maybe_grow_pool(self) -> None:
         # An empty pool always tries: with nothing to wait for, a caller must
         # get a fresh attempt (and its error), never a pool timeout.
@@ -144,10 +163,17 @@ class StorePool(ConnectionPool[Conn]):
             super()._maybe_grow_pool()
 
     @contextmanager
-    def checkout(self) -> Iterator[Conn]:
-        """Yield a live connection; stale pooled ones are discarded, not retried."""
+    def checkout(self, extra_s: float = 0.0) -> Iterator[Conn]:
+        """Yield a live connection; stale pooled ones are discarded, not retried.
+
+        The wait for a free connection and then the connection's use are each
+        bounded by the call timeout (``extra_s`` more for a statement that may
+        wait longer by design, the boot); past it the connection is cut
+        (``_deadline``) and ``DeadlinePassed`` raised.
+        """
+        bound_s = self.call_timeout_s
         for _ in range(self.max_size + 1):
-            conn = self.getconn()
+            conn = self.getconn(timeout=bound_s)
             if not closed_by_server(conn):
                 break
             conn.close()
@@ -155,11 +181,34 @@ class StorePool(ConnectionPool[Conn]):
             # replaced in the background, no warning logged.
             self._putconn(conn, from_getconn=True)
         else:  # pragma: no cover - every candidate was stale; let the last one fail
-            conn = self.getconn()
+            conn = self.getconn(timeout=bound_s)
+        cut_off = False
         try:
-            yield conn
+            watchdog.arm(conn, bound_s + extra_s)
+            try:
+                yield conn
+            except psycopg.Error as exc:
+                cut_off = watchdog.disarm(conn)
+                if cut_off:
+                    raise deadline_passed(bound_s + extra_s) from exc
+                raise
+            finally:
+                cut_off = watchdog.disarm(conn) or cut_off
         finally:
-            self.putconn(conn)
+            if cut_off:
+                # Discarded the way a stale one is: replaced, no warning logged.
+                conn.close()
+                self._putconn(conn, from_getconn=True)
+            else:
+                self.putconn(conn)
+
+
+def deadline_passed(seconds: float) -> DeadlinePassed:
+    """The error of a statement cut at its deadline (see ``_deadline``)."""
+    return DeadlinePassed(
+        f"no reply within {round(seconds * 1000)} ms (call_timeout_ms): the link "
+        "or the server stalled; the connection was discarded"
+    )
 
 
 def closed_by_server(
@@ -187,48 +236,47 @@ def closed_by_server(
     return readable
 
 
-def make_pool(
-    conninfo: str,
-    *,
-    max_size: int,
-    lock_timeout_ms: int,
-    idle_in_transaction_timeout_ms: int,
-    connect_timeout_s: int,
-    name: str,
-    readonly: bool = False,
-    secrets: Sequence[str] = (),
-) -> StorePool:
-    """Build (not open) the pool of one store; ``readonly`` sessions refuse writes."""
-    session = session_setup(lock_timeout_ms, idle_in_transaction_timeout_ms, readonly)
-    mask_in_logs(secrets)  # the pool logs libpq's messages: no password in them
+def make_pool(settings: Settings, name: str) -> StorePool:
+    """Build (not open) the pool of one store; read-only settings refuse writes."""
+    session = session_setup(
+        settings.lock_timeout_ms,
+        settings.idle_in_transaction_timeout_ms,
+        settings.readonly,
+    )
+    mask_in_logs(settings.secrets)  # the pool logs libpq's messages: no password
 
     def configure(conn: Conn) -> None:
         conn.execute(session)  # no parameters: one simple-protocol round trip
 
-    return StorePool(
-        conninfo,
-        configure=configure,
-        **pool_options(
-            max_size=max_size, connect_timeout_s=connect_timeout_s, name=name
-        ),
+    pool = StorePool(
+        settings.conninfo, configure=configure, **pool_options(settings, name)
     )
+    pool.call_timeout_s = settings.call_timeout_ms / 1000
+    return pool
 
 
-def pool_options(*, max_size: int, connect_timeout_s: int, name: str) -> dict[str, Any]:
+def pool_options(settings: Settings, name: str) -> dict[str, Any]:
     """The pool settings both stores use (sync and asyncio), built closed."""
     kwargs: dict[str, Any] = {
         "autocommit": True,
-        "connect_timeout": connect_timeout_s,
+        "connect_timeout": settings.connect_timeout_s,
         "fallback_application_name": "rulvar-store-postgres",
     }
+    # The URL's own keepalive or tcp_user_timeout settings win.
+    given = conninfo_to_dict(settings.conninfo)
+    kwargs.update(
+        (key, value)
+        for key, value in libpq_bounds(settings.call_timeout_ms).items()
+        if key not in given
+    )
     return {
         "kwargs": kwargs,
         "min_size": 1,
-        "max_size": max_size,
+        "max_size": settings.pool_max_size,
         "open": False,
         "name": name,
-        # A client waits this long for a free connection before StoreBusyError.
-        "timeout": float(max(10, 2 * connect_timeout_s)),
+        # A client waits at most this long for a free connection (StoreBusyError).
+        "timeout": settings.call_timeout_ms / 1000,
         "reconnect_timeout": 0.0,
         "num_workers": 2,
     }

@@ -128,16 +128,7 @@ class PostgresStore:
         self._now = now
         self._sql = Sql(settings.schema)
         self._plans = Plans(self._sql, settings.ttl_ms, now)
-        self._pool = make_pool(
-            settings.conninfo,
-            max_size=settings.pool_max_size,
-            lock_timeout_ms=settings.lock_timeout_ms,
-            idle_in_transaction_timeout_ms=settings.idle_in_transaction_timeout_ms,
-            connect_timeout_s=settings.connect_timeout_s,
-            name=f"rulvar-{settings.schema}",
-            readonly=settings.readonly,
-            secrets=settings.secrets,
-        )
+        self._pool = make_pool(settings, f"rulvar-{settings.schema}")
         self._state_lock = threading.Lock()
         self._booted = False
         self._closed = False
@@ -190,12 +181,12 @@ class PostgresStore:
                     operation,
                 )
             if self._booted is False:  # another thread may have booted meanwhile
-                boot = self._sql.boot_within(
-                    max(_BOOT_LOCK_TIMEOUT_MS, self.lock_timeout_ms)
-                )
+                boot_lock_ms = max(_BOOT_LOCK_TIMEOUT_MS, self.lock_timeout_ms)
+                boot = self._sql.boot_within(boot_lock_ms)
                 with translated("boot", self._settings.where, self._settings.secrets):
                     self._pool.open()
-                    with self._pool.checkout() as conn:
+                    # The boot may wait for another process's boot that long.
+                    with self._pool.checkout(boot_lock_ms / 1000) as conn:
                         if not self._settings.readonly:
                             conn.execute(boot)
                             present = True
