@@ -89,6 +89,7 @@ class AsyncPostgresStore:
         lock_timeout_ms: int | None = None,
         idle_in_transaction_timeout_ms: int | None = None,
         connect_timeout_s: int | None = None,
+        call_timeout_ms: int | None = None,
         readonly: bool | None = None,
     ) -> None:
         settings = resolve_settings(
@@ -101,6 +102,7 @@ class AsyncPostgresStore:
                 "lock_timeout_ms": lock_timeout_ms,
                 "idle_in_transaction_timeout_ms": idle_in_transaction_timeout_ms,
                 "connect_timeout_s": connect_timeout_s,
+                "call_timeout_ms": call_timeout_ms,
                 "readonly": readonly,
             },
             injected_clock=now is not None,

@@ -66,6 +66,10 @@ class PostgresStore:
       (With an injected ``now`` the ttl is test time, not real time: both
       timeouts then default to their caps and are not compared with it.)
     - ``connect_timeout_s`` (5).
+    - ``call_timeout_ms`` (ttl/2, at most 10 s, at least ``lock_timeout_ms`` + 1 s;
+      must be above ``lock_timeout_ms``): bounds the wait for a pooled connection
+      and then the statement; past it the connection is cut and discarded and the
+      call raises the retryable ``StoreUnavailableError`` (P13, ``_deadline``).
     - ``readonly`` (False): for observers. No boot (no schema, table or
       function is created; the schema must already hold a store, else the
       first call raises ``ConfigError``) and every
@@ -101,6 +105,7 @@ class PostgresStore:
         lock_timeout_ms: int | None = None,
         idle_in_transaction_timeout_ms: int | None = None,
         connect_timeout_s: int | None = None,
+        call_timeout_ms: int | None = None,
         readonly: bool | None = None,
     ) -> None:
         settings = resolve_settings(
@@ -113,6 +118,7 @@ class PostgresStore:
                 "lock_timeout_ms": lock_timeout_ms,
                 "idle_in_transaction_timeout_ms": idle_in_transaction_timeout_ms,
                 "connect_timeout_s": connect_timeout_s,
+                "call_timeout_ms": call_timeout_ms,
                 "readonly": readonly,
             },
             injected_clock=now is not None,

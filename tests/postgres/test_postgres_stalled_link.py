@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -77,12 +77,14 @@ def test_renew_and_reads_fail_typed_over_a_stalled_link(
             lease = store.acquire("r", "holder")
             store.renew(lease)
             proxy.stall()
-            for call in (lambda: store.renew(lease), lambda: store.get_meta("r")):
-                error = _fails_while_stalled(call)
-                assert isinstance(error, StoreUnavailableError), repr(error)
-                assert error.retryable
-                assert "call_timeout_ms" in str(error)
-            proxy.resume()
+            try:
+                for call in (lambda: store.renew(lease), lambda: store.get_meta("r")):
+                    error = _fails_while_stalled(call)
+                    assert isinstance(error, StoreUnavailableError), repr(error)
+                    assert error.retryable
+                    assert "call_timeout_ms" in str(error)
+            finally:
+                proxy.resume()  # an unbounded call ends now, so the test ends
             # The cut connections were discarded; new ones serve.
             store.renew(store.acquire("other", "holder"))
             assert store.get_meta("r") is None
@@ -100,12 +102,18 @@ def test_async_renew_and_reads_fail_typed_over_a_stalled_link(
                 lease = await store.acquire("r", "holder")
                 await store.renew(lease)
                 proxy.stall()
-                for call in (store.renew(lease), store.get_meta("r")):
-                    with pytest.raises(StoreUnavailableError) as caught:
-                        await asyncio.wait_for(call, CAP_S)
-                    assert caught.value.retryable
-                    assert "call_timeout_ms" in str(caught.value)
-                proxy.resume()
+                try:
+                    calls: tuple[Callable[[], Awaitable[object]], ...] = (
+                        lambda: store.renew(lease),
+                        lambda: store.get_meta("r"),
+                    )
+                    for call in calls:
+                        with pytest.raises(StoreUnavailableError) as caught:
+                            await asyncio.wait_for(call(), CAP_S)
+                        assert caught.value.retryable
+                        assert "call_timeout_ms" in str(caught.value)
+                finally:
+                    proxy.resume()  # an unbounded call ends now, so the test ends
                 await store.renew(await store.acquire("other", "holder"))
                 assert await store.get_meta("r") is None
 
