@@ -18,9 +18,10 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from rulvar_conformance._fault_proxy import FaultProxy
-from rulvar_conformance._kit import CheckNotRun
-from rulvar_conformance.stalled_link import stalled_link_conformance
+from rulvar_conformance.harness.certification import Certification
+from rulvar_conformance.harness.fault_proxy import FaultProxy
+from rulvar_conformance.harness.kit import CheckNotRun
+from rulvar_conformance.suites.stalled_link import stalled_link_conformance
 from rulvar_store import ConfigError, StoreUnavailableError
 from rulvar_store.backend import (
     locations_from_factory,
@@ -126,7 +127,9 @@ def test_the_kit_stalled_link_check_passes_on_postgres(pg_url: str) -> None:
     certify = resolve_backend(url).certify
     assert certify is not None
     with certify(url) as locations:
-        for check in stalled_link_conformance(locations).checks:
+        for check in stalled_link_conformance(
+            Certification(locations, frozenset())
+        ).checks:
             check.run()
 
 
@@ -138,7 +141,8 @@ def test_the_kit_stalled_link_check_does_not_run_without_a_route() -> None:
         store = MemoryStore(ttl_ms=ttl_ms) if ttl_ms else MemoryStore()
         return OpenedStore(journal=store, transcripts=store.transcripts())
 
-    (check,) = stalled_link_conformance(locations_from_factory(fresh)).checks
+    certification = Certification(locations_from_factory(fresh), frozenset())
+    (check,) = stalled_link_conformance(certification).checks
     with pytest.raises(CheckNotRun, match="no TCP route"):
         check.run()
 
