@@ -19,15 +19,14 @@ from psycopg_pool import AsyncConnectionPool
 
 from rulvar_store_postgres._config import Settings
 from rulvar_store_postgres._deadline import cut
-from rulvar_store_postgres._log_mask import mask_in_logs
 from rulvar_store_postgres._pool import (
     GrowthPause,
     closed_by_server,
     connect_failure,
     deadline_passed,
     pool_options,
+    session_for,
 )
-from rulvar_store_postgres._schema import session_setup
 
 __all__ = ["AsyncConn", "AsyncStorePool", "make_async_pool"]
 
@@ -118,12 +117,7 @@ class AsyncStorePool(AsyncConnectionPool[AsyncConn]):
 
 def make_async_pool(settings: Settings, name: str) -> AsyncStorePool:
     """Build (not open) the pool of one async store (see ``make_pool``)."""
-    session = session_setup(
-        settings.lock_timeout_ms,
-        settings.idle_in_transaction_timeout_ms,
-        settings.readonly,
-    )
-    mask_in_logs(settings.secrets)  # the pool logs libpq's messages: no password
+    session = session_for(settings)
 
     async def configure(conn: AsyncConn) -> None:
         await conn.execute(session)  # no parameters: one simple-protocol round trip

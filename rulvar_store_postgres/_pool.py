@@ -42,6 +42,7 @@ __all__ = [
     "deadline_passed",
     "make_pool",
     "pool_options",
+    "session_for",
 ]
 
 Conn: TypeAlias = psycopg.Connection[TupleRow]
@@ -236,14 +237,20 @@ def closed_by_server(
     return readable
 
 
-def make_pool(settings: Settings, name: str) -> StorePool:
-    """Build (not open) the pool of one store; read-only settings refuse writes."""
-    session = session_setup(
+def session_for(settings: Settings) -> str:
+    """The session settings of a new pool's connections (read-only ones refuse
+    writes); the pool logs libpq's messages, so its passwords are masked first."""
+    mask_in_logs(settings.secrets)
+    return session_setup(
         settings.lock_timeout_ms,
         settings.idle_in_transaction_timeout_ms,
         settings.readonly,
     )
-    mask_in_logs(settings.secrets)  # the pool logs libpq's messages: no password
+
+
+def make_pool(settings: Settings, name: str) -> StorePool:
+    """Build (not open) the pool of one store."""
+    session = session_for(settings)
 
     def configure(conn: Conn) -> None:
         conn.execute(session)  # no parameters: one simple-protocol round trip
