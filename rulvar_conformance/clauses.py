@@ -97,6 +97,10 @@ CLAUSES: Final[dict[str, str]] = {
     "P8": "Appends of one run through one instance execute in submission order.",
     "P9": "The README runbook covers whole-schema backup and restore with epochs kept.",
     "P10": "Postgres tests use a fresh schema each and drop it afterwards.",
+    "P11": "No password of a PostgreSQL URL appears in an error message or a log line; a raw '@', '/', '?' or '#' in the credentials is a ConfigError before any connection.",
+    "P12": "A PostgreSQL call interrupted at any moment (KeyboardInterrupt, SystemExit) leaves no connection checked out: the pool keeps serving every caller.",
+    "P13": "Every PostgreSQL call is bounded (call_timeout_ms): over a stalled link or a frozen server it raises the retryable StoreUnavailableError and discards the connection.",
+    "P14": "A refused attempt to grow the pool fails no waiting caller while connections exist: they are served by the connections that exist.",
     # 8. Conformance kit
     "C1": "Suite factories return a fresh isolated store on every call.",
     "C2": "Suites run standalone (first violation raises) or as parametrized pytest items.",

@@ -54,6 +54,7 @@ from rulvar_store._location_records import (
     FreshStoreFactory,
     LocationFactory,
     LocationOpener,
+    NetworkRoute,
     StoreLocation,
 )
 from rulvar_store._locations import UrlOpener, locations_from_factory, opened_at
@@ -108,6 +109,7 @@ __all__ = [
     "FreshStoreFactory",
     "LocationFactory",
     "LocationOpener",
+    "NetworkRoute",
     "StoreLocation",
     "StoreUrl",
     "UrlOpener",

@@ -31,6 +31,7 @@ REGISTERED: Final = (
     "stale_surfaces",
     "lease_lifetime",
     "data_edges",
+    "stalled_link",
     "kill_points",
     "power_loss",
     "disk_faults",
