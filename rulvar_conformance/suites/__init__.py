@@ -32,7 +32,10 @@ REGISTERED: Final = (
     "lease_lifetime",
     "data_edges",
     "argument_rules",
+    "stalled_link",
     "kill_points",
+    "power_loss",
+    "disk_faults",
 )
 
 
