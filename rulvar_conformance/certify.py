@@ -193,6 +193,18 @@ def _shared_handle_suite(certification: Certification) -> ConformanceSuite:
     )
 
 
+def _next_op_sees_suite(certification: Certification) -> ConformanceSuite:
+    from rulvar_conformance.next_op_sees import next_op_sees_conformance
+
+    return next_op_sees_conformance(certification.locations)
+
+
+def _durability_suite(certification: Certification) -> ConformanceSuite:
+    from rulvar_conformance.durability import durability_conformance
+
+    return durability_conformance(certification.locations)
+
+
 def _typed_errors_suite(certification: Certification) -> ConformanceSuite:
     from rulvar_conformance.typed_errors import typed_errors_conformance
 
@@ -273,6 +285,20 @@ def suite_specs() -> tuple[SuiteSpec, ...]:
             None,
             True,
             "seq edges, paging, big payloads, snapshots, filters, refs (D2-D7, T4)",
+        ),
+        SuiteSpec(
+            "next-op-sees",
+            _next_op_sees_suite,
+            "leases",
+            True,
+            "a release, delete or takeover, by a batch-mate too, is seen next (X9)",
+        ),
+        SuiteSpec(
+            "durability",
+            _durability_suite,
+            None,
+            False,
+            "acknowledged writes survive SIGKILL; the declared durability runs (X8)",
         ),
         SuiteSpec(
             "kill-points",
