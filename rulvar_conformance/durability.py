@@ -57,13 +57,14 @@ SLOW_COMMIT_S: Final = 0.25
 reaches the parent and kills the child within it, on any machine that runs a
 woken thread within a quarter of a second."""
 CHILD_LIMIT_S: Final = 120.0
+PARENT_POLL_S: Final = 0.2
 
 
 def _run_of(writer: int) -> str:
     return f"ack-run-{writer}"
 
 
-def _acknowledging_child(location: StoreLocation, send: Any) -> None:
+def _acknowledging_child(location: StoreLocation, send: Any, parent: int) -> None:
     """In the spawned child: WRITERS threads of one handle append and acknowledge.
 
     Sends ``("ack", writer, seq)`` per returned append, ``("error", text)`` if a
@@ -78,6 +79,7 @@ def _acknowledging_child(location: StoreLocation, send: Any) -> None:
         if point == "before-commit" and armed.is_set():
             time.sleep(SLOW_COMMIT_S)
 
+    threading.Thread(target=_die_with_parent, args=(parent,), daemon=True).start()
     try:
         opened = location.open()
     except Exception as exc:
@@ -114,10 +116,21 @@ def _acknowledging_child(location: StoreLocation, send: Any) -> None:
     ]
     for thread in threads:
         thread.start()
+    deadline = time.monotonic() + CHILD_LIMIT_S  # one bound for all: a hung store
     for thread in threads:
-        thread.join(CHILD_LIMIT_S)
+        thread.join(max(0.0, deadline - time.monotonic()))
     with report:
         send.send(("done",))
+
+
+def _die_with_parent(parent: int) -> None:
+    """End the child once ``parent`` is gone (a check abandoned at its deadline
+    by a command that then exits must not leave a child behind, holding the
+    command's output pipes open). The pid comes from the parent: it may be gone
+    before the child has even started."""
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL_S)
+    os._exit(0)
 
 
 def _acknowledgements(
@@ -129,7 +142,7 @@ def _acknowledgements(
     context = multiprocess.get_context("spawn")
     receive, send = context.Pipe(duplex=False)
     child = context.Process(
-        target=_acknowledging_child, args=(location, send), daemon=True
+        target=_acknowledging_child, args=(location, send, os.getpid()), daemon=True
     )
     child.start()
     send.close()
