@@ -199,6 +199,12 @@ def _next_op_sees_suite(certification: Certification) -> ConformanceSuite:
     return next_op_sees_conformance(certification.locations)
 
 
+def _incremental_reads_suite(certification: Certification) -> ConformanceSuite:
+    from rulvar_conformance.incremental_reads import incremental_reads_conformance
+
+    return incremental_reads_conformance(certification.locations)
+
+
 def _durability_suite(certification: Certification) -> ConformanceSuite:
     from rulvar_conformance.durability import durability_conformance
 
@@ -292,6 +298,13 @@ def suite_specs() -> tuple[SuiteSpec, ...]:
             "leases",
             True,
             "a release, delete or takeover, by a batch-mate too, is seen next (X9)",
+        ),
+        SuiteSpec(
+            "incremental-reads",
+            _incremental_reads_suite,
+            None,
+            True,
+            "load_since while others append and across delete/re-creation (X10)",
         ),
         SuiteSpec(
             "durability",

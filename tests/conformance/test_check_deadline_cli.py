@@ -58,9 +58,22 @@ def test_rulvar_check_on_a_hanging_group_commit_prints_failing_rows(
     """Each hanging check is a FAIL row within the deadline; the command ends."""
     suites = ["--suite", "next-op-sees", "--suite", "durability"]
     result = subprocess.run(
-        [sys.executable, "-c", _RUNNER, str(ROOT), str(tmp_path), "check", "hang://x",
-         *suites, "--check-timeout", "1"],
-        capture_output=True, text=True, timeout=240, check=False,
+        [
+            sys.executable,
+            "-c",
+            _RUNNER,
+            str(ROOT),
+            str(tmp_path),
+            "check",
+            "hang://x",
+            *suites,
+            "--check-timeout",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
     )
     output = result.stdout
     assert result.returncode == EXIT_FAILED, output + result.stderr
