@@ -205,6 +205,12 @@ def _incremental_reads_suite(certification: Certification) -> ConformanceSuite:
     return incremental_reads_conformance(certification.locations)
 
 
+def _operator_tools_suite(certification: Certification) -> ConformanceSuite:
+    from rulvar_conformance.operator_tools import operator_tools_conformance
+
+    return operator_tools_conformance(certification.locations)
+
+
 def _durability_suite(certification: Certification) -> ConformanceSuite:
     from rulvar_conformance.durability import durability_conformance
 
@@ -305,6 +311,13 @@ def suite_specs() -> tuple[SuiteSpec, ...]:
             None,
             True,
             "load_since while others append and across delete/re-creation (X10)",
+        ),
+        SuiteSpec(
+            "operator-tools",
+            _operator_tools_suite,
+            "fenced_transcripts",
+            True,
+            "audit, sweeps, prune and delete_run over the store (A2, R1-R4)",
         ),
         SuiteSpec(
             "durability",
