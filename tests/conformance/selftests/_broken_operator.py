@@ -8,8 +8,12 @@ a call ``rulvar_store.ops`` relies on; open them through
 
 from __future__ import annotations
 
-from rulvar_store import JournalEntry, Lease, MemoryStore
-from rulvar_store._memory import MemoryFencedTranscriptStore
+from rulvar_store import (
+    JournalEntry,
+    Lease,
+    MemoryFencedTranscriptStore,
+    MemoryStore,
+)
 from rulvar_store.backend import dump_record, load_record
 
 __all__ = ["PrefixBlobDelete", "PrefixListRefs", "ReadStampsMeta"]
