@@ -1,11 +1,14 @@
 """CI soak job: ``rulvar soak`` with one profile against SQLite and PostgreSQL.
 
-Usage: ``python soak/run_ci.py [--profile ci|nightly|quick] [--reports DIR]
-[--backend sqlite|postgresql ...]``. SQLite soaks a scratch file under the reports
-folder; PostgreSQL soaks a fresh schema of ``RULVAR_TEST_POSTGRES_URL`` (required:
-a CI soak never skips the fleet backend). Each backend's report folder (summary,
-writer logs, tenures.png) is kept under ``--reports``. Exits non-zero if any
-backend reports a violation or cannot run.
+Usage: ``python soak/run_ci.py [--profile ci|nightly|quick] [--async-profile
+none|quick|ci|nightly] [--reports DIR] [--backend sqlite|postgresql ...]``.
+SQLite soaks a scratch file under the reports folder; PostgreSQL soaks a fresh
+schema of ``RULVAR_TEST_POSTGRES_URL`` (required: a CI soak never skips the fleet
+backend). After the sync rounds each backend is soaked again with its writers on
+the asyncio API (``rulvar soak --async``) at ``--async-profile`` (``quick`` by
+default: about half a minute per backend; ``none`` skips it). Each round's report
+folder (summary, writer logs, tenures.png) is kept under ``--reports``. Exits
+non-zero if any round reports a violation or cannot run.
 """
 
 from __future__ import annotations
@@ -31,41 +34,59 @@ def _url(backend: str, folder: Path) -> str:
     return url
 
 
+def _soak(profile: str, backend: str, through_async: bool, reports: Path) -> int:
+    """One round of ``rulvar soak``; its exit code (0: no violation, quorum met)."""
+    label = f"{profile}-{backend}" + ("-async" if through_async else "")
+    folder = reports / label
+    folder.mkdir(parents=True, exist_ok=True)
+    command = [
+        sys.executable,
+        "-m",
+        "rulvar_cli",
+        "soak",
+        _url(backend, folder),
+        "--profile",
+        profile,
+        "--report",
+        str(folder / "report"),
+        "--json",
+        str(folder / "summary.json"),
+        *(["--async"] if through_async else []),
+    ]
+    print(f"== soak {label}", flush=True)
+    code = subprocess.run(command, check=False).returncode
+    if code == 0:
+        activity = json.loads((folder / "summary.json").read_text())["activity"]
+        print(
+            f"== {label}: {activity['processes']} processes, "
+            f"{activity['takeovers']} takeovers, {activity['stale_probes']} stale "
+            f"probes, {activity['pauses']} pauses, {activity['kills']} kills",
+            flush=True,
+        )
+    return code
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="ci", choices=["quick", "ci", "nightly"])
     parser.add_argument("--reports", default="soak-reports")
     parser.add_argument("--backend", action="append", choices=["sqlite", "postgresql"])
+    parser.add_argument(
+        "--async-profile",
+        default="quick",
+        choices=["none", "quick", "ci", "nightly"],
+        help="profile of the round with writers on the asyncio API ('none': skip it)",
+    )
     args = parser.parse_args()
-    failed = []
-    for backend in args.backend or ["sqlite", "postgresql"]:
-        folder = Path(args.reports) / f"{args.profile}-{backend}"
-        folder.mkdir(parents=True, exist_ok=True)
-        command = [
-            sys.executable,
-            "-m",
-            "rulvar_cli",
-            "soak",
-            _url(backend, folder),
-            "--profile",
-            args.profile,
-            "--report",
-            str(folder / "report"),
-            "--json",
-            str(folder / "summary.json"),
-        ]
-        print(f"== soak {args.profile} on {backend}", flush=True)
-        code = subprocess.run(command, check=False).returncode
-        if code != 0:
-            failed.append(f"{backend} (exit {code})")
-            continue
-        activity = json.loads((folder / "summary.json").read_text())["activity"]
-        print(
-            f"== {backend}: {activity['processes']} processes, "
-            f"{activity['takeovers']} takeovers, {activity['stale_probes']} stale probes, "
-            f"{activity['pauses']} pauses, {activity['kills']} kills",
-            flush=True,
-        )
+    backends = args.backend or ["sqlite", "postgresql"]
+    rounds = [(args.profile, backend, False) for backend in backends]
+    if args.async_profile != "none":
+        rounds += [(args.async_profile, backend, True) for backend in backends]
+    failed = [
+        f"{backend}{' --async' if through_async else ''} (exit {code})"
+        for profile, backend, through_async in rounds
+        if (code := _soak(profile, backend, through_async, Path(args.reports)))
+    ]
     if failed:
         print(f"soak {args.profile} FAILED on: {', '.join(failed)}", flush=True)
         return 1

@@ -15,12 +15,12 @@ import random
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from rulvar_conformance.harness.processes import start_module
 from rulvar_conformance.soak.config import CONFIG_ENV, SoakWriterConfig
 from rulvar_conformance.soak.events import (
     Event,
@@ -143,11 +143,9 @@ class Storm:
         )
         stderr = self.logs / f"{name}.stderr"
         with stderr.open("wb") as err:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "rulvar_conformance.soak.writer"],
-                env={**os.environ, CONFIG_ENV: config.to_env()},
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
+            process = start_module(
+                "rulvar_conformance.soak.writer",
+                env={CONFIG_ENV: config.to_env()},
                 stderr=err,
             )
         writer = WriterProcess(
