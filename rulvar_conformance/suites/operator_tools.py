@@ -80,17 +80,18 @@ def _snapshot(opened: OpenedStore, run_ids: list[str]) -> dict[str, Any]:
     }
 
 
-def _opened(site: Site) -> tuple[OpenedStore, OpenedStore]:
-    first = site.open()
-    second = site.open() if site.location.shared else first
-    return first, second
+def _held(site: Site) -> tuple[OpenedStore, OpenedStore, Lease]:
+    """Two handles (one on an unshared location) and a live holder's filled run."""
+    a = site.open()
+    b = site.open() if site.location.shared else a
+    lease = leasable(a).acquire(HELD, "holder")
+    _fill(a, HELD, lease)
+    return a, b, lease
 
 
 def _audit_read_only(locations: LocationFactory) -> None:
     with at_fresh_location(locations) as site:
-        a, b = _opened(site)
-        lease = leasable(a).acquire(HELD, "holder")
-        _fill(a, HELD, lease)
+        a, b, lease = _held(site)
         _fill(a, FREE, None)
         before = _snapshot(b, [HELD, FREE])
         audit_runs(a.journal, include_consistent=True)
@@ -105,9 +106,7 @@ def _audit_read_only(locations: LocationFactory) -> None:
 
 def _sweep(locations: LocationFactory) -> None:
     with at_fresh_location(locations) as site:
-        a, b = _opened(site)
-        lease = leasable(a).acquire(HELD, "holder")
-        _fill(a, HELD, lease)
+        a, b, lease = _held(site)
         _fill(a, FREE, None)
         _fill(a, NEIGHBOUR, None)
         earlier = leasable(a).acquire(FREE, "earlier")
@@ -143,9 +142,7 @@ def _sweep(locations: LocationFactory) -> None:
 
 def _prune(locations: LocationFactory) -> None:
     with at_fresh_location(locations) as site:
-        a, b = _opened(site)
-        lease = leasable(a).acquire(HELD, "holder")
-        _fill(a, HELD, lease)
+        a, b, lease = _held(site)
         a.journal.append(HELD, _agent_ok(1, f"{HELD}/ckpt/1"), lease)
         a.journal.append(HELD, _agent_ok(2, f"{HELD}/ckpt/10"), lease)
         a.journal.append(HELD, {**entry(4, "ops", 4), "uses": f"{HELD}/ckpt/10"}, lease)
@@ -160,9 +157,7 @@ def _prune(locations: LocationFactory) -> None:
 
 def _stale_lease(locations: LocationFactory) -> None:
     with at_fresh_location(locations) as site:
-        a, b = _opened(site)
-        stale = leasable(a).acquire(HELD, "old")
-        _fill(a, HELD, stale)
+        a, b, stale = _held(site)
         a.journal.append(HELD, _agent_ok(1, f"{HELD}/ckpt/1"), stale)
         leasable(a).release(stale)
         successor = leasable(b).acquire(HELD, "new")
