@@ -35,6 +35,7 @@ REGISTERED: Final = (
     "incremental_reads",
     "operator_tools",
     "durability",
+    "first_opens",
     "kill_points",
 )
 

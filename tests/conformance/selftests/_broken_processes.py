@@ -1,19 +1,25 @@
-"""Broken SQLite stores that keep shared state in one process (issue 22, class 5).
+"""Broken SQLite stores that only another process shows (issue 22, classes 5 and 6).
 
 Every handle of one interpreter shares the state, so each in-process check
-passes; a second process has its own copy. Open them through
+passes; a second process has its own copy. ``CheckThenCreateBoot`` boots a new
+file safely only when it is opened once before anything races. Open them through
 ``_broken_sqlite.sqlite_locations``.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import ClassVar
+import time
+from typing import Any, ClassVar
 
-from rulvar_store import Lease
+import apsw
+
+from rulvar_store import ConfigError, Lease
+from rulvar_store_sqlite import SqliteStore
+from rulvar_store_sqlite._schema import SCHEMA_DDL, bootstrap
 from tests.conformance.selftests._broken_sqlite import EpochReadBeforeBegin
 
-__all__ = ["ProcessLocalEpochs"]
+__all__ = ["CheckThenCreateBoot", "ProcessLocalEpochs"]
 
 
 class ProcessLocalEpochs(EpochReadBeforeBegin):
@@ -36,3 +42,34 @@ class ProcessLocalEpochs(EpochReadBeforeBegin):
             lease = super().acquire(run_id, owner)
             self._epochs[(self.path, run_id)] = lease.epoch
             return lease
+
+
+def _check_then_create(connection: apsw.Connection, in_memory: bool) -> None:
+    cursor = connection.cursor()
+    try:
+        found = cursor.execute(
+            "SELECT count(*) FROM sqlite_master WHERE name = 'entries'"
+        ).fetchall()[0][0]
+        if found:
+            bootstrap(connection, in_memory)
+            return
+        time.sleep(0.05)  # a slow step of a first migration
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            for statement in SCHEMA_DDL:  # the bug: no IF NOT EXISTS, no transaction
+                cursor.execute(statement.replace(" IF NOT EXISTS", ""))
+        except apsw.Error as exc:  # "the migration failed": never retried
+            raise ConfigError(f"first migration failed: {exc}") from exc
+    finally:
+        cursor.close()
+
+
+class CheckThenCreateBoot(SqliteStore):
+    """Boots a new file by checking for its tables, then creating them plainly.
+
+    Alone, and on any file already booted, it is the real store; two processes
+    opening one new file at once both find no tables and the second CREATE fails.
+    """
+
+    def __init__(self, path: str, **options: Any) -> None:
+        super().__init__(path, _boot_attempt=_check_then_create, **options)

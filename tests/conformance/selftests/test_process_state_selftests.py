@@ -13,11 +13,17 @@ from typing import Final
 import pytest
 
 from rulvar_conformance import Certification, certification_suites
-from tests.conformance.selftests._broken_processes import ProcessLocalEpochs
+from rulvar_store_sqlite import SqliteStore
+from tests.conformance.selftests._broken_processes import (
+    CheckThenCreateBoot,
+    ProcessLocalEpochs,
+)
 from tests.conformance.selftests._broken_sqlite import sqlite_locations
 from tests.conformance.selftests._support import FULL, failure_of
 
-SELF_TESTED: frozenset[str] = frozenset({"two-handles-across-processes"})
+SELF_TESTED: frozenset[str] = frozenset(
+    {"two-handles-across-processes", "boot-concurrent-first-opens"}
+)
 
 
 @pytest.mark.clause("C4")
@@ -44,3 +50,22 @@ def test_process_local_epochs_pass_the_in_process_checks(
         ["two-handles"],
     )
     suite.check(check_id).run()
+
+
+@pytest.mark.clause("C4")
+def test_check_then_create_boot_fails_concurrent_first_opens(tmp_path: Path) -> None:
+    """Class 6: a bootstrap that is safe only when nothing races its first open."""
+    detail = failure_of(
+        sqlite_locations(CheckThenCreateBoot, tmp_path),
+        "first-opens",
+        "boot-concurrent-first-opens",
+    )
+    assert "first migration failed" in detail, detail
+
+
+@pytest.mark.clause("C4")
+def test_the_honest_store_boots_under_concurrent_first_opens(tmp_path: Path) -> None:
+    (suite,) = certification_suites(
+        Certification(sqlite_locations(SqliteStore, tmp_path), FULL), ["first-opens"]
+    )
+    suite.run()
