@@ -5,7 +5,8 @@ concatenating what successive calls return, starting over on ``restarted``,
 must always give exactly what ``load`` returns. Two ways that breaks:
 
 - ``load-since-concurrent-appends``: two other handles append to the run
-  while a third polls it. A cursor taken from anything but the last entry
+  while a third polls it (the writers go on until ``MIN_POLLS`` polls
+  overlapped them). A cursor taken from anything but the last entry
   actually returned (the journal's length read after the entries, an id handed
   out before its commit) skips an entry appended in between; one taken from
   before the entries returns one twice. Every entry must arrive exactly once,
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from functools import partial
 from typing import Any, Final
 
@@ -43,7 +45,11 @@ __all__ = ["SPEC", "incremental_reads_conformance"]
 RUN: Final = "incremental-run"
 WRITERS: Final = 2
 APPENDS: Final = 60
-"""Appends per writer in ``load-since-concurrent-appends``."""
+"""Appends per writer in ``load-since-concurrent-appends``, at least."""
+MIN_POLLS: Final = 40
+"""Polls that must overlap the appends (the writers go on until then)."""
+MAX_APPENDS: Final = 2_000
+"""Appends per writer at most (a bound if the poller stalls)."""
 POLL_PAUSE_S: Final = 0.001
 """Between polls, so the poller leaves the writers the interpreter."""
 
@@ -72,6 +78,8 @@ def _concurrent_appends(locations: Any) -> None:
         reader = _reader(site)
         writers = _others(site, WRITERS)
         done = threading.Event()
+        polls = [0]
+        counts = [0] * WRITERS
         collected: list[JournalEntry] = []
         problems: list[str] = []
 
@@ -85,13 +93,20 @@ def _concurrent_appends(locations: Any) -> None:
                     collected.clear()
                 collected.extend(tail.entries)
                 cursor = tail.cursor
+                polls[0] += 1
                 if finished:
                     return
                 time.sleep(POLL_PAUSE_S)
 
         def write(number: int) -> None:
-            for tag in range(APPENDS):
+            # At least APPENDS each, and on until the poller has polled MIN_POLLS
+            # times while they ran: every poll overlaps appends, however the
+            # machine schedules the threads.
+            tag = 0
+            while tag < APPENDS or (polls[0] < MIN_POLLS and tag < MAX_APPENDS):
                 writers[number].journal.append(RUN, entry(None, f"w{number}", tag))
+                tag += 1
+            counts[number] = tag
 
         def writers_then_done() -> None:
             try:
@@ -106,11 +121,12 @@ def _concurrent_appends(locations: Any) -> None:
         seen = _keys(collected)
         require(not problems, "; ".join(problems) + " (nothing was deleted, X10)")
         require(
-            len(stored) == WRITERS * APPENDS,
-            f"expected {WRITERS * APPENDS} stored entries, observed {len(stored)}",
+            len(stored) == sum(counts),
+            f"expected {sum(counts)} stored entries, observed {len(stored)}",
         )
-        twice = sorted({key for key in seen if seen.count(key) > 1})[:5]
-        missing = [key for key in stored if key not in set(seen)][:5]
+        twice = sorted(key for key, n in Counter(seen).items() if n > 1)[:5]
+        polled = set(seen)
+        missing = [key for key in stored if key not in polled][:5]
         require(
             seen == stored,
             f"the polls' entries differ from load's while other handles appended "
