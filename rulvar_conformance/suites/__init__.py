@@ -37,6 +37,8 @@ REGISTERED: Final = (
     "durability",
     "first_opens",
     "kill_points",
+    "power_loss",
+    "disk_faults",
 )
 
 
