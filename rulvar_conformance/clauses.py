@@ -160,6 +160,9 @@ CLAUSES: Final[dict[str, str]] = {
     "X5": "assert_fenced_writes tells declaring stores from undeclared ones.",
     "X6": "Concurrent SQLite boots never surface a raw SQLITE_BUSY.",
     "X7": "Port traps: one handle is thread safe (calls from many threads at once, close() racing in-flight calls included: each fails typed or completes), bool seq, mutable blobs, non-JSON values.",
+    "X8": "An acknowledged write survives the death of its process at any moment after the acknowledgement, batched writes included; the durability setting a store's session runs (read back from it) is the one the store declares.",
+    "X9": "A release, delete or takeover by any caller (another handle, or a batch-mate of the same handle) is seen by the very next operation: lease rows, epochs, seq tails and metas never come from a copy an earlier operation made stale.",
+    "X10": "Polling load_since while other handles append returns every entry exactly once in load's order; a cursor issued before a delete never returns a later incarnation's entries as new (restarted, the whole new journal) and never skips one.",
     # 14. asyncio API
     "Y1": "open_store_async opens every backend; async stores declare async_api and keep the sync SPI's names, records, errors and argument rules.",
     "Y2": "A caller cancelled inside a store call gets CancelledError only once the call is over, and the write is all or nothing.",

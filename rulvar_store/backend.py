@@ -11,6 +11,11 @@ Store users import from ``rulvar_store``; operators from ``rulvar_store.ops``.
 """
 
 from rulvar_store._async_adapter import adapt_opened, finish_uncancelled
+from rulvar_store._durability import (
+    DurabilityReport,
+    ReportsDurability,
+    reports_durability,
+)
 from rulvar_store._failpoints import (
     FAILPOINTS,
     Failpoint,
@@ -109,6 +114,7 @@ __all__ = [
     "MAX_RUN_ID_LENGTH",
     "MAX_SAFE_TOKEN_LENGTH",
     "Backend",
+    "DurabilityReport",
     "Failpoint",
     "FailpointHook",
     "FileOps",
@@ -117,6 +123,7 @@ __all__ = [
     "LocationFactory",
     "LocationOpener",
     "NetworkRoute",
+    "ReportsDurability",
     "StoreLocation",
     "StoreUrl",
     "UrlOpener",
@@ -161,6 +168,7 @@ __all__ = [
     "ref_for_read",
     "ref_for_write",
     "ref_run_id",
+    "reports_durability",
     "require_lease",
     "require_str",
     "resolve_backend",

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any, Final, Literal, TypeVar, final
 
 from rulvar_store import Clock, JournalEntry, JournalTail, Lease, RunFilter, RunMeta
-from rulvar_store.backend import ForkGuard, hit
+from rulvar_store.backend import DurabilityReport, ForkGuard, hit
 from rulvar_store.errors import (
     StoreBusyError,
     StoreClosedError,
@@ -41,6 +41,8 @@ from rulvar_store_postgres._transcripts import PostgresFencedTranscriptStore
 __all__ = ["PostgresStore"]
 
 T = TypeVar("T")
+
+SHOW_SYNCHRONOUS_COMMIT: Final = "SHOW synchronous_commit"
 
 # The boot waits this long (at least) for other processes booting the same schema.
 _BOOT_LOCK_TIMEOUT_MS: Final = 30_000
@@ -331,6 +333,18 @@ class PostgresStore:
     def peek_lease(self, run_id: str) -> LeaseState | None:
         """Return the run's lease row and the lease clock's reading; takes nothing."""
         return self._run(self._plans.peek_lease(run_id))
+
+    def durability(self) -> DurabilityReport:
+        """``synchronous_commit`` as a pooled session of this store runs it.
+
+        The store promises ``on`` (COMMIT returns once the WAL record is flushed);
+        a server, database or role configured with ``off`` acknowledges commits
+        a crash of the server can take back, and shows here.
+        """
+        rows = self._read(
+            Step("durability", "values", SHOW_SYNCHRONOUS_COMMIT, (), lambda v: v)
+        )
+        return DurabilityReport("synchronous_commit", "on", str(rows[0]))
 
     # -- leases ----------------------------------------------------------------
 

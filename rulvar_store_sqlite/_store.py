@@ -18,6 +18,7 @@ from rulvar_store import (
 )
 from rulvar_store import backend as _intake
 from rulvar_store.backend import (
+    DurabilityReport,
     check_run_match,
     finite_seq,
     load_listing,
@@ -326,6 +327,18 @@ class SqliteStore:
                 cursor.execute(sql.RELEASE_LEASE, (run_id, lease.owner, lease.epoch))
 
         return Operation("delete", self._fence(lease), mutate)
+
+    # -- durability (rulvar_store.backend.ReportsDurability) --------------------
+
+    def durability(self) -> DurabilityReport:
+        """The ``synchronous`` level this store promises and the one its connection runs.
+
+        Read back from the connection on every call (a PRAGMA run behind the
+        store's back, or a build with another default, shows here).
+        """
+        level = self._door.read("durability", sql.SYNCHRONOUS_LEVEL, ())[0][0]
+        observed = sql.SYNCHRONOUS_NAMES.get(level, str(level))  # type: ignore[arg-type]  # INTEGER column
+        return DurabilityReport("synchronous", self.synchronous, observed)
 
     # -- operator reads (rulvar_store._observe) --------------------------------
 

@@ -11,7 +11,8 @@ Three ways, one per need:
   without its parent-side cleanup.
 - ``run_spawned``: a Python callable in a spawned child (``multiprocess``, dill
   pickling) that answers through a pipe; ``None`` when it exited without
-  answering (a main module that re-runs itself, a crash).
+  answering (a main module that re-runs itself, a crash). ``stream_spawned``
+  hands each of many messages on as it arrives, until the child dies.
 
 Keeping them in one module keeps one answer to "how does the kit start a
 child": the same interpreter, the same ``sys.path``, the same dill shipping.
@@ -23,7 +24,9 @@ import dataclasses
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Final
@@ -40,6 +43,7 @@ __all__ = [
     "run_spawned",
     "ship_location",
     "start_module",
+    "stream_spawned",
 ]
 
 DEVNULL: Final = subprocess.DEVNULL
@@ -134,13 +138,13 @@ class Spawned:
     exitcode: int | None
 
 
-def run_spawned(
-    target: Callable[..., None], args: tuple[Any, ...], timeout_s: float
-) -> Spawned:
-    """Run ``target(*args, send)`` in a spawned child; return the one message it sends.
+@contextmanager
+def _spawned(
+    target: Callable[..., None], args: tuple[Any, ...]
+) -> Iterator[tuple[Any, Any]]:
+    """Start ``target(*args, send)`` in a spawned child; yield ``(child, receive)``.
 
-    ``send`` is the write end of a pipe (``send.send(obj)``). A child still alive
-    after the message (or ``timeout_s`` without one) is killed.
+    Afterwards the child is given 10 s to end, then killed, and the pipe closed.
     """
     import multiprocess  # the spawn machinery is paid for only by its users
 
@@ -149,16 +153,54 @@ def run_spawned(
     child = context.Process(target=target, args=(*args, send), daemon=True)
     child.start()
     send.close()
-    message: Any = None
     try:
-        if receive.poll(timeout_s):
-            message = receive.recv()
-    except EOFError:
-        message = None
+        yield child, receive
     finally:
         child.join(10)
         if child.is_alive():
             child.kill()
             child.join(10)
         receive.close()
+
+
+def run_spawned(
+    target: Callable[..., None], args: tuple[Any, ...], timeout_s: float
+) -> Spawned:
+    """Run ``target(*args, send)`` in a spawned child; return the one message it sends.
+
+    ``send`` is the write end of a pipe (``send.send(obj)``). A child still alive
+    after the message (or ``timeout_s`` without one) is killed.
+    """
+    message: Any = None
+    with _spawned(target, args) as (child, receive):
+        try:
+            if receive.poll(timeout_s):
+                message = receive.recv()
+        except EOFError:
+            message = None
     return Spawned(message, child.exitcode)
+
+
+def stream_spawned(
+    target: Callable[..., None],
+    args: tuple[Any, ...],
+    timeout_s: float,
+    on_message: Callable[[Any], bool],
+) -> int | None:
+    """Run ``target(*args, send)`` in a spawned child; pass on each message it sends.
+
+    ``on_message`` returns False to stop listening. Messages are read until the
+    child's end of the pipe closes (it exited or was killed: everything it sent
+    has arrived), ``on_message`` says stop, or ``timeout_s`` passes; a child
+    still alive then is killed. Returns the child's exit code (``-9``: SIGKILL).
+    """
+    deadline = time.monotonic() + timeout_s
+    with _spawned(target, args) as (child, receive):
+        try:
+            while receive.poll(max(0.0, deadline - time.monotonic())):
+                if not on_message(receive.recv()):
+                    break
+        except EOFError:
+            pass  # the child is gone and its pipe drained
+    exitcode: int | None = child.exitcode
+    return exitcode

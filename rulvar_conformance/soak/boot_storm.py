@@ -46,10 +46,13 @@ def run_boot_storm(
     *,
     processes: int = 8,
     rounds: int = 2,
-    ttl_ms: int = 250,
+    ttl_ms: int | None = 250,
     timeout_s: float = 60.0,
 ) -> BootStormResult:
     """Boot ``processes`` children at once over a fresh location, ``rounds`` times.
+
+    ``ttl_ms=None`` opens with the store's own default (a store without leases
+    takes no ttl).
 
     Raises:
         ConfigError: the location cannot be opened in a child process.
@@ -73,7 +76,7 @@ def run_boot_storm(
                         "rulvar_conformance.soak.boot_storm",
                         str(pickled),
                         str(go),
-                        str(ttl_ms),
+                        "-" if ttl_ms is None else str(ttl_ms),
                         os.pathsep.join(p for p in sys.path if p),
                         stdout=PIPE,
                     )
@@ -114,7 +117,7 @@ def _wait_ready(
         time.sleep(0.01)
 
 
-def _child(pickled: str, go: str, ttl_ms: int, path: str) -> int:
+def _child(pickled: str, go: str, ttl_ms: int | None, path: str) -> int:
     location = load_location(pickled, path.split(os.pathsep))
     Path(go).with_name(f"ready-{os.getpid()}").touch()
     while not os.path.exists(go):
@@ -132,4 +135,5 @@ def _child(pickled: str, go: str, ttl_ms: int, path: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(_child(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]))
+    ttl = None if sys.argv[3] == "-" else int(sys.argv[3])
+    sys.exit(_child(sys.argv[1], sys.argv[2], ttl, sys.argv[4]))

@@ -114,11 +114,14 @@ class UnpinnedLeaseRow(SqliteStore):
 class EpochReadBeforeBegin(SqliteStore):
     """acquire reads the epoch counter before its transaction and writes counter + 1."""
 
-    def acquire(self, run_id: str, owner: str) -> Lease:
+    def _next_epoch(self, run_id: str) -> int:
         rows = self._door.read(
             "acquire", "SELECT epoch FROM epochs WHERE run_id = ?", (run_id,)
         )
-        epoch = int(rows[0][0] if rows else 0) + 1  # type: ignore[arg-type]  # INTEGER
+        return int(rows[0][0] if rows else 0) + 1  # type: ignore[arg-type]  # INTEGER
+
+    def acquire(self, run_id: str, owner: str) -> Lease:
+        epoch = self._next_epoch(run_id)
         now = self._now()
 
         def check_free() -> None:

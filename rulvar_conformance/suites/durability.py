@@ -1,0 +1,244 @@
+"""``durability_conformance(locations)``: an acknowledged write outlives its process (X8).
+
+Visibility is checked everywhere else; these checks ask whether what a store
+acknowledged is still there after the process that heard the acknowledgement
+died.
+
+- ``durability-setting``: a store whose durability rests on a database setting
+  reports it (``rulvar_store.backend.ReportsDurability``: SQLite's
+  ``synchronous``, PostgreSQL's ``synchronous_commit``, read back from the live
+  session), and what the session runs must be what the store declares. Not
+  run for a store that reports none.
+- ``ack-survives-sigkill``: a spawned child opens ONE handle and has
+  ``WRITERS`` threads append through it at once (so a store that batches is
+  examined while it batches), each sending an acknowledgement to the parent as
+  soon as its append returned. After ``ARM_AT`` acknowledgements every
+  ``before-commit`` failpoint waits ``SLOW_COMMIT_S`` (a COMMIT that is slow to
+  come), and the first acknowledgement of an append called after that
+  SIGKILLs the child on the spot. The
+  parent reopens the location: every acknowledged append must be there, and
+  each run a gap-free prefix of its appends. A group commit that acknowledges
+  its callers before its COMMIT returned is caught every time: its callers
+  acknowledge while their leader waits before COMMIT, and the kill lands
+  first. A store without failpoints is killed at its first acknowledgement
+  after ``ARM_AT`` all the same.
+
+The operating system's half (power loss) is the faults suites' business.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from functools import partial
+from typing import Any, Final
+
+from rulvar_conformance.harness.certification import Certification, SuiteSpec
+from rulvar_conformance.harness.kit import (
+    ConformanceSuite,
+    build_check,
+    not_run,
+    require,
+)
+from rulvar_conformance.harness.processes import stream_spawned
+from rulvar_conformance.harness.site import at_fresh_location
+from rulvar_store.backend import (
+    Failpoint,
+    LocationFactory,
+    StoreLocation,
+    reports_durability,
+    set_failpoint_hook,
+)
+
+__all__ = ["SPEC", "durability_conformance"]
+
+WRITERS: Final = 6
+STEPS: Final = 400
+"""Appends per writer at most; the child is killed long before."""
+ARM_AT: Final = 30
+"""Acknowledgements before the kill is armed (batches are in full swing then)."""
+SLOW_COMMIT_S: Final = 0.25
+"""How long each ``before-commit`` waits once armed: an early acknowledgement
+reaches the parent and kills the child within it, on any machine that runs a
+woken thread within a quarter of a second."""
+CHILD_LIMIT_S: Final = 120.0
+PARENT_POLL_S: Final = 0.2
+
+
+def _run_of(writer: int) -> str:
+    return f"ack-run-{writer}"
+
+
+def _acknowledging_child(location: StoreLocation, parent: int, send: Any) -> None:
+    """In the spawned child: WRITERS threads of one handle append and acknowledge.
+
+    Sends ``("ack", writer, seq)`` per returned append, ``("error", text)`` if a
+    writer fails; the process SIGKILLs itself at the first acknowledgement after
+    the kill was armed.
+    """
+    report = threading.Lock()
+    armed = threading.Event()
+    acknowledged = [0]
+
+    def slow_commit(operation: str, point: Failpoint) -> None:
+        if point == "before-commit" and armed.is_set():
+            time.sleep(SLOW_COMMIT_S)
+
+    threading.Thread(target=_die_with_parent, args=(parent,), daemon=True).start()
+    try:
+        opened = location.open()
+    except Exception as exc:
+        send.send(("error", f"open failed: {type(exc).__name__}: {exc}"))
+        return
+    set_failpoint_hook(slow_commit)
+
+    def writer(number: int) -> None:
+        for seq in range(1, STEPS + 1):
+            # Only an append called once the kill is armed may trigger it: its
+            # batch's before-commit comes after the arming, so it is slowed.
+            trigger = armed.is_set()
+            try:
+                opened.journal.append(
+                    _run_of(number), {"kind": "step", "seq": seq, "writer": number}
+                )
+            except Exception as exc:
+                with report:
+                    send.send(
+                        ("error", f"writer {number}: {type(exc).__name__}: {exc}")
+                    )
+                return
+            with report:
+                send.send(("ack", number, seq))
+                acknowledged[0] += 1
+                if trigger:
+                    os.kill(os.getpid(), signal.SIGKILL)
+                if acknowledged[0] >= ARM_AT:
+                    armed.set()
+
+    threads = [
+        threading.Thread(target=writer, args=(number,), daemon=True)
+        for number in range(WRITERS)
+    ]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + CHILD_LIMIT_S  # one bound for all: a hung store
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    with report:
+        send.send(("done",))
+
+
+def _die_with_parent(parent: int) -> None:
+    """End the child once ``parent`` is gone (a check abandoned at its deadline
+    by a command that then exits must not leave a child behind, holding the
+    command's output pipes open). The pid comes from the parent: it may be gone
+    before the child has even started."""
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL_S)
+    os._exit(0)
+
+
+def _acknowledgements(
+    location: StoreLocation,
+) -> tuple[dict[int, set[int]], int | None]:
+    """Run the child; return what it acknowledged per writer and its exit code."""
+    acked: dict[int, set[int]] = {}
+    errors: list[str] = []
+
+    def heard(message: Any) -> bool:
+        if message[0] == "ack":
+            acked.setdefault(int(message[1]), set()).add(int(message[2]))
+            return True
+        if message[0] == "error":
+            errors.append(str(message[1]))
+        return False
+
+    code = stream_spawned(
+        _acknowledging_child, (location, os.getpid()), CHILD_LIMIT_S, heard
+    )
+    require(not errors, f"the child's writer failed: {'; '.join(errors)}")
+    return acked, code
+
+
+def _ack_survives_sigkill(locations: LocationFactory) -> None:
+    with at_fresh_location(locations, needs=("shared", "processes")) as site:
+        acked, code = _acknowledgements(site.location)
+        if not acked and code not in (None, -signal.SIGKILL):
+            not_run(
+                f"a spawned child process exited (code {code}) without acknowledging; "
+                "the calling program's main module must be importable and guard its "
+                "entry point with if __name__ == '__main__'"
+            )
+        require(
+            code == -signal.SIGKILL,
+            f"expected the child killed by SIGKILL after {ARM_AT} acknowledgements, "
+            f"observed exit code {code} with {sum(map(len, acked.values()))}",
+        )
+        reader = site.open()
+        lost: list[str] = []
+        for number, seqs in sorted(acked.items()):
+            stored = [item.get("seq") for item in reader.journal.load(_run_of(number))]
+            missing = sorted(seqs - set(stored))
+            if missing:
+                lost.append(f"writer {number} seqs {missing[:5]}")
+            expected = list(range(1, len(stored) + 1))
+            require(
+                stored == expected,
+                f"run {_run_of(number)} after the kill is not a gap-free prefix of its "
+                f"appends: {stored[:12]}",
+            )
+        require(
+            not lost,
+            "acknowledged appends missing after the writing process was SIGKILLed "
+            "(acknowledged before they were durable, X8): " + "; ".join(lost),
+        )
+
+
+def _durability_setting(locations: LocationFactory) -> None:
+    with at_fresh_location(locations) as site:
+        journal: Any = site.open().journal
+        if not reports_durability(journal):
+            not_run(
+                "the store reports no durability setting "
+                "(rulvar_store.backend.ReportsDurability)"
+            )
+        report = journal.durability()
+        require(
+            str(report.observed).lower() == str(report.declared).lower(),
+            f"the store declares {report.setting}={report.declared} but its session "
+            f"runs {report.setting}={report.observed} (X8)",
+        )
+
+
+def durability_conformance(certification: Certification) -> ConformanceSuite:
+    """The X8 checks over fresh locations."""
+    locations = certification.locations
+    return ConformanceSuite(
+        "durability",
+        (
+            build_check(
+                "durability-setting",
+                "the durability setting the session runs is the one the store declares",
+                ("X8",),
+                partial(_durability_setting, locations),
+            ),
+            build_check(
+                "ack-survives-sigkill",
+                "threads of one handle append; SIGKILL right after acknowledgements; "
+                "every acknowledged append survives",
+                ("X8", "J3"),
+                partial(_ack_survives_sigkill, locations),
+            ),
+        ),
+    )
+
+
+SPEC: Final = SuiteSpec(
+    "durability",
+    durability_conformance,
+    None,
+    False,
+    "acknowledged writes survive SIGKILL; the declared durability runs (X8)",
+)

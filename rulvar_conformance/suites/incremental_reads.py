@@ -1,0 +1,217 @@
+"""``incremental_reads_conformance(locations)``: ``load_since`` under concurrency and across lifetimes (X10).
+
+An observer polls a live run with ``load_since`` (``rulvar_store._incremental``):
+concatenating what successive calls return, starting over on ``restarted``,
+must always give exactly what ``load`` returns. Two ways that breaks:
+
+- ``load-since-concurrent-appends``: two other handles append to the run
+  while a third polls it (the writers go on until ``MIN_POLLS`` polls
+  overlapped them). A cursor taken from anything but the last entry
+  actually returned (the journal's length read after the entries, an id handed
+  out before its commit) skips an entry appended in between; one taken from
+  before the entries returns one twice. Every entry must arrive exactly once,
+  in ``load``'s order, and no poll may claim a restart.
+- ``load-since-across-incarnations``: a cursor issued before the run was
+  deleted and created again (with more entries than before, then fewer) must
+  never return the new incarnation's entries as new: it reports ``restarted``
+  with the new journal whole, never skips its first entries, and the cursor
+  it hands back continues the new incarnation.
+
+A store without ``load_since`` does not run these checks.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from functools import partial
+from typing import Any, Final
+
+from rulvar_conformance.harness.certification import Certification, SuiteSpec
+from rulvar_conformance.harness.kit import (
+    ConformanceSuite,
+    build_check,
+    not_run,
+    require,
+    run_concurrently,
+)
+from rulvar_conformance.harness.site import Site, at_fresh_location
+from rulvar_conformance.harness.surfaces import entry
+from rulvar_store import JournalEntry, OpenedStore, has_incremental_read
+
+__all__ = ["SPEC", "incremental_reads_conformance"]
+
+RUN: Final = "incremental-run"
+WRITERS: Final = 2
+APPENDS: Final = 60
+"""Appends per writer in ``load-since-concurrent-appends``, at least."""
+MIN_POLLS: Final = 40
+"""Polls that must overlap the appends (the writers go on until then)."""
+MAX_APPENDS: Final = 2_000
+"""Appends per writer at most (a bound if the poller stalls)."""
+POLL_PAUSE_S: Final = 0.001
+"""Between polls, so the poller leaves the writers the interpreter."""
+
+
+def _keys(entries: list[JournalEntry]) -> list[Any]:
+    return [item.get("key") for item in entries]
+
+
+def _reader(site: Site) -> Any:
+    journal: Any = site.open().journal
+    if not has_incremental_read(journal):
+        not_run("the store has no load_since (rulvar_store.IncrementalReadStore)")
+    return journal
+
+
+def _others(site: Site, count: int) -> list[OpenedStore]:
+    """``count`` more handles, or the first one again on an unshared location."""
+    if site.location.shared:
+        return [site.open() for _ in range(count)]
+    not_run("needs a second handle on the same location")
+    return []
+
+
+def _concurrent_appends(locations: Any) -> None:
+    with at_fresh_location(locations) as site:
+        reader = _reader(site)
+        writers = _others(site, WRITERS)
+        done = threading.Event()
+        polls = [0]
+        counts = [0] * WRITERS
+        collected: list[JournalEntry] = []
+        problems: list[str] = []
+
+        def poll() -> None:
+            cursor: str | None = None
+            while True:  # bounded by run_concurrently's timeout
+                finished = done.is_set()
+                tail = reader.load_since(RUN, cursor)
+                if tail.restarted:
+                    problems.append(f"a poll claimed a restart after {len(collected)}")
+                    collected.clear()
+                collected.extend(tail.entries)
+                cursor = tail.cursor
+                polls[0] += 1
+                if finished:
+                    return
+                time.sleep(POLL_PAUSE_S)
+
+        def write(number: int) -> None:
+            # At least APPENDS each, and on until the poller has polled MIN_POLLS
+            # times while they ran: every poll overlaps appends, however the
+            # machine schedules the threads.
+            tag = 0
+            while tag < APPENDS or (polls[0] < MIN_POLLS and tag < MAX_APPENDS):
+                writers[number].journal.append(RUN, entry(None, f"w{number}", tag))
+                tag += 1
+            counts[number] = tag
+
+        def writers_then_done() -> None:
+            try:
+                run_concurrently([partial(write, n) for n in range(WRITERS)])
+            finally:
+                done.set()
+
+        outcomes = run_concurrently([poll, writers_then_done])
+        for outcome in outcomes:
+            require(outcome.ok, f"a poller or writer failed: {outcome.error!r}")
+        stored = _keys(reader.load(RUN))
+        seen = _keys(collected)
+        require(not problems, "; ".join(problems) + " (nothing was deleted, X10)")
+        require(
+            len(stored) == sum(counts),
+            f"expected {sum(counts)} stored entries, observed {len(stored)}",
+        )
+        twice = sorted(key for key, n in Counter(seen).items() if n > 1)[:5]
+        polled = set(seen)
+        missing = [key for key in stored if key not in polled][:5]
+        require(
+            seen == stored,
+            f"the polls' entries differ from load's while other handles appended "
+            f"(X10): {len(seen)} polled vs {len(stored)} stored, skipped {missing}, "
+            f"returned twice {twice}",
+        )
+
+
+def _incarnations(locations: Any) -> None:
+    with at_fresh_location(locations) as site:
+        reader = _reader(site)
+        (writer,) = _others(site, 1)
+        journal = writer.journal
+        for tag in (1, 2):
+            journal.append(RUN, entry(None, "old", tag))
+        old = reader.load_since(RUN)
+        require(_keys(old.entries) == ["old-1", "old-2"], "the first poll is wrong")
+        _recreate(journal, "new", 4)
+        _starts_over(reader, old.cursor, ["new-1", "new-2", "new-3", "new-4"], "more")
+        before = reader.load_since(RUN)  # a cursor after all four new entries
+        _recreate(journal, "newer", 1)
+        _starts_over(reader, before.cursor, ["newer-1"], "fewer")
+        journal.delete(RUN)
+        gone = reader.load_since(RUN, before.cursor)
+        require(
+            gone.entries == [],
+            f"an old cursor of a deleted run returned {_keys(gone.entries)}",
+        )
+
+
+def _recreate(journal: Any, by: str, count: int) -> None:
+    journal.delete(RUN)
+    for tag in range(1, count + 1):
+        journal.append(RUN, entry(None, by, tag))
+
+
+def _starts_over(reader: Any, cursor: str, expected: list[str], size: str) -> None:
+    """An old incarnation's cursor: restarted with the whole new journal, then on."""
+    tail = reader.load_since(RUN, cursor)
+    what = f"a cursor issued before delete and re-creation with {size} entries"
+    require(
+        tail.restarted,
+        f"{what} returned {_keys(tail.entries)} as new, without restarted (X10)",
+    )
+    require(
+        _keys(tail.entries) == expected,
+        f"{what}: expected the whole new journal {expected}, observed "
+        f"{_keys(tail.entries)} (X10)",
+    )
+    after = reader.load_since(RUN, tail.cursor)
+    require(
+        after.entries == [] and not after.restarted,
+        f"{what}: the cursor it handed back did not continue the new incarnation "
+        f"(next poll {_keys(after.entries)}, restarted={after.restarted})",
+    )
+
+
+def incremental_reads_conformance(certification: Certification) -> ConformanceSuite:
+    """The X10 checks over fresh locations."""
+    locations = certification.locations
+    return ConformanceSuite(
+        "incremental-reads",
+        (
+            build_check(
+                "load-since-concurrent-appends",
+                "polling load_since while other handles append returns every entry "
+                "once, in load's order",
+                ("X10", "J2"),
+                partial(_concurrent_appends, locations),
+            ),
+            build_check(
+                "load-since-across-incarnations",
+                "an old cursor after delete and re-creation restarts with the whole "
+                "new journal, never returns it as new, never skips",
+                ("X10", "M6"),
+                partial(_incarnations, locations),
+            ),
+        ),
+    )
+
+
+SPEC: Final = SuiteSpec(
+    "incremental-reads",
+    incremental_reads_conformance,
+    None,
+    True,
+    "load_since while others append and across delete/re-creation (X10)",
+)
