@@ -91,10 +91,11 @@ class _ConnectionCount:
 
     def __init__(self, cluster: PrivateCluster) -> None:
         self.cluster = cluster
+        self.leak_wait_s = LEAK_WAIT_S
         self.before = len(cluster.client_backends())
 
     def finish(self) -> tuple[dict[str, Any], list[Violation]]:
-        deadline = time.monotonic() + LEAK_WAIT_S
+        deadline = time.monotonic() + self.leak_wait_s
         while True:
             rows = self.cluster.client_backends()
             if len(rows) <= self.before or time.monotonic() >= deadline:
@@ -118,7 +119,9 @@ class _ConnectionCount:
             [
                 violation(
                     f"CONNECTION LEAK: the server still held {leaked} client connection(s) "
-                    f"{LEAK_WAIT_S:g} s after every writer had exited: {rows[:3]}"[:600]
+                    f"{self.leak_wait_s:g} s after every writer had exited: {rows[:3]}"[
+                        :600
+                    ]
                 )
             ]
             if leaked

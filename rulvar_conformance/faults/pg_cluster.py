@@ -19,6 +19,7 @@ import os
 import pwd
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -28,7 +29,7 @@ from typing import Final
 
 from rulvar_store import ConfigError
 
-__all__ = ["PrivateCluster", "find_pg_bin"]
+__all__ = ["PrivateCluster", "find_pg_bin", "free_port"]
 
 PG_BIN_CANDIDATES: Final = tuple(
     f"/usr/lib/postgresql/{version}/bin" for version in range(18, 11, -1)
@@ -46,6 +47,13 @@ SERVER_SETTINGS: Final = {
     "tcp_user_timeout": "3000",
     "log_min_messages": "warning",
 }
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on now (the cluster binds it a moment later)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def find_pg_bin() -> Path | None:

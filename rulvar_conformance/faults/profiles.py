@@ -45,7 +45,8 @@ _CI_QUORUM: Final = SoakQuorum(takeovers=40, stale_probes=500)
 _PROFILES: Final = {
     ("network", "quick"): FaultProfile(
         "quick", "network", 3, 120.0, 250, _RUNS, ChaosPlan(),
-        _QUICK_QUORUM, FaultPlan(partitions=3, resets=3, degrades=1), outage_s=30.0,
+        _QUICK_QUORUM, FaultPlan(partitions=3, resets=3, degrades=1, interval_ms=300),
+        outage_s=30.0, companions=1,
     ),
     ("network", "ci"): FaultProfile(
         "ci", "network", 6, 300.0, 250, _RUNS,

@@ -15,14 +15,13 @@ of blocking for the kernel's retransmission minutes.
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING, Final
 
 from rulvar_conformance.faults.chaos import FaultDriver, NetworkFaults, ServerFaults
 from rulvar_conformance.faults.netns import HostFabric, netns_available
-from rulvar_conformance.faults.pg_cluster import PrivateCluster
+from rulvar_conformance.faults.pg_cluster import PrivateCluster, free_port
 from rulvar_conformance.faults.profiles import FaultProfile
 from rulvar_conformance.faults.proxy import FaultProxy
 from rulvar_store import ConfigError
@@ -39,12 +38,6 @@ CLIENT_BOUNDS: Final = (
     "&tcp_user_timeout=1000&connect_timeout_s=2"
 )
 """libpq's TCP bounds plus the store's connect bound: a dead link fails in ~1-2 s."""
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @contextmanager
@@ -93,7 +86,7 @@ def run_fault_soak(
             fabric = HostFabric(n_writers).open()
             stack.callback(fabric.close)
             address = fabric.server_address
-        cluster = PrivateCluster(address, _free_port())
+        cluster = PrivateCluster(address, free_port())
         stack.callback(cluster.destroy)
         cluster.init()
         cluster.start()
