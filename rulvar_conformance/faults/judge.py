@@ -234,7 +234,7 @@ def _server(
     kills = [e for e in actions if e.get("t") == "server-kill"]
     ups = [e for e in actions if e.get("t") == "server-up"]
     outages = [int(e.get("outage_ms", 0)) for e in ups]
-    carried_on = 0
+    carried_on = across = 0
     unknown_in_outage = 0
     for kill, up in zip(kills, ups, strict=False):
         down_ns, up_ns = int(kill["ns"]), int(up["ns"])
@@ -247,6 +247,7 @@ def _server(
             started = records[0].get("ns", 0) if records else 0
             if int(started) > up_ns or ends.get(who, stop_ns) < up_ns:
                 continue  # not alive across this restart
+            across += 1
             if _first_success_after(records, up_ns) is not None:
                 carried_on += 1
             else:
@@ -257,6 +258,7 @@ def _server(
         "outage_ms": outages,
         "processes_killed": sum(int(e.get("processes", 0)) for e in kills),
         "unknown_outcomes_during_outages": unknown_in_outage,
+        "writers_across_a_restart": across,
         "writers_that_carried_on": carried_on,
     }
 
@@ -310,7 +312,8 @@ def _rows(figures: Mapping[str, Any]) -> list[tuple[str, str]]:
             (
                 "during the outages",
                 f"{server['unknown_outcomes_during_outages']} calls got StoreUnavailableError; "
-                f"{server['writers_that_carried_on']} writer restarts carried on",
+                f"{server['writers_that_carried_on']} of {server['writers_across_a_restart']} "
+                "writers alive across a restart succeeded again",
             )
         )
     unknown = figures["unknown_outcomes"]
