@@ -202,12 +202,7 @@ def _soak(
         f"{n_writers} writers, ttl {profile.ttl_ms} ms, cap {seconds or profile.seconds:g} s"
         + (", through the asyncio API" if through_async else "")
     )
-    scratch = (
-        None
-        if report_dir
-        else tempfile.TemporaryDirectory(prefix="rulvar-soak-report-")
-    )
-    folder = report_dir or scratch.name  # type: ignore[union-attr]  # one of the two is set
+    scratch, folder = _report_folder(report_dir)
     started = time.monotonic()
     try:
         with backend.certify(parsed) as certified:
@@ -247,6 +242,16 @@ def _soak(
         if scratch is not None:
             scratch.cleanup()
     _verdict(result.summary)
+
+
+def _report_folder(
+    report_dir: str | None,
+) -> tuple[tempfile.TemporaryDirectory[str] | None, str]:
+    """The report folder: the one asked for, else a temporary one (and its handle)."""
+    if report_dir:
+        return None, report_dir
+    scratch = tempfile.TemporaryDirectory(prefix="rulvar-soak-report-")
+    return scratch, scratch.name
 
 
 def _show(
@@ -304,12 +309,7 @@ def _fault_soak(
         f"under {kind} faults, profile {profile.name}: {writers or profile.writers} "
         f"writers, ttl {profile.ttl_ms} ms, cap {seconds or profile.seconds:g} s"
     )
-    scratch = (
-        None
-        if report_dir
-        else tempfile.TemporaryDirectory(prefix="rulvar-soak-report-")
-    )
-    folder = report_dir or scratch.name  # type: ignore[union-attr]  # one of the two is set
+    scratch, folder = _report_folder(report_dir)
     started = time.monotonic()
     try:
         try:

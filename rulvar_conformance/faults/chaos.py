@@ -51,6 +51,20 @@ class FaultPlan:
     outage_ms: tuple[int, int] = (300, 1500)
 
 
+class _Link(Protocol):
+    """Faults between writer host ``index`` and the server (``HostFabric``, ``FaultProxy``)."""
+
+    def cut(self, index: int) -> None: ...
+
+    def heal(self, index: int) -> None: ...
+
+    def reset(self, index: int) -> int: ...
+
+    def degrade(self, index: int, delay_ms: int, loss_pct: float) -> str: ...
+
+    def restore(self, index: int) -> None: ...
+
+
 class FaultDriver(Protocol):
     """What the storm loop asks of a fault layer (see the module docstring)."""
 
@@ -152,7 +166,12 @@ class NetworkFaults(_ConnectionCount):
         fabric: HostFabric | None = None,
         proxy: FaultProxy | None = None,
     ) -> None:
-        if (fabric is None) == (proxy is None):
+        self.link: _Link
+        if fabric is not None and proxy is None:
+            self.link = fabric
+        elif proxy is not None and fabric is None:
+            self.link = proxy
+        else:
             raise ValueError("NetworkFaults needs exactly one of fabric and proxy")
         super().__init__(cluster)
         self.plan, self.ttl_ms = plan, ttl_ms
@@ -167,47 +186,11 @@ class NetworkFaults(_ConnectionCount):
         )
 
     def launch(self, index: int) -> tuple[list[str], dict[str, str]]:
-        if self.fabric is not None:
-            env = {
-                "PGHOST": self.fabric.server_address,
-                "PGPORT": str(self.cluster.port),
-            }
-            return self.fabric.prefix(index), env
-        assert self.proxy is not None
-        return [], {"PGHOST": "127.0.0.1", "PGPORT": str(self.proxy.port_of(index))}
-
-    def _cut(self, index: int) -> None:
-        if self.fabric is not None:
-            self.fabric.cut(index)
-        else:
-            assert self.proxy is not None
-            self.proxy.cut(index)
-
-    def _heal(self, index: int) -> None:
-        if self.fabric is not None:
-            self.fabric.heal(index)
-        else:
-            assert self.proxy is not None
-            self.proxy.heal(index)
-
-    def _reset(self, index: int) -> int:
-        if self.fabric is not None:
-            return self.fabric.reset(index)
-        assert self.proxy is not None
-        return self.proxy.reset(index)
-
-    def _degrade(self, index: int) -> str:
-        if self.fabric is not None:
-            return self.fabric.degrade(index, DEGRADE_DELAY_MS, DEGRADE_LOSS_PCT)
-        assert self.proxy is not None
-        return self.proxy.degrade(index, DEGRADE_DELAY_MS)
-
-    def _restore(self, index: int) -> None:
-        if self.fabric is not None:
-            self.fabric.restore(index)
-        else:
-            assert self.proxy is not None
-            self.proxy.restore(index)
+        if self.proxy is not None:
+            return [], {"PGHOST": "127.0.0.1", "PGPORT": str(self.proxy.port_of(index))}
+        assert self.fabric is not None
+        env = {"PGHOST": self.fabric.server_address, "PGPORT": str(self.cluster.port)}
+        return self.fabric.prefix(index), env
 
     def step(self, storm: Storm) -> None:
         left = [kind for kind, count in self.done.items() if count < self._goal(kind)]
@@ -229,7 +212,7 @@ class NetworkFaults(_ConnectionCount):
             writer, (run_id, epoch) = storm.rng.choice(holders)
             low, high = self.plan.partition_ttls
             hold_s = storm.rng.uniform(low, high) * self.ttl_ms / 1000.0
-            self._cut(writer.index)
+            self.link.cut(writer.index)
             self.cuts[writer.index] = _Cut(writer, time.monotonic() + hold_s)
             storm.record(
                 "partition", writer, run=run_id, epoch=epoch,
@@ -237,7 +220,7 @@ class NetworkFaults(_ConnectionCount):
             )  # fmt: skip
         elif kind == "reset":
             writer = storm.rng.choice(healthy)
-            sockets = self._reset(writer.index)
+            sockets = self.link.reset(writer.index)
             storm.record("reset", writer, sockets=sockets, via=self.via)
             if sockets == 0:
                 return  # the writer had no connection open: no reset happened
@@ -245,7 +228,7 @@ class NetworkFaults(_ConnectionCount):
             writer = storm.rng.choice(healthy)
             low_ms, high_ms = self.plan.degrade_ms
             hold_s = storm.rng.uniform(low_ms, high_ms) / 1000.0
-            what = self._degrade(writer.index)
+            what = self.link.degrade(writer.index, DEGRADE_DELAY_MS, DEGRADE_LOSS_PCT)
             self.slow[writer.index] = time.monotonic() + hold_s
             storm.record("degrade", writer, what=what, hold_ms=round(hold_s * 1000))
         self.done[kind] += 1
@@ -264,20 +247,20 @@ class NetworkFaults(_ConnectionCount):
                 self._heal_one(storm, index)
         for index, until in list(self.slow.items()):
             if now >= until:
-                self._restore(index)
+                self.link.restore(index)
                 del self.slow[index]
                 storm.record("restore", storm.writers.get(index) or _gone(storm, index))
 
     def _heal_one(self, storm: Storm, index: int) -> None:
         cut = self.cuts.pop(index)
-        self._heal(index)
+        self.link.heal(index)
         storm.record("heal", cut.writer)
 
     def settle(self, storm: Storm) -> None:
         for index in list(self.cuts):
             self._heal_one(storm, index)
         for index in list(self.slow):
-            self._restore(index)
+            self.link.restore(index)
             del self.slow[index]
 
     def missing(self) -> list[str]:

@@ -129,9 +129,11 @@ class FaultProxy:
             _abort(upstream)
         return len(live)
 
-    def degrade(self, index: int, delay_ms: int) -> str:
+    def degrade(self, index: int, delay_ms: int, loss_pct: float) -> str:
+        """Delay only: a loss between the proxy's two sockets would be retransmitted
+        by neither, so ``loss_pct`` is not applied (the record says so)."""
         self.hosts[index].delay_s = delay_ms / 1000.0
-        return f"proxy delay {delay_ms} ms per chunk"
+        return f"proxy delay {delay_ms} ms per chunk (no loss: {loss_pct}% not applied)"
 
     def restore(self, index: int) -> None:
         self.hosts[index].delay_s = 0.0
