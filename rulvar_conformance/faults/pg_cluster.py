@@ -91,10 +91,13 @@ class PrivateCluster:
     Attributes:
         address: the TCP address it listens on (writers reach it there).
         port: its TCP port (also names the unix socket).
+        settings: server settings over ``SERVER_SETTINGS`` (a test's seeded
+            defect: ``synchronous_commit=off`` acknowledges before the WAL is out).
     """
 
     address: str
     port: int
+    settings: dict[str, str] = field(default_factory=dict)
     root: Path = field(
         default_factory=lambda: Path(tempfile.mkdtemp(prefix="rulvar-pg-"))
     )
@@ -159,7 +162,10 @@ class PrivateCluster:
                 f"-c listen_addresses='{self.address}'",
                 f"-p {self.port}",
                 f"-c unix_socket_directories='{self.socket_dir}'",
-                *(f"-c {key}={value}" for key, value in SERVER_SETTINGS.items()),
+                *(
+                    f"-c {key}={value}"
+                    for key, value in {**SERVER_SETTINGS, **self.settings}.items()
+                ),
             ]
         )
         done = self._as_owner(

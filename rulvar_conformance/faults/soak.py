@@ -25,7 +25,7 @@ from rulvar_conformance.faults.pg_cluster import PrivateCluster, free_port
 from rulvar_conformance.faults.profiles import FaultProfile
 from rulvar_conformance.faults.proxy import FaultProxy
 from rulvar_store import ConfigError
-from rulvar_store.backend import parse_store_url, resolve_backend
+from rulvar_store.backend import StoreLocation, parse_store_url, resolve_backend
 
 if TYPE_CHECKING:
     from rulvar_conformance.soak.runner import SoakResult
@@ -64,10 +64,14 @@ def run_fault_soak(
     report_dir: str | os.PathLike[str] | None = None,
     on_progress: Callable[[float, SoakActivity], None] | None = None,
     force_proxy: bool = False,
+    server_settings: dict[str, str] | None = None,
+    wrap: Callable[[StoreLocation], StoreLocation] | None = None,
 ) -> SoakResult:
     """Soak a private cluster under ``profile.kind`` faults; never raises on violations.
 
     ``force_proxy``: use the loopback proxy even where namespaces can be made.
+    ``server_settings``: over the private cluster's own (``PrivateCluster.settings``).
+    ``wrap``: replaces the fresh location (a test's seeded store defect).
 
     Raises:
         ConfigError: no PostgreSQL server binaries, or the cluster or the hosts
@@ -86,7 +90,7 @@ def run_fault_soak(
             fabric = HostFabric(n_writers).open()
             stack.callback(fabric.close)
             address = fabric.server_address
-        cluster = PrivateCluster(address, free_port())
+        cluster = PrivateCluster(address, free_port(), dict(server_settings or {}))
         stack.callback(cluster.destroy)
         cluster.init()
         cluster.start()
@@ -107,7 +111,8 @@ def run_fault_soak(
         backend = resolve_backend(parsed)
         assert backend.certify is not None  # PostgreSQL certifies fresh schemas
         certified = stack.enter_context(backend.certify(parsed))
-        location = certified()
+        fresh = certified()
+        location = wrap(fresh) if wrap is not None else fresh
         try:
             return run_multi_process_soak(
                 location,
@@ -126,5 +131,5 @@ def run_fault_soak(
                 outage_s=profile.outage_s,
             )
         finally:
-            location.remove()
+            fresh.remove()
     raise AssertionError("unreachable")  # pragma: no cover - the with returns or raises

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,9 @@ from rulvar_conformance.faults.netns import netns_available
 from rulvar_conformance.faults.pg_cluster import PrivateCluster, find_pg_bin, free_port
 from rulvar_conformance.faults.profiles import fault_profile
 from rulvar_conformance.faults.soak import run_fault_soak
+from rulvar_store.backend import StoreLocation, UrlOpener
 from tests._postgres_gate import in_ci
+from tests.soak.seeded_defects import AcksWhenUnavailableOpener
 
 pytestmark = pytest.mark.soak
 
@@ -107,6 +110,23 @@ def test_server_crashes_keep_every_acknowledged_write(tmp_path: Path) -> None:
     assert summary.activity.accepted > 0
     written = json.loads((tmp_path / "summary.json").read_text())
     assert written["faults"]["server"]["kills"] == server["kills"]
+
+
+@pytest.mark.clause("S14")
+def test_server_crashes_catch_a_store_that_acknowledges_what_never_landed(
+    tmp_path: Path,
+) -> None:
+    """Seeded defect: appends the down server never got are acknowledged; caught."""
+    _need_server_binaries()
+
+    def defective(location: StoreLocation) -> StoreLocation:
+        assert isinstance(location.opener, UrlOpener)
+        return replace(location, opener=AcksWhenUnavailableOpener(location.opener))
+
+    result = run_fault_soak(fault_profile("server", "quick"), wrap=defective)
+    kinds = {item.kind for item in result.summary.violations}
+    assert result.summary.faults["lost_acknowledged_writes"] > 0, kinds
+    assert kinds & {"LOST WRITE", "COMPANION LOST ACK"}
 
 
 @pytest.mark.clause("S13")
