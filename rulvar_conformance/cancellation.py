@@ -234,8 +234,8 @@ def _cancelled_write(
     """Cancel the write at its ``index``-th failpoint (``None``: right after it starts)."""
     before, after = states
     rig = _Rig(locations(), op)
+    pause = FailpointPause(index if index is not None else -1)
     try:
-        pause = FailpointPause(index if index is not None else -1)
         context = contextvars.copy_context()
         context.run(pause.aim)
         with installed(pause.hook):
@@ -279,6 +279,9 @@ def _cancelled_write(
             lambda: rig.opened.journal.append(f"{RUN}-same", {"seq": 1}, same_lease)
         )
     finally:
+        # A failed require leaves the aimed caller paused: let it go before closing,
+        # or it sits out PAUSE_LIMIT_S and holds the store's transaction open.
+        pause.release()
         rig.close()
 
 

@@ -209,10 +209,15 @@ def test_open_store_builds_a_postgres_pair() -> None:
 
 
 @pytest.mark.clause("X5")
-def test_certify_runs_every_suite_in_fresh_schemas_and_drops_them(
+def test_certify_opens_a_fresh_schema_per_location_and_drops_them(
     pg_url: str, admin: Any
 ) -> None:
-    """The plugin's certify: a fresh schema per factory call, all suites pass, all dropped."""
+    """The plugin's certify: a fresh schema per factory call, the suites pass, all dropped.
+
+    Two suites that open many locations (one per check, two handles each) are
+    enough to see the schemas come and go; every default suite on PostgreSQL is
+    certified by tests/conformance/test_certify_backends.py.
+    """
     from rulvar_conformance import (
         Certification,
         certification_suites,
@@ -237,12 +242,14 @@ def test_certify_runs_every_suite_in_fresh_schemas_and_drops_them(
         capabilities = probe_capabilities(recording)
         assert capabilities == info.backend.capabilities
         results = run_suites(
-            certification_suites(Certification(recording, capabilities))
+            certification_suites(
+                Certification(recording, capabilities), ["journal", "two-handles"]
+            )
         )
     failed = [r.error for r in results if not r.passed]
     assert not failed
-    assert len(results) >= 25
-    assert len(set(used)) == len(used) > 25  # a fresh schema per location
+    assert len(results) >= 15
+    assert len(set(used)) == len(used) > 15  # a fresh schema per location
     left = admin.execute(
         "SELECT count(*) FROM pg_namespace WHERE nspname = ANY(%s)", (used,)
     ).fetchone()
