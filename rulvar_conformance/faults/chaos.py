@@ -62,7 +62,7 @@ class _Link(Protocol):
 
     def degrade(self, index: int, delay_ms: int, loss_pct: float) -> str: ...
 
-    def restore(self, index: int) -> None: ...
+    def restore(self, index: int) -> dict[str, int]: ...
 
 
 class FaultDriver(Protocol):
@@ -247,9 +247,14 @@ class NetworkFaults(_ConnectionCount):
                 self._heal_one(storm, index)
         for index, until in list(self.slow.items()):
             if now >= until:
-                self.link.restore(index)
-                del self.slow[index]
-                storm.record("restore", storm.writers.get(index) or _gone(storm, index))
+                self._restore_one(storm, index)
+
+    def _restore_one(self, storm: Storm, index: int) -> None:
+        packets = self.link.restore(index)
+        del self.slow[index]
+        storm.record(
+            "restore", storm.writers.get(index) or _gone(storm, index), **packets
+        )
 
     def _heal_one(self, storm: Storm, index: int) -> None:
         cut = self.cuts.pop(index)
@@ -260,8 +265,7 @@ class NetworkFaults(_ConnectionCount):
         for index in list(self.cuts):
             self._heal_one(storm, index)
         for index in list(self.slow):
-            self.link.restore(index)
-            del self.slow[index]
+            self._restore_one(storm, index)
 
     def missing(self) -> list[str]:
         return [

@@ -62,9 +62,12 @@ def judge_faults(
         }
     degrades = [e for e in actions if e.get("t") == "degrade"]
     if degrades:
+        restores = [e for e in actions if e.get("t") == "restore"]
         figures["degrades"] = {
             "count": len(degrades),
             "what": sorted({str(e.get("what")) for e in degrades}),
+            "packets_passed": sum(int(e.get("sent", 0)) for e in restores),
+            "packets_dropped": sum(int(e.get("dropped", 0)) for e in restores),
         }
     server = _server(history, actions, by_writer, ends, stop_ns, out)
     if server["kills"]:
@@ -297,7 +300,12 @@ def _rows(figures: Mapping[str, Any]) -> list[tuple[str, str]]:
     degrades = figures.get("degrades")
     if degrades:
         rows.append(
-            ("slow links", f"{degrades['count']}: {'; '.join(degrades['what'])}")
+            (
+                "slow links",
+                f"{degrades['count']}: {'; '.join(degrades['what'])}; "
+                f"{degrades['packets_passed']} packets passed, "
+                f"{degrades['packets_dropped']} dropped",
+            )
         )
     server = figures.get("server")
     if server:

@@ -14,13 +14,15 @@ Faults, all from outside the writer processes:
 - ``reset(i)``: ``ss -K`` destroys the server's sockets to host i; the kernel
   sends a RST, so the writer's connections fail at once (a middlebox reset).
 - ``degrade(i)`` / ``restore(i)``: ``tc netem`` delay and loss on the host side
-  of the veth; a kernel without netem gets a token-bucket slow link instead
-  (``tbf``), and the fault record says which one ran.
+  of the veth; a kernel without netem gets the same from htb, tbf and a classic
+  BPF filter's random draw (see ``degrade``), and the fault record says which
+  ran and how many packets the link passed and dropped.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -32,6 +34,13 @@ from rulvar_store import ConfigError
 __all__ = ["HostFabric", "netns_available"]
 
 COMMAND_TIMEOUT_S: Final = 20
+_BPF_RANDOM: Final = 2**32 - 4096 + 56
+"""Classic BPF's load offset of the random ancillary word (SKF_AD_OFF + SKF_AD_RANDOM)."""
+_CLASS_PASS: Final = 0x10010
+_CLASS_DROP: Final = 0x10020
+_STATS: Final = re.compile(
+    r"^qdisc (\S+) (\S+) .*\n Sent \d+ bytes (\d+) pkt \(dropped (\d+)", re.M
+)
 
 
 def netns_available() -> str | None:
@@ -57,6 +66,63 @@ def _run(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
             f"network fault layer: {' '.join(argv)} failed: {done.stderr.strip()[:300]}"
         )
     return done
+
+
+def _packet_counts(shown: str) -> dict[str, int]:
+    """Sent and dropped packets of a slow link from ``tc -s qdisc show``.
+
+    With netem (one qdisc) its counts; with the htb construction, what the
+    latency class sent and what the loss class (handle 20:) dropped.
+    """
+    sent = dropped = 0
+    for kind, handle, packets, drops in _STATS.findall(shown):
+        if kind == "netem":
+            return {"sent": int(packets), "dropped": int(drops)}
+        if handle == "10:":
+            sent += int(packets)
+        elif handle == "20:":
+            dropped += int(drops)
+    return {"sent": sent, "dropped": dropped}
+
+
+def _shape(prefix: tuple[str, ...], dev: str, delay_ms: int, loss_pct: float) -> str:
+    """Delay and loss on ``dev``'s egress: netem, or its stand-in; returns which."""
+    done = _run(
+        *prefix, "tc", "qdisc", "replace", "dev", dev, "root", "netem",
+        "delay", f"{delay_ms}ms", "loss", f"{loss_pct}%", check=False,
+    )  # fmt: skip
+    if done.returncode == 0:
+        return f"netem delay {delay_ms} ms, loss {loss_pct}%"
+    # No netem in this kernel (no sch_netem): build loss and delay from what is
+    # there. An htb root sends each packet to class 1:10 (a tbf slow link, a
+    # queue that adds latency) or, when a classic BPF filter's random draw falls
+    # under the loss share, to class 1:20, whose pfifo holds 0 packets: dropped.
+    threshold = int(loss_pct / 100.0 * 2**32)
+    program = ",".join(
+        [
+            "4",
+            f"32 0 0 {_BPF_RANDOM}",  # A = a random u32
+            f"53 0 1 {threshold}",  # A >= threshold: the next line, else skip it
+            f"6 0 0 {_CLASS_PASS}",  # classid 1:10
+            f"6 0 0 {_CLASS_DROP}",  # classid 1:20
+        ]
+    )
+    latency_ms = max(delay_ms, 50)
+    for argv in (
+        ("qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "10"),
+        ("class", "add", "dev", dev, "parent", "1:", "classid", "1:10", "htb", "rate", "1gbit"),
+        ("class", "add", "dev", dev, "parent", "1:", "classid", "1:20", "htb", "rate", "1gbit"),
+        ("qdisc", "add", "dev", dev, "parent", "1:20", "handle", "20:", "pfifo", "limit", "0"),
+        ("qdisc", "add", "dev", dev, "parent", "1:10", "handle", "10:", "tbf",
+         "rate", "256kbit", "burst", "4kb", "latency", f"{latency_ms}ms"),
+        ("filter", "add", "dev", dev, "parent", "1:", "bpf", "bytecode", program,
+         "classid", "1:10"),
+    ):  # fmt: skip
+        _run(*prefix, "tc", *argv)
+    return (
+        f"htb: tbf 256 kbit/s (queue latency <= {latency_ms} ms) + {loss_pct}% random "
+        "loss by a BPF filter, both ways (this kernel has no tc netem)"
+    )
 
 
 @dataclass
@@ -139,29 +205,26 @@ class HostFabric:
         # ss prints each socket it destroyed (header suppressed with -H).
         return sum(1 for line in done.stdout.splitlines() if line.strip())
 
+    def _ends(self, index: int) -> tuple[tuple[tuple[str, ...], str], ...]:
+        """Both ends of host ``index``'s link: (command prefix, device)."""
+        inside = ("ip", "netns", "exec", self.namespace(index))
+        return ((), self.veth(index)), (inside, f"rv{self.tag}n{index}")
+
     def degrade(self, index: int, delay_ms: int, loss_pct: float) -> str:
-        """Delay and loss on host ``index``'s link; returns what ran (netem or tbf)."""
-        dev = self.veth(index)
-        done = _run(
-            "tc", "qdisc", "replace", "dev", dev, "root", "netem",
-            "delay", f"{delay_ms}ms", "loss", f"{loss_pct}%", check=False,
-        )  # fmt: skip
-        if done.returncode == 0:
-            self.degrade_kind = f"netem delay {delay_ms} ms, loss {loss_pct}%"
-            return self.degrade_kind
-        # No netem in this kernel: a slow link (a queue that adds latency) instead.
-        _run(
-            "tc", "qdisc", "replace", "dev", dev, "root", "tbf",
-            "rate", "256kbit", "burst", "4kb", "latency", f"{max(delay_ms, 50)}ms",
-        )  # fmt: skip
-        self.degrade_kind = (
-            f"tbf 256 kbit/s, queue latency <= {max(delay_ms, 50)} ms "
-            f"(tc netem unavailable: {done.stderr.strip()[:80]})"
-        )
+        """Delay and loss both ways on host ``index``'s link; returns what ran."""
+        for prefix, dev in self._ends(index):
+            self.degrade_kind = _shape(prefix, dev, delay_ms, loss_pct)
         return self.degrade_kind
 
-    def restore(self, index: int) -> None:
-        _run("tc", "qdisc", "del", "dev", self.veth(index), "root", check=False)
+    def restore(self, index: int) -> dict[str, int]:
+        """Remove the slow link; returns the packets it passed and dropped."""
+        total = {"sent": 0, "dropped": 0}
+        for prefix, dev in self._ends(index):
+            shown = _run(*prefix, "tc", "-s", "qdisc", "show", "dev", dev, check=False)
+            _run(*prefix, "tc", "qdisc", "del", "dev", dev, "root", check=False)
+            for key, value in _packet_counts(shown.stdout).items():
+                total[key] += value
+        return total
 
     def close(self) -> None:
         """Remove every link and namespace this fabric made (idempotent)."""

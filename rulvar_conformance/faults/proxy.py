@@ -135,8 +135,9 @@ class FaultProxy:
         self.hosts[index].delay_s = delay_ms / 1000.0
         return f"proxy delay {delay_ms} ms per chunk (no loss: {loss_pct}% not applied)"
 
-    def restore(self, index: int) -> None:
+    def restore(self, index: int) -> dict[str, int]:
         self.hosts[index].delay_s = 0.0
+        return {}  # the proxy counts no packets
 
     def close(self) -> None:
         self.closed.set()
