@@ -19,15 +19,17 @@ import errno
 import os
 import secrets
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 from typing import Final
 
 from rulvar_store._failpoints import hit
+from rulvar_store._fork import ForkGuard, holding
 from rulvar_store._refs import check_safe_token
 from rulvar_store.errors import (
     ConfigError,
     JournalOrderViolation,
+    StoreClosedError,
     StoreUnavailableError,
 )
 
@@ -37,6 +39,7 @@ __all__ = [
     "META_FILE",
     "RUN_BLOB_FILE",
     "TEMP_MARK",
+    "GuardedHandle",
     "ensure_dir",
     "fsync_dir",
     "os_errors",
@@ -197,3 +200,25 @@ def write_atomic(path: Path, data: bytes, operation: str = "write") -> None:
         raise
     hit(operation, "after-rename")
     fsync_dir(path.parent)
+
+
+class GuardedHandle:
+    """The lock, closed flag and fork guard of one file-store handle.
+
+    ``_entered`` is every call's way in: a handle used in a forked child refuses
+    (``ForkedStoreError``, Y4) BEFORE the lock, since a lock another thread held
+    at the fork is never released in the child; then a closed handle refuses.
+    """
+
+    _lock: AbstractContextManager[object]
+    _closed: bool
+    _fork: ForkGuard
+
+    @contextmanager
+    def _entered(self, operation: str) -> Iterator[None]:
+        with holding(self._fork, self._lock, operation):
+            if self._closed:
+                raise StoreClosedError(
+                    f"{operation} on {self!r}: the store is closed", operation
+                )
+            yield

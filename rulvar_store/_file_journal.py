@@ -39,6 +39,7 @@ from rulvar_store._file_io import (
     JOURNAL_FILE,
     META_FILE,
     TEMP_MARK,
+    GuardedHandle,
     ensure_dir,
     fsync_dir,
     os_errors,
@@ -47,6 +48,7 @@ from rulvar_store._file_io import (
     write_all,
     write_atomic,
 )
+from rulvar_store._fork import ForkGuard
 from rulvar_store._incremental import JournalTail, parse_cursor
 from rulvar_store._json import load_record
 from rulvar_store._jsonl_file import (
@@ -72,7 +74,6 @@ from rulvar_store._refs import check_safe_token, is_safe_token
 from rulvar_store.errors import (
     ConfigError,
     JournalOrderViolation,
-    StoreClosedError,
 )
 
 __all__ = ["CorruptFileError", "JsonlFileStore", "TornTail"]
@@ -114,7 +115,7 @@ def _safe_run_id(run_id: object, operation: str, argument: str = "run_id") -> st
 
 
 @final
-class JsonlFileStore:
+class JsonlFileStore(GuardedHandle):
     """Journal and meta store over one directory per run; safe across threads.
 
     Not leasable and never fenced: it is single-writer by contract (J8, T8) and
@@ -150,6 +151,7 @@ class JsonlFileStore:
         self._tails: dict[str, CachedTail] = {}
         self._torn: dict[str, TornTail] = {}
         self._closed = False
+        self._fork = ForkGuard(repr(self))
 
     def __repr__(self) -> str:
         return f"JsonlFileStore({str(self.root)!r}, repair={self.repair})"
@@ -165,12 +167,6 @@ class JsonlFileStore:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-    def _check_open(self, operation: str = "call") -> None:
-        if self._closed:
-            raise StoreClosedError(
-                f"{operation} on {self!r}: the store is closed", operation
-            )
 
     # -- torn tails ------------------------------------------------------------
 
@@ -247,8 +243,7 @@ class JsonlFileStore:
         )  # D2: before any write
         seq = finite_seq(entry)
         path = directory / JOURNAL_FILE
-        with self._lock, os_errors(f"append to run {run_id!r}", path):
-            self._check_open("append")
+        with self._entered("append"), os_errors(f"append to run {run_id!r}", path):
             self._settle_delete(run_id, directory, "append")
             ensure_dir(directory)
             flags = os.O_RDWR | os.O_APPEND | _CLOEXEC
@@ -311,8 +306,7 @@ class JsonlFileStore:
             CorruptFileError: a bad line before the last one.
         """
         path = run_dir(self.root, _safe_run_id(run_id, "load")) / JOURNAL_FILE
-        with self._lock, os_errors(f"load of run {run_id!r}", path):
-            self._check_open("load")
+        with self._entered("load"), os_errors(f"load of run {run_id!r}", path):
             if self._settle_delete(run_id, path.parent, "load"):
                 return []
             try:
@@ -352,8 +346,10 @@ class JsonlFileStore:
         """
         position = parse_cursor(cursor, "file", 3)
         path = run_dir(self.root, run_id) / JOURNAL_FILE
-        with self._lock, os_errors(f"load_since of run {run_id!r}", path):
-            self._check_open()
+        with (
+            self._entered("load_since"),
+            os_errors(f"load_since of run {run_id!r}", path),
+        ):
             try:
                 fd = os.open(path, os.O_RDONLY | _CLOEXEC)
             except FileNotFoundError:
@@ -410,8 +406,7 @@ class JsonlFileStore:
         directory = run_dir(self.root, run_id)
         data = (text + "\n").encode("utf-8")  # D2: before any write
         path = directory / META_FILE
-        with self._lock, os_errors(f"put_meta of run {run_id!r}", path):
-            self._check_open("put_meta")
+        with self._entered("put_meta"), os_errors(f"put_meta of run {run_id!r}", path):
             self._settle_delete(run_id, directory, "put_meta")
             ensure_dir(directory)
             write_atomic(path, data, "put_meta")
@@ -447,8 +442,7 @@ class JsonlFileStore:
             CorruptFileError: the meta file is not a JSON object.
         """
         path = run_dir(self.root, _safe_run_id(run_id, "get_meta")) / META_FILE
-        with self._lock, os_errors(f"get_meta of run {run_id!r}", path):
-            self._check_open("get_meta")
+        with self._entered("get_meta"), os_errors(f"get_meta of run {run_id!r}", path):
             if self._settle_delete(run_id, path.parent, "get_meta"):
                 return None
             return self._read_meta(run_id, path)
@@ -472,8 +466,7 @@ class JsonlFileStore:
     def list_runs(self, run_filter: RunFilter | None = None) -> list[RunMeta]:
         """Return matching metas ordered by run id, reading meta files only (M1, M4)."""
         run_filter = _intake.run_filter(run_filter)
-        with self._lock, os_errors("list_runs", self.root):
-            self._check_open("list_runs")
+        with self._entered("list_runs"), os_errors("list_runs", self.root):
             try:
                 with os.scandir(self.root) as scan:
                     names = sorted(
@@ -507,8 +500,7 @@ class JsonlFileStore:
         """
         _intake.lease_or_none(lease, "delete")
         directory = run_dir(self.root, _safe_run_id(run_id, "delete"))
-        with self._lock, os_errors(f"delete of run {run_id!r}", directory):
-            self._check_open("delete")
+        with self._entered("delete"), os_errors(f"delete of run {run_id!r}", directory):
             self._tails.pop(run_id, None)
             self._torn.pop(run_id, None)
             present = [

@@ -20,6 +20,7 @@ from rulvar_store._failpoints import hit
 from rulvar_store._file_io import (
     BLOBS_DIR,
     RUN_BLOB_FILE,
+    GuardedHandle,
     ensure_dir,
     fsync_dir,
     os_errors,
@@ -28,9 +29,10 @@ from rulvar_store._file_io import (
     under_root,
     write_atomic,
 )
+from rulvar_store._fork import ForkGuard
 from rulvar_store._records import BlobInput, Lease
 from rulvar_store._refs import check_safe_token, is_safe_token
-from rulvar_store.errors import ConfigError, ContractError, StoreClosedError
+from rulvar_store.errors import ConfigError, ContractError
 
 __all__ = ["FileTranscriptStore"]
 
@@ -40,7 +42,7 @@ def _raise(exc: OSError) -> None:
 
 
 @final
-class FileTranscriptStore:
+class FileTranscriptStore(GuardedHandle):
     """Opaque blobs as files, written via temp file + fsync + rename; thread-safe.
 
     Single-writer by contract: it never declares ``fenced_writes``, so
@@ -59,6 +61,7 @@ class FileTranscriptStore:
         self.root: Final = resolve_root(root)
         self._lock = threading.Lock()
         self._closed = False
+        self._fork = ForkGuard(repr(self))
 
     def __repr__(self) -> str:
         return f"FileTranscriptStore({str(self.root)!r})"
@@ -73,12 +76,6 @@ class FileTranscriptStore:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-    def _check_open(self, operation: str) -> None:
-        if self._closed:
-            raise StoreClosedError(
-                f"{operation} on {self!r}: the store is closed", operation
-            )
 
     def _path(self, ref: object, operation: str) -> Path:
         """Return the file of ``ref``.
@@ -113,8 +110,7 @@ class FileTranscriptStore:
         path = self._path(ref, "blob put")
         _intake.lease_or_none(lease, "blob put")
         data = _intake.blob_bytes(blob, "blob put")
-        with self._lock, os_errors(f"blob put of {ref!r}", path):
-            self._check_open("blob put")
+        with self._entered("blob put"), os_errors(f"blob put of {ref!r}", path):
             if path.is_dir():
                 raise ContractError(
                     f"blob ref {ref!r} is a prefix of other stored refs; a ref "
@@ -133,8 +129,7 @@ class FileTranscriptStore:
     def get(self, ref: str) -> bytes | None:
         """Return the blob's bytes, or ``None`` for a missing ref (T2)."""
         path = self._path(ref, "blob get")
-        with self._lock, os_errors(f"blob get of {ref!r}", path):
-            self._check_open("blob get")
+        with self._entered("blob get"), os_errors(f"blob get of {ref!r}", path):
             try:
                 with open(path, "rb") as file:
                     return file.read()
@@ -151,8 +146,10 @@ class FileTranscriptStore:
         check_safe_token(run_id, "run id", "blob list_refs")
         blobs = run_dir(self.root, run_id) / BLOBS_DIR
         refs: list[str] = []
-        with self._lock, os_errors(f"blob list of run {run_id!r}", blobs):
-            self._check_open("blob list_refs")
+        with (
+            self._entered("blob list_refs"),
+            os_errors(f"blob list of run {run_id!r}", blobs),
+        ):
             if not blobs.is_dir():
                 return []
             for folder, subfolders, files in os.walk(blobs, onerror=_raise):
@@ -174,8 +171,7 @@ class FileTranscriptStore:
         """
         path = self._path(ref, "blob delete")
         _intake.lease_or_none(lease, "blob delete")
-        with self._lock, os_errors(f"blob delete of {ref!r}", path):
-            self._check_open("blob delete")
+        with self._entered("blob delete"), os_errors(f"blob delete of {ref!r}", path):
             if path.is_dir():
                 return  # a folder of other blobs, not a blob
             try:

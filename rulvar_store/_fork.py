@@ -13,11 +13,13 @@ so a check is one integer comparison, no system call.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Final, final
 
 from rulvar_store.errors import ForkedStoreError
 
-__all__ = ["ForkGuard", "fork_generation"]
+__all__ = ["ForkGuard", "fork_generation", "holding"]
 
 _generation = 0
 
@@ -63,3 +65,18 @@ class ForkGuard:
                 "open a new store in the child process",
                 operation,
             )
+
+
+@contextmanager
+def holding(
+    guard: ForkGuard, lock: AbstractContextManager[object], operation: str
+) -> Iterator[None]:
+    """Hold ``lock`` for ``operation``, refusing first in a forked child.
+
+    The fork is checked BEFORE the lock is taken: a lock another thread held
+    at the moment of the fork is never released in the child, so a check
+    behind it would hang instead of refusing.
+    """
+    guard.check(operation)
+    with lock:
+        yield

@@ -4,16 +4,24 @@ One ``MemoryStore`` is one fencing domain inside one process. Every method holds
 the domain's lock for its whole check-and-mutate unit, which is what makes the
 fence atomic here (L7); other handles on the same domain (``MemoryStore.sharing``)
 see the same journals, metas, leases, epochs and blobs.
+
+A handle used in a forked child refuses with ``ForkedStoreError`` (Y4) before
+taking its lock: the child holds a private copy of the domain, so its writes
+would vanish for the parent, and a lock another thread held at the fork is
+never released in the child.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import count
 from typing import Literal, final
 
 from rulvar_store import _intake
+from rulvar_store._fork import ForkGuard, holding
 from rulvar_store._incremental import JournalTail, parse_cursor
 from rulvar_store._json import load_record, load_records
 from rulvar_store._records import (
@@ -36,6 +44,11 @@ __all__ = ["MemoryFencedTranscriptStore", "MemoryStore", "MemoryTranscriptStore"
 
 
 _INCARNATIONS = count(1)
+
+
+def _refuse_closed(closed: bool, operation: str) -> None:
+    if closed:
+        raise StoreClosedError(f"memory {operation}: the store is closed", operation)
 
 
 @dataclass(slots=True)
@@ -84,6 +97,7 @@ class MemoryStore:
         self._domain = _domain if _domain is not None else _MemoryDomain()
         self._twin: MemoryFencedTranscriptStore | None = None
         self._closed = False
+        self._fork = ForkGuard("memory")
 
     @classmethod
     def sharing(
@@ -98,8 +112,7 @@ class MemoryStore:
 
     def transcripts(self) -> MemoryFencedTranscriptStore:
         """Return the memoized fenced blob twin sharing this store's domain (T6, T7)."""
-        with self._domain.lock:
-            self._ensure_open("transcripts")
+        with self._entered("transcripts"):
             if self._twin is None:
                 self._twin = MemoryFencedTranscriptStore(self)
             return self._twin
@@ -111,11 +124,12 @@ class MemoryStore:
         """
         self._closed = True
 
-    def _ensure_open(self, operation: str) -> None:
-        if self._closed:
-            raise StoreClosedError(
-                f"memory {operation}: the store is closed", operation
-            )
+    @contextmanager
+    def _entered(self, operation: str) -> Iterator[None]:
+        """Hold the domain's lock for ``operation`` on an open handle of this process."""
+        with holding(self._fork, self._domain.lock, operation):
+            _refuse_closed(self._closed, operation)
+            yield
 
     def __enter__(self) -> MemoryStore:
         return self
@@ -156,8 +170,7 @@ class MemoryStore:
         text = _intake.entry_text(entry)
         check_run_match(_intake.lease_or_none(lease, "append"), run_id, "append")
         seq = finite_seq(entry)
-        with self._domain.lock:
-            self._ensure_open("append")
+        with self._entered("append"):
             if lease is not None:
                 self._assert_fencing(lease)
             journal = self._domain.entries.get(run_id)
@@ -176,8 +189,7 @@ class MemoryStore:
 
     def load(self, run_id: str) -> list[JournalEntry]:
         _intake.run_id_for_read(run_id, "load")
-        with self._domain.lock:
-            self._ensure_open("load")
+        with self._entered("load"):
             texts = [text for text, _ in self._domain.entries.get(run_id, [])]
         return load_records(texts)
 
@@ -188,7 +200,7 @@ class MemoryStore:
         read; a different incarnation means the run was deleted since.
         """
         position = parse_cursor(cursor, "memory", 2)
-        with self._domain.lock:
+        with self._entered("load_since"):
             journal = self._domain.entries.get(run_id, [])
             incarnation = self._domain.incarnations.get(run_id, 0) if journal else 0
             start, restarted = 0, False
@@ -205,23 +217,20 @@ class MemoryStore:
     def put_meta(self, meta: RunMeta, lease: Lease | None = None) -> None:
         run_id, text = _intake.meta_text(meta)
         check_run_match(_intake.lease_or_none(lease, "put_meta"), run_id, "put_meta")
-        with self._domain.lock:
-            self._ensure_open("put_meta")
+        with self._entered("put_meta"):
             if lease is not None:
                 self._assert_fencing(lease)
             self._domain.metas[run_id] = text
 
     def get_meta(self, run_id: str) -> RunMeta | None:
         _intake.run_id_for_read(run_id, "get_meta")
-        with self._domain.lock:
-            self._ensure_open("get_meta")
+        with self._entered("get_meta"):
             text = self._domain.metas.get(run_id)
         return None if text is None else load_record(text)
 
     def list_runs(self, run_filter: RunFilter | None = None) -> list[RunMeta]:
         run_filter = _intake.run_filter(run_filter)
-        with self._domain.lock:
-            self._ensure_open("list_runs")
+        with self._entered("list_runs"):
             texts = [self._domain.metas[key] for key in sorted(self._domain.metas)]
         metas = load_records(texts)
         return [meta for meta in metas if meta_matches_filter(meta, run_filter)]
@@ -230,8 +239,7 @@ class MemoryStore:
         """Remove entries, meta and lease row together; the epoch counter stays (L5)."""
         _intake.run_id_for_read(run_id, "delete")
         check_run_match(_intake.lease_or_none(lease, "delete"), run_id, "delete")
-        with self._domain.lock:
-            self._ensure_open("delete")
+        with self._entered("delete"):
             if lease is not None:
                 self._assert_fencing(lease)
             self._domain.entries.pop(run_id, None)
@@ -243,8 +251,7 @@ class MemoryStore:
     def acquire(self, run_id: str, owner: str) -> Lease:
         _intake.run_id_for_write(run_id, "acquire")
         _intake.owner_for_write(owner, "acquire")
-        with self._domain.lock:
-            self._ensure_open("acquire")
+        with self._entered("acquire"):
             now = self._now()
             row = self._domain.leases.get(run_id)
             if row is not None and row.expires_at > now:
@@ -263,8 +270,7 @@ class MemoryStore:
 
     def renew(self, lease: Lease) -> None:
         _intake.require_lease(lease, "renew")
-        with self._domain.lock:
-            self._ensure_open("renew")
+        with self._entered("renew"):
             self._assert_fencing(lease)
             self._domain.leases[lease.run_id].expires_at = (
                 self._now() + self.lease_ttl_ms
@@ -272,8 +278,7 @@ class MemoryStore:
 
     def release(self, lease: Lease) -> None:
         _intake.require_lease(lease, "release")
-        with self._domain.lock:
-            self._ensure_open("release")
+        with self._entered("release"):
             self._assert_fencing(lease)
             del self._domain.leases[lease.run_id]
 
@@ -293,22 +298,19 @@ class MemoryFencedTranscriptStore:
         check_run_match(_intake.lease_or_none(lease, "blob put"), run_id, "blob put")
         # Copied now: a later mutation must not leak in (D3).
         data = _intake.blob_bytes(blob, "blob put")
-        with self._domain.lock:
-            self._journal._ensure_open("blob put")
+        with self._journal._entered("blob put"):
             if lease is not None:
                 self._journal._assert_fencing(lease)
             self._domain.blobs[ref] = data
 
     def get(self, ref: str) -> bytes | None:
         _intake.ref_for_read(ref, "blob get")
-        with self._domain.lock:
-            self._journal._ensure_open("blob get")
+        with self._journal._entered("blob get"):
             return self._domain.blobs.get(ref)
 
     def list_refs(self, run_id: str) -> list[str]:
         prefix = _intake.run_id_for_read(run_id, "blob list_refs") + "/"
-        with self._domain.lock:
-            self._journal._ensure_open("blob list_refs")
+        with self._journal._entered("blob list_refs"):
             return sorted(ref for ref in self._domain.blobs if ref.startswith(prefix))
 
     def delete(self, ref: str, lease: Lease | None = None) -> None:
@@ -316,8 +318,7 @@ class MemoryFencedTranscriptStore:
         check_run_match(
             _intake.lease_or_none(lease, "blob delete"), run_id, "blob delete"
         )
-        with self._domain.lock:
-            self._journal._ensure_open("blob delete")
+        with self._journal._entered("blob delete"):
             if lease is not None:
                 self._journal._assert_fencing(lease)
             self._domain.blobs.pop(ref, None)
@@ -334,38 +335,36 @@ class MemoryTranscriptStore:
         self._lock = threading.Lock()
         self._blobs: dict[str, bytes] = {}
         self._closed = False
+        self._fork = ForkGuard("memory blobs")
 
-    def _ensure_open(self, operation: str) -> None:
-        if self._closed:
-            raise StoreClosedError(
-                f"memory {operation}: the store is closed", operation
-            )
+    @contextmanager
+    def _entered(self, operation: str) -> Iterator[None]:
+        """Hold the lock for ``operation`` on an open handle of this process."""
+        with holding(self._fork, self._lock, operation):
+            _refuse_closed(self._closed, operation)
+            yield
 
     def put(self, ref: str, blob: BlobInput, lease: Lease | None = None) -> None:
         ref, _ = _intake.ref_for_write(ref, "blob put")
         _intake.lease_or_none(lease, "blob put")
         data = _intake.blob_bytes(blob, "blob put")
-        with self._lock:
-            self._ensure_open("blob put")
+        with self._entered("blob put"):
             self._blobs[ref] = data
 
     def get(self, ref: str) -> bytes | None:
         _intake.ref_for_read(ref, "blob get")
-        with self._lock:
-            self._ensure_open("blob get")
+        with self._entered("blob get"):
             return self._blobs.get(ref)
 
     def list_refs(self, run_id: str) -> list[str]:
         prefix = _intake.run_id_for_read(run_id, "blob list_refs") + "/"
-        with self._lock:
-            self._ensure_open("blob list_refs")
+        with self._entered("blob list_refs"):
             return sorted(ref for ref in self._blobs if ref.startswith(prefix))
 
     def delete(self, ref: str, lease: Lease | None = None) -> None:
         _intake.ref_for_read(ref, "blob delete")
         _intake.lease_or_none(lease, "blob delete")
-        with self._lock:
-            self._ensure_open("blob delete")
+        with self._entered("blob delete"):
             self._blobs.pop(ref, None)
 
     def close(self) -> None:

@@ -7,10 +7,10 @@ pool settings as the sync store; only the I/O is awaited. No lock serializes
 the pool: concurrent tasks run on concurrent connections, one round trip each.
 
 Cancellation: every call runs as its own task, shielded from the caller. A
-caller cancelled mid-call gets ``CancelledError`` at once, while the call runs
-to its end on its connection (the one statement commits or not as a whole)
-and hands the connection back clean, so no pooled connection is ever left
-inside a transaction. For the caller the outcome of a cancelled write is
+caller cancelled mid-call waits for that task to end (every call is bounded:
+lock, connect and idle-in-transaction timeouts), then gets ``CancelledError``:
+the one statement has committed or not as a whole and the connection is back
+in the pool outside any transaction. For the caller the outcome of a cancelled write is
 unknown, exactly as after a connection lost once COMMIT was sent: read the
 run back (or retry: the fence refuses a superseded epoch, and the seq guard
 refuses an append whose seq is already stored).
@@ -32,7 +32,7 @@ from rulvar_store import (
     RunFilter,
     RunMeta,
 )
-from rulvar_store.backend import ForkGuard, hit
+from rulvar_store.backend import ForkGuard, finish_uncancelled
 from rulvar_store.errors import (
     StoreBusyError,
     StoreClosedError,
@@ -50,7 +50,7 @@ from rulvar_store_postgres._errors import (
 )
 from rulvar_store_postgres._plans import READ_ROWS, Plans, Step
 from rulvar_store_postgres._schema import Sql
-from rulvar_store_postgres._transaction import run_mutation_async
+from rulvar_store_postgres._transaction import hit_off_loop, run_mutation_async
 
 __all__ = ["AsyncPostgresFencedTranscriptStore", "AsyncPostgresStore"]
 
@@ -191,7 +191,12 @@ class AsyncPostgresStore:
     # -- the executor ------------------------------------------------------------
 
     async def _call(self, step: Step[T]) -> T:
-        """Run a plan as its own task, shielded: a cancelled caller never splits it."""
+        """Run a plan as its own task, shielded: a cancelled caller never splits it.
+
+        A caller cancelled meanwhile waits for the task to end, then gets
+        ``CancelledError`` (Y2): the call is over, committed whole or not at all,
+        and its connection is back in the pool outside any transaction.
+        """
         self._fork.check(step.operation)
         if self._closed:
             raise StoreClosedError(
@@ -201,7 +206,7 @@ class AsyncPostgresStore:
         task = asyncio.ensure_future(self._run(step))
         self._calls.add(task)
         task.add_done_callback(self._calls.discard)
-        return await asyncio.shield(task)
+        return await finish_uncancelled(task)
 
     async def _run(self, step: Step[T]) -> T:
         while True:
@@ -240,7 +245,7 @@ class AsyncPostgresStore:
                 if schema_gone(exc):
                     self._booted = False
                 raise
-            hit(operation, "after-commit")
+            await hit_off_loop(operation, "after-commit")
             return result
 
     async def _read(self, step: Step[Any]) -> Any:

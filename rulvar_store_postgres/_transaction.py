@@ -21,6 +21,7 @@ kills the transaction users run, at that moment.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from contextlib import suppress
 from typing import Any
@@ -28,12 +29,12 @@ from typing import Any
 import psycopg
 from psycopg import generators, pq
 
-from rulvar_store.backend import armed, hit
+from rulvar_store.backend import Failpoint, armed, hit
 from rulvar_store_postgres._async_pool import AsyncConn
 from rulvar_store_postgres._pool import Conn
 from rulvar_store_postgres._schema import BEGIN, COMMIT
 
-__all__ = ["run_mutation", "run_mutation_async"]
+__all__ = ["hit_off_loop", "run_mutation", "run_mutation_async"]
 
 
 def run_mutation(
@@ -93,18 +94,38 @@ def _check_commit(results: Sequence[pq.abc.PGresult], encoding: str) -> None:
             raise psycopg.errors.error_from_result(result, encoding=encoding)
 
 
+async def hit_off_loop(operation: str, point: Failpoint) -> None:
+    """``hit`` for the asyncio store: the hook runs on a worker thread, never on the loop.
+
+    A hook may pause its caller for seconds (the kit holds a write inside its
+    window) or kill the process. Run on the loop, a pause would stop every other
+    task with it: the competitor the kit races against the paused write, the
+    cancel it sends, and the other transactions the loop has open, which the
+    server then ends (``idle_in_transaction_session_timeout``). ``to_thread``
+    runs the hook in a copy of the task's context, so a hook aimed at one
+    caller (``caller_identity``) still finds that caller's hits.
+    """
+    if armed():
+        await asyncio.to_thread(hit, operation, point)
+
+
 async def run_mutation_async(
     conn: AsyncConn, operation: str, call: str, args: Sequence[Any]
 ) -> tuple[Any, ...] | None:
-    """``run_mutation`` for an asyncio connection: the same statements, awaited."""
+    """``run_mutation`` for an asyncio connection: the same statements, awaited.
+
+    The failpoints are hit off the loop (``hit_off_loop``), so a paused caller
+    holds up only its own transaction, exactly like a paused thread on the sync
+    store.
+    """
     if not armed():
         return await (await conn.execute(call, args)).fetchone()
     await conn.execute(BEGIN)
     try:
-        hit(operation, "after-begin")
+        await hit_off_loop(operation, "after-begin")
         row = await (await conn.execute(call, args)).fetchone()
-        hit(operation, "after-fence-check")
-        hit(operation, "before-commit")
+        await hit_off_loop(operation, "after-fence-check")
+        await hit_off_loop(operation, "before-commit")
     except BaseException:
         with suppress(psycopg.Error):
             await conn.rollback()
@@ -113,7 +134,7 @@ async def run_mutation_async(
     pgconn.send_query(COMMIT)
     await conn.wait(generators.send(pgconn))
     try:
-        hit(operation, "after-send")
+        await hit_off_loop(operation, "after-send")
     finally:
         # Read even when the hook raised, so the connection goes back clean.
         results = await conn.wait(generators.fetch_many(pgconn))

@@ -85,13 +85,6 @@ def test_sqlite_passes_every_default_suite_and_cancellation_through_the_async_ap
 @pytest.mark.clause("Y5")
 @pytest.mark.clause("Y2")
 @pytest.mark.clause("Y3")
-@pytest.mark.xfail(
-    reason="known defect found at the merge of the native AsyncPostgresStore: "
-    "forced-races (async) x3-window-* pause an armed write inside BEGIN/COMMIT and "
-    "the server ends the session (idle_in_transaction_session_timeout); open in "
-    "the session note",
-    strict=False,
-)
 def test_postgres_passes_every_default_suite_and_cancellation_through_the_async_api() -> (
     None
 ):

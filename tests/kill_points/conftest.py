@@ -16,16 +16,21 @@ from pathlib import Path
 import pytest
 
 from rulvar_conformance import ConformanceSuite
+from rulvar_conformance.async_certify import async_locations
 from rulvar_conformance.kill_points import kill_point_conformance
 from rulvar_store.backend import LocationFactory, parse_store_url, resolve_backend
 from tests._postgres_gate import postgres_url as _postgres_url
 
 
-def _suite_for(url: str) -> Iterator[ConformanceSuite]:
+def _suite_for(url: str, *, through_async: bool = False) -> Iterator[ConformanceSuite]:
     parsed = parse_store_url(url)
     backend = resolve_backend(parsed)
     assert backend.certify is not None
     with backend.certify(parsed) as locations:
+        if through_async:
+            # Each child opens its store through open_store_async behind the
+            # kit's facade, so it dies inside an awaited call.
+            locations = async_locations(locations)
         yield kill_point_conformance(locations, backend.capabilities)
 
 
@@ -36,6 +41,21 @@ def sqlite_suite(
     """The kill-point suite over fresh SQLite files."""
     root: Path = tmp_path_factory.mktemp("kp-sqlite")
     yield from _suite_for(f"sqlite:///{root / 'kp.db'}")
+
+
+@pytest.fixture(scope="module")
+def sqlite_async_suite(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[ConformanceSuite]:
+    """The kill-point suite over fresh SQLite files, children writing through asyncio."""
+    root: Path = tmp_path_factory.mktemp("kp-sqlite-async")
+    yield from _suite_for(f"sqlite:///{root / 'kp.db'}", through_async=True)
+
+
+@pytest.fixture(scope="module")
+def postgres_async_suite() -> Iterator[ConformanceSuite]:
+    """The kill-point suite over fresh schemas, children writing through asyncio."""
+    yield from _suite_for(_postgres_url(), through_async=True)
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,9 @@
 """The ten scenarios and the store-level table against SQLite, PostgreSQL and files.
 
+SQLite and PostgreSQL run the table twice: with the child on the sync store and
+with it writing through the asyncio API (``open_store_async`` behind the kit's
+facade), so a death inside an awaited call is held to the same recovery.
+
 Each check of the kill-point suite is one test. Every row a backend's write
 path has a failpoint for must pass; the rows it has no failpoint for must be
 reported NOT RUN (never passed); the memory store, which no child process can
@@ -8,15 +12,19 @@ open, reports every row not run.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Final
 
 import pytest
 from _pytest.mark.structures import ParameterSet
 
 from rulvar_conformance import CheckNotRun, ConformanceSuite
+from rulvar_conformance.async_certify import async_locations
 from rulvar_conformance.kill_points import kill_point_conformance
+from rulvar_conformance.kill_points.child import decode_opener, encode_opener
 from rulvar_conformance.kill_points.store_ops import STORE_CASES
-from rulvar_store.backend import StoreLocation
+from rulvar_store.backend import StoreLocation, parse_store_url, resolve_backend
+from rulvar_store_sqlite import AsyncSqliteStore
 
 TRANSACTION: Final = (
     "after-begin",
@@ -63,6 +71,21 @@ def _params(backend: str) -> list[ParameterSet]:
     return params
 
 
+def _async_params(backend: str) -> list[ParameterSet]:
+    """The scenarios and append's rows: the asyncio hop is the same for every operation.
+
+    Every operation of a backend shares one transaction path and one hop to it,
+    so append at each failpoint covers the hop; the full table through asyncio
+    is ``rulvar check URL --suite kill-points --async`` (minutes, not for the suite).
+    """
+    return [
+        param
+        for param in _params(backend)
+        if not str(param.values[0]).startswith("kp-store-")
+        or str(param.values[0]).startswith("kp-store-append-")
+    ]
+
+
 def _run(suite: ConformanceSuite, check_id: str, runs: bool) -> None:
     check = suite.check(check_id)
     if runs:
@@ -85,10 +108,49 @@ def test_postgres(check_id: str, runs: bool, postgres_suite: ConformanceSuite) -
     _run(postgres_suite, check_id, runs)
 
 
+@pytest.mark.clause("Y5")
+@pytest.mark.parametrize(("check_id", "runs"), _async_params("sqlite"))
+def test_sqlite_through_asyncio(
+    check_id: str, runs: bool, sqlite_async_suite: ConformanceSuite
+) -> None:
+    """SQLite with the child's writes awaited on AsyncSqliteStore: the same recovery."""
+    _run(sqlite_async_suite, check_id, runs)
+
+
+@pytest.mark.postgres
+@pytest.mark.clause("Y5")
+@pytest.mark.parametrize(("check_id", "runs"), _async_params("postgres"))
+def test_postgres_through_asyncio(
+    check_id: str, runs: bool, postgres_async_suite: ConformanceSuite
+) -> None:
+    """PostgreSQL with the child's writes awaited on AsyncPostgresStore: the same recovery."""
+    _run(postgres_async_suite, check_id, runs)
+
+
 @pytest.mark.parametrize(("check_id", "runs"), _params("file"))
 def test_file_store(check_id: str, runs: bool, file_suite: ConformanceSuite) -> None:
     """File store: old state, new state or a repaired torn line, never a mix."""
     _run(file_suite, check_id, runs)
+
+
+@pytest.mark.clause("Y5")
+def test_the_asyncio_children_open_the_native_async_stores(tmp_path: Path) -> None:
+    """What a child of the asyncio table unpickles opens AsyncSqliteStore, not the sync one."""
+    parsed = parse_store_url(f"sqlite:///{tmp_path / 'kp.db'}")
+    certify = resolve_backend(parsed).certify
+    assert certify is not None
+    with certify(parsed) as fresh:
+        location = async_locations(fresh)()
+        try:
+            opener = decode_opener(encode_opener(location.opener))
+            with opener(None, None, False) as opened:
+                facade = opened.journal
+                assert isinstance(
+                    getattr(facade, "async_store", None), AsyncSqliteStore
+                )
+                facade.append("r", {"seq": 1})
+        finally:
+            location.remove()
 
 
 @pytest.mark.clause("K8")

@@ -10,16 +10,25 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import Any
+import threading
+from typing import Any, Final
 
 import psycopg
 import pytest
 
 from rulvar_store import ForkedStoreError, is_async_store, open_store_async
+from rulvar_store.backend import (
+    Failpoint,
+    caller_identity,
+    mark_caller,
+    set_failpoint_hook,
+)
 from rulvar_store.errors import ConfigError, LeaseHeldError, StoreClosedError
 from rulvar_store_postgres import AsyncPostgresStore, PostgresStore
 
 pytestmark = pytest.mark.postgres
+
+PAUSE_S: Final = 10.0  # a bound only: the test lets the pause go at once
 
 
 @pytest.mark.clause("L7")
@@ -103,14 +112,17 @@ def _in_transaction(admin: psycopg.Connection[Any], schema: str) -> int:
     return 0 if row is None else int(row[0])
 
 
-@pytest.mark.clause("J1")
-def test_a_cancelled_append_is_whole_and_leaves_no_connection_in_a_transaction(
+@pytest.mark.clause("Y2")
+@pytest.mark.clause("Y3")
+def test_a_cancelled_append_ends_before_its_caller_resumes_and_lands_whole(
     pg_url: str, schema: str, admin: psycopg.Connection[Any]
 ) -> None:
-    """The caller gets CancelledError; the blocked write then lands whole; all stays usable.
+    """The caller gets CancelledError only once the write is over; all stays usable.
 
     A plain connection holds the run's lock, so the append is in flight on the
-    server when its caller is cancelled.
+    server when its caller is cancelled: the caller must stay suspended until the
+    lock goes and the append commits (Y2), then no pooled connection is left in
+    a transaction and both this handle and a second one write at once (Y3).
     """
 
     async def main() -> None:
@@ -124,21 +136,76 @@ def test_a_cancelled_append_is_whole_and_leaves_no_connection_in_a_transaction(
                     (f"{schema}:r",),
                 )
                 task = asyncio.create_task(store.append("r", {"seq": 1}))
-                await asyncio.sleep(0.3)  # let the call reach the server and wait there
+                while _waiting_for_lock(admin, schema) == 0:
+                    await asyncio.sleep(0.01)  # the call reaches the server's lock wait
                 task.cancel()
+                for _ in range(20):
+                    await asyncio.sleep(0)
+                assert not task.done(), "the caller resumed while its call still ran"
+                holder.rollback()  # the lock goes; the call commits, then ends
                 with pytest.raises(asyncio.CancelledError):
                     await task
-                holder.rollback()  # the lock goes; the shielded call finishes
-            for _ in range(100):
-                if await store.load("r") == [{"seq": 0}, {"seq": 1}]:
-                    break
-                await asyncio.sleep(0.05)
             assert await store.load("r") == [{"seq": 0}, {"seq": 1}]
             assert _in_transaction(admin, schema) == 0
             await store.append("r", {"seq": 2})
             with PostgresStore(pg_url, schema=schema) as other:
                 other.append("r", {"seq": 3})  # a second handle writes at once
             assert [e["seq"] for e in await store.load("r")] == [0, 1, 2, 3]
+
+    asyncio.run(main())
+
+
+def _waiting_for_lock(admin: psycopg.Connection[Any], schema: str) -> int:
+    row = admin.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+        "'rulvar-store-postgres' AND wait_event_type = 'Lock' AND query LIKE %s",
+        (f'%"{schema}"%',),
+    ).fetchone()
+    return 0 if row is None else int(row[0])
+
+
+@pytest.mark.clause("Y5")
+def test_a_failpoint_pause_holds_up_only_its_own_caller(
+    pg_url: str, schema: str
+) -> None:
+    """A hook pausing one task inside its transaction leaves the event loop running.
+
+    The kit pauses a write at a failpoint and races other calls against it on
+    the same loop; a hook run on the loop thread would stop them all (and let
+    the server end the paused transaction as idle). Here another task appends
+    while the aimed one stands at ``after-begin``, and only then is the pause let
+    go: the pause must end released, not timed out, and both writes land.
+    """
+    reached, go = threading.Event(), threading.Event()
+    released: list[bool] = []
+
+    async def main() -> None:
+        async with AsyncPostgresStore(pg_url, schema=schema) as store:
+            await store.append("other", {"seq": 0})  # booted before the hook is in
+            aimed: dict[str, object] = {}
+
+            def hook(operation: str, point: Failpoint) -> None:
+                if caller_identity() is aimed.get("me") and point == "after-begin":
+                    reached.set()
+                    released.append(go.wait(PAUSE_S))
+
+            async def paused_append() -> None:
+                aimed["me"] = mark_caller()
+                await store.append("paused", {"seq": 0})
+
+            previous = set_failpoint_hook(hook)
+            try:
+                paused = asyncio.create_task(paused_append())
+                assert await asyncio.to_thread(reached.wait, PAUSE_S)
+                await store.append("other", {"seq": 1})  # not held up by the pause
+                go.set()
+                await paused
+            finally:
+                go.set()
+                set_failpoint_hook(previous)
+            assert released == [True]
+            assert await store.load("paused") == [{"seq": 0}]
+            assert await store.load("other") == [{"seq": 0}, {"seq": 1}]
 
     asyncio.run(main())
 

@@ -12,19 +12,28 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Final
 
 import pytest
 
+from rulvar_conformance._async_facade import AsyncFacadeOpener
+from rulvar_conformance.async_certify import async_locations
 from rulvar_conformance.soak import (
     ChaosPlan,
     SoakFailure,
     SoakQuorum,
     run_multi_process_soak,
 )
-from rulvar_conformance.soak.profiles import profile_named
+from rulvar_conformance.soak.profiles import SoakProfile, profile_named
+from rulvar_conformance.soak.runner import SoakResult
 from rulvar_conformance.soak.summary import SoakActivity
 from rulvar_store import ConfigError, MemoryStore, OpenedStore
-from rulvar_store.backend import LocationFactory, StoreLocation, locations_from_factory
+from rulvar_store.backend import (
+    LocationFactory,
+    LocationOpener,
+    StoreLocation,
+    locations_from_factory,
+)
 from tests.soak.seeded_defects import DEFECTS, DefectiveOpener
 
 pytestmark = pytest.mark.soak
@@ -33,6 +42,21 @@ pytestmark = pytest.mark.soak
 def _quorum_met(activity: SoakActivity, quorum: SoakQuorum) -> None:
     assert quorum.missing(activity) == []
     assert activity.stale_probes == activity.stale_rejects
+
+
+def _soaked(location: StoreLocation, profile: SoakProfile) -> SoakResult:
+    """``run_multi_process_soak`` of ``location`` at ``profile``'s sizes."""
+    return run_multi_process_soak(
+        location,
+        writers=profile.writers,
+        seconds=profile.seconds,
+        seed=profile.seed,
+        ttl_ms=profile.ttl_ms,
+        runs=profile.runs,
+        chaos=profile.chaos,
+        quorum=profile.quorum,
+        companions=profile.companions,
+    )
 
 
 @pytest.mark.clause("S7")
@@ -93,18 +117,7 @@ def test_quick_soak_on_postgres_has_no_violations(
 ) -> None:
     """Honest PostgreSQL under the quick profile: quorum met, zero violations."""
     profile = profile_named("quick")
-    location = postgres_locations()
-    result = run_multi_process_soak(
-        location,
-        writers=profile.writers,
-        seconds=profile.seconds,
-        seed=profile.seed,
-        ttl_ms=profile.ttl_ms,
-        runs=profile.runs,
-        chaos=profile.chaos,
-        quorum=profile.quorum,
-        companions=profile.companions,
-    )
+    result = _soaked(postgres_locations(), profile)
     assert result.violations == ()
     assert result.summary.outcome == "passed"
     _quorum_met(result.activity, profile.quorum)
@@ -112,16 +125,73 @@ def test_quick_soak_on_postgres_has_no_violations(
     assert result.activity.companion_appends > 0
 
 
+ASYNC_SOAK: Final = SoakProfile(
+    name="async-test",
+    writers=3,
+    seconds=90.0,
+    ttl_ms=250,
+    runs=("soak-run-0", "soak-run-1"),
+    chaos=ChaosPlan(pauses=2, kills=2, interval_ms=1000),
+    quorum=SoakQuorum(
+        takeovers=20, stale_probes=300, holder_deletes=1, pauses=2, kills=2
+    ),
+    seed=5,
+)
+"""A small bounded profile: every S8 count and some chaos, well under the cap."""
+
+
+@pytest.mark.clause("S7")
+@pytest.mark.clause("S8")
+@pytest.mark.clause("Y5")
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def test_a_soak_through_the_asyncio_api_has_no_violations(
+    backend: str, request: pytest.FixtureRequest
+) -> None:
+    """Writer processes awaiting AsyncSqliteStore / AsyncPostgresStore: quorum, no violation.
+
+    Each writer opens its location through ``open_store_async`` behind the kit's
+    facade (``rulvar soak URL --async``), so its writes, its companions' writes
+    and the stale probes all go through the native async store, paused and
+    killed like sync writers.
+    """
+    fresh: LocationFactory = request.getfixturevalue(f"{backend}_locations")
+    location = async_locations(fresh)()
+    assert isinstance(location.opener, AsyncFacadeOpener)
+    try:
+        result = _soaked(location, ASYNC_SOAK)
+    finally:
+        location.remove()
+    assert result.violations == ()
+    assert result.summary.outcome == "passed"
+    _quorum_met(result.activity, ASYNC_SOAK.quorum)
+    assert result.activity.companion_appends > 0
+
+
+DEFECT_CASES: Final = [
+    *(pytest.param(defect, False, id=defect) for defect in DEFECTS),
+    # The asyncio soak is not blind either: its writers await the same defect.
+    pytest.param(
+        "expired-lease-accepted",
+        True,
+        id="expired-lease-accepted-async",
+        marks=pytest.mark.clause("Y5"),
+    ),
+]
+
+
 @pytest.mark.clause("C4")
-@pytest.mark.parametrize("defect", DEFECTS)
+@pytest.mark.parametrize(("defect", "through_async"), DEFECT_CASES)
 def test_a_soak_over_a_seeded_defect_reports_violations(
-    tmp_path: Path, defect: str
+    tmp_path: Path, defect: str, through_async: bool
 ) -> None:
     """Real writer processes over a SQLite store with one fencing defect: SoakFailure, STALE ACCEPT."""
     path = str(tmp_path / "defect.db")
-    location = StoreLocation(
-        name=f"{path} ({defect})", opener=DefectiveOpener(path, defect)
-    )
+    opener: LocationOpener = DefectiveOpener(path, defect)
+    if through_async:
+        opener = AsyncFacadeOpener(opener)
+    location = StoreLocation(name=f"{path} ({defect})", opener=opener)
     with pytest.raises(SoakFailure) as caught:
         run_multi_process_soak(
             location,
