@@ -68,6 +68,16 @@ def _run(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return done
 
 
+def _unused_subnet() -> int:
+    """A random 10.213.N.0/24 no interface here has an address in (soaks run side by side)."""
+    shown = _run("ip", "-4", "-o", "addr", "show", check=False).stdout
+    taken = {int(n) for n in re.findall(r"inet 10\.213\.(\d+)\.", shown)}
+    free = [n for n in range(16, 240) if n not in taken]
+    if not free:
+        raise ConfigError("network fault layer: every 10.213.N.0/24 is in use")
+    return free[secrets.randbelow(len(free))]
+
+
 def _packet_counts(shown: str) -> dict[str, int]:
     """Sent and dropped packets of a slow link from ``tc -s qdisc show``.
 
@@ -131,7 +141,7 @@ class HostFabric:
 
     hosts: int
     tag: str = field(default_factory=lambda: secrets.token_hex(2))
-    subnet: int = field(default_factory=lambda: 16 + secrets.randbelow(200))
+    subnet: int = field(default_factory=lambda: _unused_subnet())
     made: list[str] = field(default_factory=list)
     namespaces: list[str] = field(default_factory=list)
     degrade_kind: str = ""
