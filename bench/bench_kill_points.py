@@ -23,7 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from rulvar_conformance.certify import run_suites
+from rulvar_conformance import Certification
+from rulvar_conformance.harness.certify import run_suites
 from rulvar_conformance.kill_points import kill_point_conformance
 from rulvar_store.backend import parse_store_url, resolve_backend
 
@@ -43,7 +44,9 @@ def bench(url: str, *, warm: bool = True) -> None:
     backend = resolve_backend(parsed)
     assert backend.certify is not None
     with backend.certify(parsed) as locations:
-        suite = kill_point_conformance(locations, backend.capabilities, warm=warm)
+        suite = kill_point_conformance(
+            Certification(locations, backend.capabilities), warm=warm
+        )
         results = run_suites([suite])
     name = backend.name + ("" if warm else " cold")
     scenarios = [r for r in results if not r.check_id.startswith("kp-store-")]

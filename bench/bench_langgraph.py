@@ -41,7 +41,7 @@ from typing import Any
 
 from langgraph.checkpoint.base import empty_checkpoint
 
-from rulvar_conformance.langgraph_ownership import three_node_graph
+from rulvar_conformance.suites.langgraph_ownership import three_node_graph
 from rulvar_langgraph import AsyncRulvarSaver, RulvarSaver
 
 Op = Callable[[int], object]

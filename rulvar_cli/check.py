@@ -33,7 +33,7 @@ from rulvar_store.errors import RulvarError
 
 if TYPE_CHECKING:
     from rulvar_conformance import ConformanceSuite
-    from rulvar_conformance.certify import CheckResult
+    from rulvar_conformance.harness.certify import CheckResult
 
 __all__ = ["check_command"]
 
@@ -94,7 +94,7 @@ def _run_attributed(
     import faulthandler
     import io
 
-    from rulvar_conformance.certify import run_suites
+    from rulvar_conformance.harness.certify import run_suites
 
     try:
         faulthandler.enable()
@@ -125,7 +125,7 @@ class _CheckCommand(click.Command):
     """
 
     def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        from rulvar_conformance.certify import suite_specs
+        from rulvar_conformance.harness.certify import suite_specs
 
         rows = [
             (
@@ -247,7 +247,7 @@ def check_command(
                 f"backend {backend.name!r} cannot open fresh stores for certification"
             )
         # The kit is imported only here: listing backends must not pay for it.
-        from rulvar_conformance.certify import (
+        from rulvar_conformance.harness.certify import (
             Certification,
             certification_suites,
             stuck_threads,
@@ -277,7 +277,7 @@ def check_command(
             except KeyError as exc:
                 raise click.UsageError(str(exc.args[0])) from exc
             if async_too or backend.open_async is not None:
-                from rulvar_conformance.async_certify import async_suites
+                from rulvar_conformance.harness.async_certify import async_suites
 
                 suites += async_suites(certification, suites_wanted or None)
             results = _run_attributed(

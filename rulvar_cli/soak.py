@@ -208,7 +208,7 @@ def _soak(
         with backend.certify(parsed) as certified:
             locations = certified
             if through_async:
-                from rulvar_conformance.async_certify import async_locations
+                from rulvar_conformance.harness.async_certify import async_locations
 
                 locations = async_locations(certified)
             location = locations()

@@ -1,36 +1,17 @@
 """rulvar conformance kit: executable obligations of the store contract (CONTRACT 8).
 
-Each suite factory takes ``mk``, a callable returning a FRESH isolated store per
-call, and returns a ``ConformanceSuite`` of clause-tagged checks. Run a suite
+Two groups: ``rulvar_conformance.suites`` (what is checked: one module per
+suite, each built from one ``Certification``) and ``rulvar_conformance.harness``
+(what runs the checks: the check skeleton, certification, deadlines, locations,
+child processes). Certify a backend by URL with ``rulvar check`` /
+``pytest --rulvar-store=URL``, over a ``LocationFactory`` with
+``certification_suites(Certification(...))``, or build the classic suites from a
+plain factory of fresh stores (``journal_store_conformance(mk)``). Run a suite
 standalone with ``suite.run()`` (the first violation raises
-``ConformanceFailure``), under pytest with ``pytest_params(suite)``, or certify a
-backend by URL with ``pytest --rulvar-store=URL`` / ``rulvar check``.
+``ConformanceFailure``) or under pytest with ``pytest_params(suite)``.
 """
 
-from rulvar_conformance._kit import (
-    CheckNotRun,
-    ConformanceCheck,
-    ConformanceFailure,
-    ConformanceSuite,
-    pytest_params,
-)
-from rulvar_conformance._site import ManualClock, Site, at_fresh_location
-from rulvar_conformance.certify import (
-    Certification,
-    CheckResult,
-    SuiteSpec,
-    certification_suites,
-    probe_capabilities,
-    run_suites,
-    suite_specs,
-)
 from rulvar_conformance.clauses import CLAUSES
-from rulvar_conformance.data_edges import data_edges_conformance
-from rulvar_conformance.fenced_transcripts import (
-    FencedTranscriptsFixture,
-    fenced_transcripts_conformance,
-)
-from rulvar_conformance.fenced_writes import fenced_writes_conformance
 from rulvar_conformance.fold import (
     Classification,
     ResolutionFold,
@@ -39,18 +20,30 @@ from rulvar_conformance.fold import (
     fold_state,
     fold_state_sha256,
 )
-from rulvar_conformance.forced_races import forced_races_conformance
 from rulvar_conformance.golden import (
     GOLDEN_FOLD_JOURNAL,
     GOLDEN_FOLD_STATE_JSON,
     GOLDEN_FOLD_STATE_SHA256,
     golden_fold_journal,
 )
-from rulvar_conformance.journal import journal_store_conformance
+from rulvar_conformance.harness.certify import (
+    Certification,
+    CheckResult,
+    SuiteSpec,
+    certification_suites,
+    probe_capabilities,
+    run_suites,
+    suite_specs,
+)
+from rulvar_conformance.harness.kit import (
+    CheckNotRun,
+    ConformanceCheck,
+    ConformanceFailure,
+    ConformanceSuite,
+    pytest_params,
+)
+from rulvar_conformance.harness.site import ManualClock, Site, at_fresh_location
 from rulvar_conformance.kill_points import kill_point_conformance
-from rulvar_conformance.leasable import ExpiryPairing, leasable_store_conformance
-from rulvar_conformance.lease_lifetime import lease_lifetime_conformance
-from rulvar_conformance.shared_handle import shared_handle_conformance
 from rulvar_conformance.soak.referee import verify_soak_history
 from rulvar_conformance.soak.runner import (
     ChaosPlan,
@@ -59,10 +52,21 @@ from rulvar_conformance.soak.runner import (
     run_multi_process_soak,
 )
 from rulvar_conformance.soak.tally import DEFAULT_SOAK_QUORUM, SoakQuorum
-from rulvar_conformance.stale_surfaces import stale_surfaces_conformance
-from rulvar_conformance.thread_races import thread_races_conformance
-from rulvar_conformance.two_handles import two_handles_conformance
-from rulvar_conformance.typed_errors import typed_errors_conformance
+from rulvar_conformance.suites.data_edges import data_edges_conformance
+from rulvar_conformance.suites.fenced_transcripts import (
+    FencedTranscriptsFixture,
+    fenced_transcripts_conformance,
+)
+from rulvar_conformance.suites.fenced_writes import fenced_writes_conformance
+from rulvar_conformance.suites.forced_races import forced_races_conformance
+from rulvar_conformance.suites.journal import journal_store_conformance
+from rulvar_conformance.suites.leasable import ExpiryPairing, leasable_store_conformance
+from rulvar_conformance.suites.lease_lifetime import lease_lifetime_conformance
+from rulvar_conformance.suites.shared_handle import shared_handle_conformance
+from rulvar_conformance.suites.stale_surfaces import stale_surfaces_conformance
+from rulvar_conformance.suites.thread_races import thread_races_conformance
+from rulvar_conformance.suites.two_handles import two_handles_conformance
+from rulvar_conformance.suites.typed_errors import typed_errors_conformance
 
 __all__ = [
     "CLAUSES",

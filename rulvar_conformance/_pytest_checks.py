@@ -14,14 +14,17 @@ from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 
-from rulvar_conformance._deadline import DEFAULT_CHECK_TIMEOUT_S, run_with_deadline
-from rulvar_conformance._kit import CheckNotRun, ConformanceSuite
-from rulvar_conformance.certify import (
+from rulvar_conformance.harness.certify import (
     Certification,
     SuiteSpec,
     certification_suites,
     suite_specs,
 )
+from rulvar_conformance.harness.deadline import (
+    DEFAULT_CHECK_TIMEOUT_S,
+    run_with_deadline,
+)
+from rulvar_conformance.harness.kit import CheckNotRun, ConformanceSuite
 from rulvar_store.backend import StoreLocation
 
 if TYPE_CHECKING:

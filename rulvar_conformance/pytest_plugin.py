@@ -43,7 +43,7 @@ from typing import Final
 
 import pytest
 
-from rulvar_conformance.certify import (
+from rulvar_conformance.harness.certify import (
     ALL_SUITES,
     CERTIFY_EXPIRY_TTL_MS,
     Certification,
@@ -270,7 +270,7 @@ def rulvar_store_capabilities(request: pytest.FixtureRequest) -> frozenset[str]:
     Override in the conftest that defines the locations (or factory) fixture to
     declare them.
     """
-    from rulvar_conformance.certify import probe_capabilities
+    from rulvar_conformance.harness.certify import probe_capabilities
 
     locations = _conftest_locations(request)
     cache = request.config.stash[_PROBED]

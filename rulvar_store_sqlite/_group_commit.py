@@ -79,7 +79,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, final
 
 import apsw
 
@@ -88,7 +88,6 @@ from rulvar_store.errors import ContractError, StoreClosedError
 from rulvar_store_sqlite import _sql as sql
 from rulvar_store_sqlite._connection import BusyDeadline
 from rulvar_store_sqlite._errors import translate_errors
-from rulvar_store_sqlite._owned_lock import OwnedRLock
 from rulvar_store_sqlite._transaction import (
     Operation,
     fail_undecided,
@@ -96,12 +95,59 @@ from rulvar_store_sqlite._transaction import (
     run_batch,
 )
 
-__all__ = ["GroupCommitter"]
+__all__ = ["GroupCommitter", "OwnedRLock"]
 
 T = TypeVar("T")
 
 Fence = Callable[[], None] | None
 Mutation = Callable[[apsw.Cursor], T]
+
+
+# The store's instance lock lives beside its only reader (``held_here`` in
+# ``submit``): every write takes it, so it stays in the door's module rather
+# than costing each append three calls into another file.
+@final
+class OwnedRLock:
+    """``threading.RLock`` plus ``held_here()``; used as a context manager.
+
+    The door must tell a call made while the lock is already held (a nested
+    write, run inline) from a fresh one (queued for the next batch);
+    ``threading.RLock`` answers only through ``_is_owned``, a private CPython
+    method, so the owner and depth are tracked here instead.
+    """
+
+    __slots__ = ("_depth", "_lock", "_owner")
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        # Written only by the thread holding ``_lock``; a reader on another thread
+        # can see a stale value, but never its own ident, so held_here() is exact.
+        self._owner: int | None = None
+        self._depth = 0
+
+    def acquire(self) -> None:
+        """Take the lock (re-entrant for its holder)."""
+        self._lock.acquire()
+        self._owner = threading.get_ident()
+        self._depth += 1
+
+    def release(self) -> None:
+        """Give back one level; the last level clears the owner before releasing."""
+        self._depth -= 1
+        if self._depth == 0:
+            self._owner = None
+        self._lock.release()
+
+    def held_here(self) -> bool:
+        """Whether the calling thread holds the lock."""
+        return self._owner == threading.get_ident()
+
+    def __enter__(self) -> OwnedRLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
 
 
 def _no_more() -> bool:

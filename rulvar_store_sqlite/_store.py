@@ -32,13 +32,12 @@ from rulvar_store.errors import (
 from rulvar_store.ops import LeaseState
 from rulvar_store_sqlite import _sql as sql
 from rulvar_store_sqlite._connection import BootAttempt, BusyDeadline, open_connection
-from rulvar_store_sqlite._group_commit import GroupCommitter
+from rulvar_store_sqlite._group_commit import GroupCommitter, OwnedRLock
 from rulvar_store_sqlite._options import (
     DEFAULT_BUSY_TIMEOUT_MS,
     Synchronous,
     validate_options,
 )
-from rulvar_store_sqlite._owned_lock import OwnedRLock
 from rulvar_store_sqlite._schema import bootstrap
 from rulvar_store_sqlite._transaction import Operation, one_statement
 

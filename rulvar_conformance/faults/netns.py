@@ -29,6 +29,7 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Final
 
+from rulvar_conformance.harness.processes import run_tool
 from rulvar_store import ConfigError
 
 __all__ = ["HostFabric", "netns_available"]
@@ -54,13 +55,7 @@ def netns_available() -> str | None:
 
 
 def _run(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        list(argv),
-        capture_output=True,
-        text=True,
-        timeout=COMMAND_TIMEOUT_S,
-        check=False,
-    )
+    done = run_tool(argv, COMMAND_TIMEOUT_S)
     if check and done.returncode != 0:
         raise ConfigError(
             f"network fault layer: {' '.join(argv)} failed: {done.stderr.strip()[:300]}"

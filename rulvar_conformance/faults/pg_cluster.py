@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from rulvar_conformance.harness.processes import run_tool
 from rulvar_store import ConfigError
 
 __all__ = ["PrivateCluster", "find_pg_bin", "free_port"]
@@ -121,13 +122,7 @@ class PrivateCluster:
         return str(folder / name)
 
     def _as_owner(self, argv: list[str]) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [*_run_as(), *argv],
-            check=False,
-            capture_output=True,
-            text=True,
-            timeout=START_WAIT_S + 30,
-        )
+        return run_tool([*_run_as(), *argv], START_WAIT_S + 30)
 
     def init(self) -> None:
         """``initdb`` the data directory (no fsync at init: it is thrown away after)."""

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from rulvar_conformance._kit import require, same_json
+from rulvar_conformance.harness.kit import require, same_json
 from rulvar_conformance.kill_points.child import KillPointWorkerConfig, encode_opener
 from rulvar_conformance.kill_points.driver import ScriptedProvider, run_segment
 from rulvar_conformance.kill_points.scenarios import KillPointScenario

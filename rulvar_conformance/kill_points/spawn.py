@@ -10,15 +10,14 @@ config, exactly like a cold one, and it dies by the same SIGKILL.
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import threading
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from rulvar_conformance.harness.processes import PIPE, finish, start_module
 from rulvar_conformance.kill_points.child import (
     CONFIG_ENV,
     CONFIG_ON_STDIN,
@@ -29,7 +28,6 @@ from rulvar_conformance.kill_points.child import (
 __all__ = ["CHILD_TIMEOUT_S", "ChildRun", "WarmWorkers", "spawn_worker"]
 
 CHILD_TIMEOUT_S: Final = 30.0
-STDERR_CHARS: Final = 2_000
 WORKER_MODULE: Final = "rulvar_conformance.kill_points.worker"
 
 
@@ -49,15 +47,9 @@ def _finish(
     stdin: bytes | None,
     timeout_s: float,
 ) -> ChildRun:
-    timed_out = False
-    try:
-        _, stderr = child.communicate(stdin, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        child.kill()
-        _, stderr = child.communicate()
-    text = stderr.decode("utf-8", "replace")[-STDERR_CHARS:]
-    return ChildRun(child.returncode, read_report(config.report_path), text, timed_out)
+    done = finish(child, timeout_s, stdin)
+    events = read_report(config.report_path)
+    return ChildRun(done.returncode, events, done.stderr, done.timed_out)
 
 
 def spawn_worker(
@@ -67,12 +59,8 @@ def spawn_worker(
     timeout_s: float = CHILD_TIMEOUT_S,
 ) -> ChildRun:
     """Run the worker with ``config`` in a new child; kill it after ``timeout_s``."""
-    child = subprocess.Popen(
-        [sys.executable, *exec_args, "-m", WORKER_MODULE],
-        env={**os.environ, CONFIG_ENV: config.to_env()},
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+    child = start_module(
+        WORKER_MODULE, env={CONFIG_ENV: config.to_env()}, exec_args=exec_args
     )
     return _finish(child, config, None, timeout_s)
 
@@ -80,12 +68,7 @@ def spawn_worker(
 def _dismiss(waiting: list[subprocess.Popen[bytes]]) -> None:
     """End children still waiting for a config: EOF on stdin makes them exit."""
     while waiting:
-        child = waiting.pop()
-        try:
-            child.communicate(b"", timeout=10)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.communicate()
+        finish(waiting.pop(), 10, b"")
 
 
 class WarmWorkers:
@@ -95,23 +78,14 @@ class WarmWorkers:
     """
 
     def __init__(self, exec_args: Sequence[str] = ()) -> None:
-        self._command = [
-            sys.executable,
-            *exec_args,
-            "-m",
-            WORKER_MODULE,
-            CONFIG_ON_STDIN,
-        ]
+        self._exec_args = tuple(exec_args)
         self._lock = threading.Lock()
         self._waiting: list[subprocess.Popen[bytes]] = []
         self._finalizer = weakref.finalize(self, _dismiss, self._waiting)
 
     def _start(self) -> subprocess.Popen[bytes]:
-        return subprocess.Popen(
-            self._command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+        return start_module(
+            WORKER_MODULE, CONFIG_ON_STDIN, exec_args=self._exec_args, stdin=PIPE
         )
 
     def run(

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rulvar_conformance._kit import not_run, require
+from rulvar_conformance.harness.kit import not_run, require
 from rulvar_conformance.kill_points.child import (
     KillPointWorkerConfig,
     encode_opener,

@@ -1,8 +1,9 @@
 """The kill-point suite (CONTRACT K8): one check per scenario and per store-level case.
 
-``kill_point_conformance(locations, capabilities)`` builds the suite over a
-``LocationFactory``; ``rulvar check URL --suite kill-points`` and the pytest
-plugin (``--rulvar-suite kill-points``) register it through ``suite_specs``.
+``kill_point_conformance(certification)`` builds the suite over the
+certification's locations; ``rulvar check URL --suite kill-points`` and the
+pytest plugin (``--rulvar-suite kill-points``) find it in the suites registry
+(``rulvar_conformance.suites.kill_points``).
 Each check gets a fresh location that a spawned child opens itself; a location
 that cannot go to a child process (``processes=False``, the in-memory store)
 reports every check NOT RUN with the reason. The ten scenarios need leases; a
@@ -17,13 +18,14 @@ import tempfile
 import threading
 from pathlib import Path
 
-from rulvar_conformance._kit import (
+from rulvar_conformance.harness.certification import Certification
+from rulvar_conformance.harness.kit import (
     ConformanceCheck,
     ConformanceSuite,
     build_check,
     not_run,
 )
-from rulvar_conformance._site import at_fresh_location
+from rulvar_conformance.harness.site import at_fresh_location
 from rulvar_conformance.kill_points.referee import (
     RESUME_DEADLINE_MS,
     WORKER_TTL_MS,
@@ -115,8 +117,7 @@ def _store_check(
 
 
 def kill_point_conformance(
-    locations: LocationFactory,
-    capabilities: frozenset[str] = frozenset({"leases"}),
+    certification: Certification,
     *,
     ttl_ms: int = WORKER_TTL_MS,
     resume_deadline_ms: int = RESUME_DEADLINE_MS,
@@ -128,6 +129,7 @@ def kill_point_conformance(
     keeps the next row's child process started ahead (``False``: each row
     starts its child when it runs).
     """
+    locations, capabilities = certification.locations, certification.capabilities
     probe = _PointProbe(locations)
     # One child is kept started ahead for the next row; it ends with the suite.
     workers = WarmWorkers() if warm else None

@@ -9,7 +9,6 @@ must exit 0.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import subprocess
 import sys
@@ -19,8 +18,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from rulvar_conformance.harness.processes import (
+    PIPE,
+    finish,
+    load_location,
+    ship_location,
+    start_module,
+)
 from rulvar_store import ConfigError
-from rulvar_store.backend import LocationFactory, StoreLocation
+from rulvar_store.backend import LocationFactory
 
 __all__ = ["BootStormResult", "run_boot_storm"]
 
@@ -48,8 +54,6 @@ def run_boot_storm(
     Raises:
         ConfigError: the location cannot be opened in a child process.
     """
-    import dill
-
     result = BootStormResult()
     deadline = time.monotonic() + timeout_s
     for number in range(rounds):
@@ -62,27 +66,16 @@ def run_boot_storm(
             with tempfile.TemporaryDirectory(prefix="rulvar-boot-") as scratch:
                 folder = Path(scratch)
                 pickled = folder / "location.dill"
-                with pickled.open("wb") as handle:
-                    dill.dump(
-                        dataclasses.replace(location, cleanup=None),
-                        handle,
-                        recurse=True,
-                    )
+                ship_location(location, pickled)
                 go = folder / "go"
                 children = [
-                    subprocess.Popen(
-                        [
-                            sys.executable,
-                            "-m",
-                            "rulvar_conformance.soak.boot_storm",
-                            str(pickled),
-                            str(go),
-                            str(ttl_ms),
-                            os.pathsep.join(p for p in sys.path if p),
-                        ],
-                        stdin=subprocess.DEVNULL,
-                        stdout=subprocess.PIPE,
-                        stderr=subprocess.PIPE,
+                    start_module(
+                        "rulvar_conformance.soak.boot_storm",
+                        str(pickled),
+                        str(go),
+                        str(ttl_ms),
+                        os.pathsep.join(p for p in sys.path if p),
+                        stdout=PIPE,
                     )
                     for _ in range(processes)
                 ]
@@ -90,21 +83,15 @@ def run_boot_storm(
                 started = time.monotonic()
                 go.touch()
                 for index, child in enumerate(children):
-                    try:
-                        _, err = child.communicate(
-                            timeout=max(0.1, deadline - time.monotonic())
-                        )
-                    except subprocess.TimeoutExpired:
-                        child.kill()
-                        _, err = child.communicate()
+                    done = finish(child, max(0.1, deadline - time.monotonic()))
+                    if done.timed_out:
                         result.failures.append(
                             f"round {number + 1} child {index}: no exit within {timeout_s:g} s"
                         )
-                        continue
-                    if child.returncode != 0:
-                        text = err.decode(errors="replace").strip()[-2000:]
+                    elif done.returncode != 0:
                         result.failures.append(
-                            f"round {number + 1} child {index}: exit {child.returncode}: {text}"
+                            f"round {number + 1} child {index}: exit {done.returncode}: "
+                            f"{done.stderr.strip()}"
                         )
                 result.round_ms.append((time.monotonic() - started) * 1000.0)
         finally:
@@ -128,13 +115,7 @@ def _wait_ready(
 
 
 def _child(pickled: str, go: str, ttl_ms: int, path: str) -> int:
-    for entry in reversed(path.split(os.pathsep)):
-        if entry not in sys.path:
-            sys.path.insert(0, entry)
-    import dill
-
-    with open(pickled, "rb") as handle:
-        location: StoreLocation = dill.load(handle)
+    location = load_location(pickled, path.split(os.pathsep))
     Path(go).with_name(f"ready-{os.getpid()}").touch()
     while not os.path.exists(go):
         time.sleep(0.001)

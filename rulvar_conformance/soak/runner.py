@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from rulvar_conformance._deadline import CheckTimedOut, run_with_deadline
-from rulvar_conformance._kit import ConformanceFailure
+from rulvar_conformance.harness.deadline import CheckTimedOut, run_with_deadline
+from rulvar_conformance.harness.kit import ConformanceFailure
+from rulvar_conformance.harness.processes import ship_location
 from rulvar_conformance.soak.companions import (
     CompanionCheck,
     companion_runs_in,
@@ -140,8 +141,6 @@ def run_multi_process_soak(
             "soak needs writers >= 1, seconds > 0, ttl_ms >= 1, at least one run "
             "and companions >= 0"
         )
-    import dill
-
     scratch = (
         None
         if report_dir is not None
@@ -151,8 +150,7 @@ def run_multi_process_soak(
     workdir.mkdir(parents=True, exist_ok=True)
     try:
         location_path = workdir / "location.dill"
-        with location_path.open("wb") as handle:
-            dill.dump(dataclasses.replace(location, cleanup=None), handle, recurse=True)
+        ship_location(location, location_path)
         base = SoakWriterConfig(
             writer=0,
             incarnation=0,

@@ -15,13 +15,13 @@ import random
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from rulvar_conformance.harness.processes import start_module
 from rulvar_conformance.soak.config import CONFIG_ENV, SoakWriterConfig
 from rulvar_conformance.soak.events import (
     Event,
@@ -147,11 +147,10 @@ class Storm:
         stderr = self.logs / f"{name}.stderr"
         prefix, extra = self.launcher(index) if self.launcher else ([], {})
         with stderr.open("wb") as err:
-            process = subprocess.Popen(
-                [*prefix, sys.executable, "-m", "rulvar_conformance.soak.writer"],
-                env={**os.environ, **extra, CONFIG_ENV: config.to_env()},
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
+            process = start_module(
+                "rulvar_conformance.soak.writer",
+                env={**extra, CONFIG_ENV: config.to_env()},
+                host=prefix,
                 stderr=err,
             )
         writer = WriterProcess(

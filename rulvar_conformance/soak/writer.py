@@ -26,6 +26,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any, Final, Protocol, cast
 
+from rulvar_conformance.harness.processes import load_location
 from rulvar_conformance.soak import probes
 from rulvar_conformance.soak.companions import start_companions, stop_companions
 from rulvar_conformance.soak.config import (
@@ -391,13 +392,7 @@ def _transaction_marker(
 def main() -> int:
     """Entry point of one writer process: config from the environment, location by dill."""
     config = SoakWriterConfig.from_env()
-    for entry in reversed(config.sys_path):
-        if entry not in sys.path:
-            sys.path.insert(0, entry)
-    import dill
-
-    with open(config.location_path, "rb") as handle:
-        location = dill.load(handle)
+    location = load_location(config.location_path, config.sys_path)
     sink = FileSink(config.report_path)
     stop_path = config.stop_path
     hooks = SoakHooks(stop=lambda: os.path.exists(stop_path))

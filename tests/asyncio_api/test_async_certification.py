@@ -10,10 +10,10 @@ from typing import Any, TypeVar
 import pytest
 
 from rulvar_conformance import Certification, run_suites
-from rulvar_conformance._site import FEATURE_REASONS
-from rulvar_conformance.async_certify import async_suites
-from rulvar_conformance.cancellation import cancellation_conformance
-from rulvar_conformance.certify import CheckResult
+from rulvar_conformance.harness.async_certify import async_suites
+from rulvar_conformance.harness.certify import CheckResult
+from rulvar_conformance.harness.site import FEATURE_REASONS
+from rulvar_conformance.suites.cancellation import cancellation_conformance
 from rulvar_store.backend import parse_store_url, resolve_backend
 from rulvar_store_sqlite import SqliteStore
 from tests._postgres_gate import postgres_url
@@ -117,7 +117,13 @@ def test_the_cancellation_suite_fails_an_adapter_that_resumes_a_cancelled_caller
     generic adapter, the code this seeded defect breaks.
     """
     results = run_suites(
-        [cancellation_conformance(sqlite_locations(SqliteStore, tmp_path))]
+        [
+            cancellation_conformance(
+                Certification(
+                    sqlite_locations(SqliteStore, tmp_path), frozenset({"leases"})
+                )
+            )
+        ]
     )
     failed: list[Any] = [r for r in results if r.status == "failed"]
     assert failed, "the suite passed an adapter that splits cancelled calls"

@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from rulvar_cli.check import _explain, _result_row
-from rulvar_conformance.certify import CheckResult
 from rulvar_conformance.clauses import CLAUSES
+from rulvar_conformance.harness.certify import CheckResult
 
 FAILED = CheckResult(
     suite="two-handles",

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from rulvar_conformance.certify import suite_specs
+from rulvar_conformance.harness.certify import suite_specs
 
 
 def _rulvar(*args: str) -> subprocess.CompletedProcess[str]:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from rulvar_cli._common import plural
-from rulvar_conformance.certify import suite_specs
+from rulvar_conformance.harness.certify import suite_specs
 from rulvar_store import open_store
 from tests.operator._journals import entry, settle, write_run
 from tests.operator._places import invoke

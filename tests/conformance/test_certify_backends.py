@@ -15,8 +15,8 @@ from typing import Final
 import pytest
 
 from rulvar_conformance import Certification, certification_suites, run_suites
-from rulvar_conformance._failpause import hits_of
-from rulvar_conformance._site import FEATURE_REASONS
+from rulvar_conformance.harness.failpause import hits_of
+from rulvar_conformance.harness.site import FEATURE_REASONS
 from rulvar_store import LeasableStore
 from rulvar_store.backend import (
     LOCATION_FEATURES,

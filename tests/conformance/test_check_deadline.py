@@ -18,7 +18,7 @@ from rulvar_conformance import (
     certification_suites,
     run_suites,
 )
-from rulvar_conformance.certify import stuck_threads
+from rulvar_conformance.harness.certify import stuck_threads
 from tests.conformance.selftests._broken_sqlite import NeverHandsOn, sqlite_locations
 
 DEADLINE_S = 1.0

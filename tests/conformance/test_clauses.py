@@ -9,12 +9,12 @@ from typing import Final
 import pytest
 
 from rulvar_conformance import CLAUSES, ConformanceSuite
-from rulvar_conformance.certify import (
+from rulvar_conformance.clauses import clause_family
+from rulvar_conformance.harness.certify import (
     Certification,
     certification_suites,
     suite_specs,
 )
-from rulvar_conformance.clauses import clause_family
 from rulvar_store.backend import StoreLocation
 
 TESTS_ROOT: Final = Path(__file__).resolve().parents[1]

@@ -19,7 +19,7 @@ from rulvar_conformance import (
     run_suites,
     suite_specs,
 )
-from rulvar_conformance._kit import build_check, require, run_concurrently, using
+from rulvar_conformance.harness.kit import build_check, require, run_concurrently, using
 from rulvar_store import (
     ConfigError,
     MemoryStore,

@@ -11,7 +11,7 @@ from functools import partial
 import pytest
 
 from rulvar_conformance import Certification, certification_suites, run_suites
-from rulvar_conformance._kit import run_concurrently
+from rulvar_conformance.harness.kit import run_concurrently
 from rulvar_store import (
     JournalOrderViolation,
     Lease,

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from rulvar_conformance import ConformanceSuite
-from rulvar_conformance.async_certify import async_locations
+from rulvar_conformance import Certification, ConformanceSuite
+from rulvar_conformance.harness.async_certify import async_locations
 from rulvar_conformance.kill_points import kill_point_conformance
 from rulvar_store.backend import LocationFactory, parse_store_url, resolve_backend
 from tests._postgres_gate import postgres_url as _postgres_url
@@ -31,7 +31,7 @@ def _suite_for(url: str, *, through_async: bool = False) -> Iterator[Conformance
             # Each child opens its store through open_store_async behind the
             # kit's facade, so it dies inside an awaited call.
             locations = async_locations(locations)
-        yield kill_point_conformance(locations, backend.capabilities)
+        yield kill_point_conformance(Certification(locations, backend.capabilities))
 
 
 @pytest.fixture(scope="module")

@@ -18,8 +18,8 @@ from typing import Final
 import pytest
 from _pytest.mark.structures import ParameterSet
 
-from rulvar_conformance import CheckNotRun, ConformanceSuite
-from rulvar_conformance.async_certify import async_locations
+from rulvar_conformance import Certification, CheckNotRun, ConformanceSuite
+from rulvar_conformance.harness.async_certify import async_locations
 from rulvar_conformance.kill_points import kill_point_conformance
 from rulvar_conformance.kill_points.child import decode_opener, encode_opener
 from rulvar_conformance.kill_points.store_ops import STORE_CASES
@@ -45,7 +45,9 @@ def _never_opened() -> StoreLocation:
     raise AssertionError("only the check list is read")
 
 
-TEMPLATE: Final = kill_point_conformance(_never_opened)
+TEMPLATE: Final = kill_point_conformance(
+    Certification(_never_opened, frozenset({"leases"}))
+)
 
 
 def _runs_on(backend: str, check_id: str) -> bool:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from rulvar_conformance import ConformanceFailure, ConformanceSuite
+from rulvar_conformance import Certification, ConformanceFailure, ConformanceSuite
 from rulvar_conformance.kill_points import kill_point_conformance
 from rulvar_store.backend import StoreLocation
 
@@ -39,7 +39,7 @@ def broken(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
                 name=db, opener=broken_stores.BrokenOpener(db, kind), contention=True
             )
 
-        return kill_point_conformance(fresh, frozenset({"leases"}))
+        return kill_point_conformance(Certification(fresh, frozenset({"leases"})))
 
     yield suite
     sys.modules.pop("broken_stores", None)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rulvar_conformance import CheckNotRun
+from rulvar_conformance import Certification, CheckNotRun
 from rulvar_conformance.kill_points import (
     KILL_POINT_SCENARIOS,
     kill_point_conformance,
@@ -36,6 +36,8 @@ def test_resume_polls_until_the_dead_workers_lease_expires(tmp_path: Path) -> No
 @pytest.mark.clause("K8")
 def test_store_rows_need_a_clock_on_a_leasable_store(tmp_path: Path) -> None:
     """The referee moves a clock past the dead child's lease; without one: NOT RUN."""
-    suite = kill_point_conformance(lambda: clockless(tmp_path / "kp.db"))
+    suite = kill_point_conformance(
+        Certification(lambda: clockless(tmp_path / "kp.db"), frozenset({"leases"}))
+    )
     with pytest.raises(CheckNotRun, match="takes no clock"):
         suite.check("kp-store-append-after-commit").run()

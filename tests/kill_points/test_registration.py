@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from rulvar_cli import cli
-from rulvar_conformance.certify import Certification, certification_suites
+from rulvar_conformance.harness.certify import Certification, certification_suites
 from rulvar_store.backend import StoreLocation
 
 

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from rulvar_conformance.langgraph_ownership import three_node_graph
+from rulvar_conformance.suites.langgraph_ownership import three_node_graph
 from rulvar_langgraph import RulvarSaver
 
 

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from rulvar_conformance import ConformanceCheck, pytest_params
-from rulvar_conformance.langgraph_ownership import langgraph_ownership_conformance
+from rulvar_conformance import Certification, ConformanceCheck, pytest_params
+from rulvar_conformance.suites.langgraph_ownership import (
+    langgraph_ownership_conformance,
+)
 from rulvar_store.backend import LocationFactory, StoreLocation
 
 
@@ -18,10 +20,17 @@ def _never_opened() -> StoreLocation:
 
 
 @pytest.mark.parametrize(
-    "listed", pytest_params(langgraph_ownership_conformance(_never_opened))
+    "listed",
+    pytest_params(
+        langgraph_ownership_conformance(
+            Certification(_never_opened, frozenset({"leases"}))
+        )
+    ),
 )
 def test_ownership_check_passes(
     listed: ConformanceCheck, locations: LocationFactory
 ) -> None:
     """The named ownership check (its clause in the test id's marks) holds."""
-    langgraph_ownership_conformance(locations).check(listed.id).run()
+    langgraph_ownership_conformance(
+        Certification(locations, frozenset({"leases"}))
+    ).check(listed.id).run()

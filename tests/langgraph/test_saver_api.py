@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
-from rulvar_conformance.langgraph_ownership import three_node_graph
+from rulvar_conformance.suites.langgraph_ownership import three_node_graph
 from rulvar_langgraph import AsyncRulvarSaver, RulvarSaver
 from rulvar_store import (
     ConfigError,
@@ -130,7 +130,7 @@ def test_async_saver_sync_methods_work_from_another_thread() -> None:
 def _slow_graph(saver: Any, seconds: float, asynchronous: bool) -> Any:
     from langgraph.graph import END, START, StateGraph
 
-    from rulvar_conformance.langgraph_ownership import Trail
+    from rulvar_conformance.suites.langgraph_ownership import Trail
 
     def slow(state: Trail) -> dict[str, list[str]]:
         threading.Event().wait(seconds)

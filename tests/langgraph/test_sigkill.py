@@ -19,7 +19,7 @@ from typing import Any, Final
 
 import pytest
 
-from rulvar_conformance.langgraph_ownership import three_node_graph
+from rulvar_conformance.suites.langgraph_ownership import three_node_graph
 from rulvar_langgraph import RulvarSaver
 from rulvar_store import LeaseHeldError
 from rulvar_store.backend import UrlOpener

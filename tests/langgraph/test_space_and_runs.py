@@ -14,7 +14,7 @@ from uuid import uuid4
 import psycopg
 import pytest
 
-from rulvar_conformance.langgraph_ownership import three_node_graph
+from rulvar_conformance.suites.langgraph_ownership import three_node_graph
 from rulvar_langgraph import RulvarSaver
 from rulvar_store import LeaseHeldError
 from rulvar_store.backend import UrlOpener

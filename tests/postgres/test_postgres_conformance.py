@@ -19,7 +19,7 @@ from rulvar_conformance import (
     leasable_store_conformance,
     pytest_params,
 )
-from rulvar_conformance._kit import ConformanceCheck
+from rulvar_conformance.harness.kit import ConformanceCheck
 from rulvar_store_postgres import PostgresStore
 
 pytestmark = pytest.mark.postgres

@@ -16,8 +16,8 @@ from typing import Final
 
 import pytest
 
-from rulvar_conformance._async_facade import AsyncFacadeOpener
-from rulvar_conformance.async_certify import async_locations
+from rulvar_conformance.harness.async_certify import async_locations
+from rulvar_conformance.harness.async_facade import AsyncFacadeOpener
 from rulvar_conformance.soak import (
     ChaosPlan,
     SoakFailure,

@@ -22,7 +22,7 @@ from rulvar_conformance import (
     leasable_store_conformance,
     pytest_params,
 )
-from rulvar_conformance._kit import ConformanceCheck
+from rulvar_conformance.harness.kit import ConformanceCheck
 from rulvar_store_sqlite import SqliteStore
 
 

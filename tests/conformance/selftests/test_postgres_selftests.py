@@ -8,7 +8,7 @@ from typing import Final
 import psycopg
 import pytest
 
-from rulvar_conformance._surfaces import SURFACES
+from rulvar_conformance.harness.surfaces import SURFACES
 from rulvar_store.backend import LocationFactory
 from tests.conformance.selftests._broken_postgres import (
     postgres_locations,

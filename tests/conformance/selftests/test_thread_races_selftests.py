@@ -7,7 +7,7 @@ from typing import Final
 
 import pytest
 
-from rulvar_conformance._surfaces import SURFACES
+from rulvar_conformance.harness.surfaces import SURFACES
 from tests.conformance.selftests._support import broken_locations, failure_of
 
 SUITE: Final = "thread-races"

@@ -1,0 +1,39 @@
+"""Certifying the asyncio path: the same suites through ``open_store_async``, plus cancellation.
+
+Every location is opened through the async API (the backend's native opener,
+or the generic adapter) and handed to the suites behind the sync facade, so
+the forced-races, thread-races and shared-handle suites race real threads
+into the async store. The cancellation suite then cancels awaiting callers
+inside every write. Suite names carry an ``(async)`` suffix in reports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+
+from rulvar_conformance.harness.async_facade import async_locations
+from rulvar_conformance.harness.certify import Certification, certification_suites
+from rulvar_conformance.harness.kit import ConformanceSuite
+from rulvar_conformance.suites.cancellation import cancellation_conformance
+
+__all__ = ["ASYNC_SUFFIX", "async_locations", "async_suites"]
+
+ASYNC_SUFFIX = " (async)"
+
+
+def async_suites(
+    certification: Certification, selection: Iterable[str] | None = None
+) -> list[ConformanceSuite]:
+    """The selected suites over async-opened locations, then the cancellation suite.
+
+    Raises:
+        KeyError: ``selection`` names an unknown suite.
+    """
+    facade = certification._replace(locations=async_locations(certification.locations))
+    suites = [
+        replace(suite, name=suite.name + ASYNC_SUFFIX)
+        for suite in certification_suites(facade, selection)
+    ]
+    cancellation = cancellation_conformance(certification)
+    return [*suites, replace(cancellation, name=cancellation.name + ASYNC_SUFFIX)]

@@ -1,0 +1,40 @@
+"""The suites: what a certification checks, one module per suite.
+
+Each registered module defines ``SPEC``, a ``SuiteSpec`` built from one
+``Certification``. ``REGISTERED`` lists them in the order certification runs
+them: to add a suite, add its module here on a line of its own. Modules with a
+leading underscore hold helpers of the suites beside them; ``cancellation`` and
+``langgraph_ownership`` are run by their own certifications (the asyncio path,
+the LangGraph saver), not by this registry.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from rulvar_conformance.harness.certification import SuiteSpec
+
+__all__ = ["REGISTERED", "registered_specs"]
+
+REGISTERED: Final = (
+    "journal",
+    "leasable",
+    "fenced_writes",
+    "fenced_transcripts",
+    "two_handles",
+    "forced_races",
+    "thread_races",
+    "shared_handle",
+    "typed_errors",
+    "stale_surfaces",
+    "lease_lifetime",
+    "data_edges",
+    "kill_points",
+)
+
+
+def registered_specs() -> tuple[SuiteSpec, ...]:
+    """The ``SPEC`` of every registered suite module, in registry order."""
+    return tuple(import_module(f"{__name__}.{module}").SPEC for module in REGISTERED)
