@@ -124,7 +124,9 @@ class _CheckCommand(click.Command):
     plain ``rulvar --help`` never pay for it.
     """
 
-    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+    def format_epilog(
+        self, ctx: click.Context, formatter: click.HelpFormatter
+    ) -> None:
         from rulvar_conformance.harness.certify import suite_specs
 
         rows = [
