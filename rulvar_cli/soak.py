@@ -306,8 +306,8 @@ def _fault_soak(
     profile = fault_profile(kind, profile_name)
     click.echo(
         f"soaking a private PostgreSQL cluster (the server at the URL is not touched) "
-        f"under {kind} faults, profile {profile.name}: {writers or profile.writers} "
-        f"writers, ttl {profile.ttl_ms} ms, cap {seconds or profile.seconds:g} s"
+        f"under {kind} faults, profile {profile.name}: {writers or profile.storm.writers} "
+        f"writers, ttl {profile.storm.ttl_ms} ms, cap {seconds or profile.storm.seconds:g} s"
     )
     scratch, folder = _report_folder(report_dir)
     started = time.monotonic()

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from rulvar_conformance.faults.chaos import FaultPlan
+from rulvar_conformance.soak.profiles import SoakProfile
 from rulvar_conformance.soak.storm import ChaosPlan
 from rulvar_conformance.soak.tally import SoakQuorum
 
@@ -22,46 +23,48 @@ FAULT_KINDS: Final = ("network", "server")
 
 @dataclass(frozen=True)
 class FaultProfile:
-    """One fault soak size: the storm's, plus the fault plan."""
+    """One fault soak size: the storm's (a ``SoakProfile``), the fault plan, and
+    how long a writer's reads wait out an unavailable server."""
 
-    name: str
     kind: str
-    writers: int
-    seconds: float
-    ttl_ms: int
-    runs: tuple[str, ...]
-    chaos: ChaosPlan
-    quorum: SoakQuorum
+    storm: SoakProfile
     plan: FaultPlan
     outage_s: float
-    companions: int = 2
-    seed: int = 1
+
+    @property
+    def name(self) -> str:
+        return self.storm.name
 
 
 _RUNS: Final = tuple(f"soak-run-{index}" for index in range(3))
 _QUICK_QUORUM: Final = SoakQuorum(takeovers=5)
 _CI_QUORUM: Final = SoakQuorum(takeovers=40, stale_probes=500)
 
+
+def _storm(name: str, writers: int, chaos: ChaosPlan, companions: int) -> SoakProfile:
+    quorum = _QUICK_QUORUM if name == "quick" else _CI_QUORUM
+    seconds = 120.0 if name == "quick" else 300.0
+    return SoakProfile(
+        name, writers, seconds, 250, _RUNS, chaos, quorum, companions=companions
+    )
+
+
 _PROFILES: Final = {
     ("network", "quick"): FaultProfile(
-        "quick", "network", 3, 120.0, 250, _RUNS, ChaosPlan(),
-        _QUICK_QUORUM, FaultPlan(partitions=3, resets=3, degrades=1, interval_ms=300),
-        outage_s=30.0, companions=1,
+        "network", _storm("quick", 3, ChaosPlan(), 1),
+        FaultPlan(partitions=3, resets=3, degrades=1, interval_ms=300), outage_s=30.0,
     ),
     ("network", "ci"): FaultProfile(
-        "ci", "network", 6, 300.0, 250, _RUNS,
-        ChaosPlan(pauses=4, kills=4, interval_ms=2000),
-        _CI_QUORUM, FaultPlan(partitions=24, resets=24, degrades=6, interval_ms=400),
-        outage_s=30.0,
+        "network", _storm("ci", 6, ChaosPlan(pauses=4, kills=4, interval_ms=2000), 2),
+        FaultPlan(partitions=24, resets=24, degrades=6, interval_ms=400), outage_s=30.0,
     ),
     ("server", "quick"): FaultProfile(
-        "quick", "server", 3, 120.0, 250, _RUNS, ChaosPlan(),
-        _QUICK_QUORUM, FaultPlan(server_kills=2, interval_ms=2500), outage_s=60.0,
+        "server", _storm("quick", 3, ChaosPlan(), 2),
+        FaultPlan(server_kills=2, interval_ms=2500), outage_s=60.0,
     ),
     ("server", "ci"): FaultProfile(
-        "ci", "server", 4, 300.0, 250, _RUNS,
-        ChaosPlan(pauses=4, interval_ms=2000),
-        _CI_QUORUM, FaultPlan(server_kills=4, interval_ms=3000), outage_s=60.0,
+        "server", _storm("ci", 4, ChaosPlan(pauses=4, interval_ms=2000), 2),
+        FaultPlan(server_kills=4, interval_ms=3000), outage_s=60.0,
     ),
 }  # fmt: skip
 

@@ -81,7 +81,8 @@ def run_fault_soak(
 
     if profile.kind not in ("network", "server"):
         raise ConfigError(f"no fault kind {profile.kind!r}: network or server")
-    n_writers = writers or profile.writers
+    storm = profile.storm
+    n_writers = writers or storm.writers
     with ExitStack() as stack:
         fabric: HostFabric | None = None
         proxy: FaultProxy | None = None
@@ -105,7 +106,7 @@ def run_fault_soak(
                 proxy = FaultProxy(n_writers, address, cluster.port)
                 stack.callback(proxy.close)
             driver = NetworkFaults(
-                profile.plan, cluster, profile.ttl_ms, fabric=fabric, proxy=proxy
+                profile.plan, cluster, storm.ttl_ms, fabric=fabric, proxy=proxy
             )
         parsed = parse_store_url(f"{cluster.url(host=False)}?{CLIENT_BOUNDS}")
         backend = resolve_backend(parsed)
@@ -117,16 +118,16 @@ def run_fault_soak(
             return run_multi_process_soak(
                 location,
                 writers=n_writers,
-                seconds=seconds or profile.seconds,
-                seed=profile.seed if seed is None else seed,
-                ttl_ms=profile.ttl_ms,
-                runs=profile.runs,
-                chaos=profile.chaos,
-                quorum=profile.quorum,
+                seconds=seconds or storm.seconds,
+                seed=storm.seed if seed is None else seed,
+                ttl_ms=storm.ttl_ms,
+                runs=storm.runs,
+                chaos=storm.chaos,
+                quorum=storm.quorum,
                 report_dir=report_dir,
                 on_progress=on_progress,
                 raise_on_violation=False,
-                companions=profile.companions,
+                companions=storm.companions,
                 faults=driver,
                 outage_s=profile.outage_s,
             )
