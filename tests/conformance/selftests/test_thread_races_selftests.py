@@ -32,6 +32,21 @@ SELF_TESTED: frozenset[str] = frozenset(
 )
 
 
+RUNS: Final = 3
+
+
+def _failure_within_runs(broken: str, check_id: str, tmp_path: Path) -> str:
+    for run in range(RUNS):
+        directory = tmp_path / f"run-{run}"
+        directory.mkdir()
+        try:
+            return failure_of(broken_locations(broken, directory), SUITE, check_id)
+        except AssertionError as passed:
+            if "passed against the broken store" not in str(passed):
+                raise
+    raise AssertionError(f"{check_id} passed against {broken} in {RUNS} runs")
+
+
 @pytest.mark.clause("C4")
 @pytest.mark.parametrize(
     ("check_id", "broken"), CASES, ids=[f"{c}-{b}" for c, b in CASES]
@@ -39,8 +54,13 @@ SELF_TESTED: frozenset[str] = frozenset(
 def test_broken_store_fails_the_named_thread_race(
     check_id: str, broken: str, tmp_path: Path
 ) -> None:
-    """A store whose fence and write are apart loses a real race against a takeover."""
-    detail = failure_of(broken_locations(broken, tmp_path), SUITE, check_id)
+    """A store whose fence and write are apart loses a real race against a takeover.
+
+    The check has a time budget, and on a loaded machine a budget may pass
+    without the racing thread landing in the window: the broken store must lose
+    within RUNS runs of the check (each a fresh store), not always in the first.
+    """
+    detail = _failure_within_runs(broken, check_id, tmp_path)
     assert "superseded" in detail or "successor" in detail or "began after" in detail
 
 
