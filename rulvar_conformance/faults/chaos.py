@@ -177,6 +177,7 @@ class NetworkFaults(_ConnectionCount):
         self.plan, self.ttl_ms = plan, ttl_ms
         self.fabric, self.proxy = fabric, proxy
         self.cuts: dict[int, _Cut] = {}
+        self.healing: list[tuple[WriterProcess, int, float]] = []
         self.slow: dict[int, float] = {}
         self.done = {"partition": 0, "reset": 0, "degrade": 0}
         self.via = (
@@ -193,6 +194,8 @@ class NetworkFaults(_ConnectionCount):
         return self.fabric.prefix(index), env
 
     def step(self, storm: Storm) -> None:
+        if not _writing(storm):
+            return
         left = [kind for kind, count in self.done.items() if count < self._goal(kind)]
         healthy = [
             w
@@ -260,6 +263,25 @@ class NetworkFaults(_ConnectionCount):
         cut = self.cuts.pop(index)
         self.link.heal(index)
         storm.record("heal", cut.writer)
+        self.healing.append((cut.writer, monotonic_ns(), time.monotonic()))
+
+    def _recovering(self) -> int:
+        """Healed writers with no success since their heal (the storm waits for
+        them, up to ``RECOVERY_S``, so each heal's recovery is seen, not cut off)."""
+        from rulvar_conformance.faults.judge import RECOVERY_S, SUCCESS
+
+        now = time.monotonic()
+        self.healing = [
+            (writer, heal_ns, healed)
+            for writer, heal_ns, healed in self.healing
+            if not writer.killed
+            and now - healed < RECOVERY_S
+            and not any(
+                e.get("t") in SUCCESS and int(e.get("ns", 0)) > heal_ns
+                for e in writer.events[-50:]
+            )
+        ]
+        return len(self.healing)
 
     def settle(self, storm: Storm) -> None:
         for index in list(self.cuts):
@@ -268,15 +290,29 @@ class NetworkFaults(_ConnectionCount):
             self._restore_one(storm, index)
 
     def missing(self) -> list[str]:
-        return [
+        left = [
             f"{kind}s {count}/{self._goal(kind)}"
             for kind, count in self.done.items()
             if count < self._goal(kind)
         ]
+        # A cut still open or a healed writer not yet answered: its recovery is
+        # part of what the soak must see before it stops.
+        waiting = len(self.cuts) + self._recovering()
+        return [*left, f"recoveries pending {waiting}"] if waiting else left
 
     def describe(self) -> dict[str, Any]:
         degrade = self.fabric.degrade_kind if self.fabric is not None else "proxy delay"
         return {"kind": "network", "via": self.via, "degrade": degrade or "none ran"}
+
+
+def _writing(storm: Storm) -> bool:
+    """Every live writer has been answered once: faults before that would land
+    in the boot (the next interpreter start), not in the storm they are for."""
+    from rulvar_conformance.faults.judge import SUCCESS
+
+    return all(
+        any(e.get("t") in SUCCESS for e in w.events) for w in storm.writers.values()
+    )
 
 
 def _held_now(storm: Storm, writer: WriterProcess) -> tuple[str, int] | None:
@@ -308,7 +344,11 @@ class ServerFaults(_ConnectionCount):
         return [], {"PGHOST": self.cluster.socket_dir, "PGPORT": str(self.cluster.port)}
 
     def step(self, storm: Storm) -> None:
-        if self.kills >= self.plan.server_kills or self.restarting is not None:
+        if (
+            self.kills >= self.plan.server_kills
+            or self.restarting is not None
+            or not _writing(storm)
+        ):
             return
         low, high = self.plan.outage_ms
         outage_s = storm.rng.uniform(low, high) / 1000.0

@@ -21,11 +21,12 @@ from typing import Any, Final
 from rulvar_conformance.soak.events import Event
 from rulvar_conformance.soak.violations import Violation, violation
 
-__all__ = ["RECOVERY_S", "judge_faults"]
+__all__ = ["RECOVERY_S", "SUCCESS", "judge_faults"]
 
 RECOVERY_S: Final = 15.0
 """A writer still alive this long after a heal or restart must have succeeded again."""
-_SUCCESS: Final = frozenset({"accept", "grant", "released", "stale-reject", "victim"})
+SUCCESS: Final = frozenset({"accept", "grant", "released", "stale-reject", "victim"})
+"""Records that show a writer's store answered it: its connection works again."""
 _NS: Final = 1_000_000_000
 
 
@@ -93,7 +94,7 @@ def judge_faults(
 
 def _first_success_after(records: list[Event], ns: int) -> int | None:
     for event in records:
-        if int(event.get("ns", 0)) > ns and event.get("t") in _SUCCESS:
+        if int(event.get("ns", 0)) > ns and event.get("t") in SUCCESS:
             return int(event["ns"])
     return None
 
