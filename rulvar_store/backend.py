@@ -22,6 +22,7 @@ from rulvar_store._failpoints import (
     marked_caller,
     set_failpoint_hook,
 )
+from rulvar_store._file_ops import FileOps, file_ops_layer
 from rulvar_store._fork import ForkGuard, fork_generation
 from rulvar_store._incremental import parse_cursor
 from rulvar_store._intake import (
@@ -53,6 +54,7 @@ from rulvar_store._location_records import (
     FreshStoreFactory,
     LocationFactory,
     LocationOpener,
+    NetworkRoute,
     StoreLocation,
 )
 from rulvar_store._locations import UrlOpener, locations_from_factory, opened_at
@@ -102,10 +104,12 @@ __all__ = [
     "Backend",
     "Failpoint",
     "FailpointHook",
+    "FileOps",
     "ForkGuard",
     "FreshStoreFactory",
     "LocationFactory",
     "LocationOpener",
+    "NetworkRoute",
     "StoreLocation",
     "StoreUrl",
     "UrlOpener",
@@ -118,6 +122,7 @@ __all__ = [
     "copy_blob",
     "dump_record",
     "entry_text",
+    "file_ops_layer",
     "finish_uncancelled",
     "finite_seq",
     "fork_generation",

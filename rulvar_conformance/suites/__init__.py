@@ -31,7 +31,10 @@ REGISTERED: Final = (
     "stale_surfaces",
     "lease_lifetime",
     "data_edges",
+    "stalled_link",
     "kill_points",
+    "power_loss",
+    "disk_faults",
 )
 
 
