@@ -3,3 +3,7 @@
 set -euo pipefail
 python3 -m pip install --quiet --upgrade pip
 python3 -m pip install --quiet -e '.[dev]'
+# The fault soaks make writer hosts with ip netns, veth pairs, tc and ss (iproute2).
+if [ "$(id -u)" = 0 ] && ! { command -v ip && command -v tc && command -v ss; } >/dev/null 2>&1; then
+  apt-get install -y iproute2
+fi

@@ -6,7 +6,7 @@ import json
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, NoReturn
 
 import click
 
@@ -18,10 +18,11 @@ from rulvar_cli._common import (
     fail,
     sqlite_installed,
 )
+from rulvar_store import ConfigError
 from rulvar_store.backend import parse_store_url, resolve_backend
 
 if TYPE_CHECKING:
-    from rulvar_conformance.soak.summary import SoakActivity
+    from rulvar_conformance.soak.summary import SoakActivity, SoakSummary
 
 __all__ = ["soak_command"]
 
@@ -84,6 +85,13 @@ _EXIT_OF: Final = {
     type=click.Path(file_okay=False),
     help="Keep the report folder here: summary, logs, tenures.png.",
 )
+@click.option(
+    "--faults",
+    type=click.Choice(["network", "server"]),
+    help="PostgreSQL only: soak a private cluster this command starts (never the "
+    "server at URL) under network faults (writer hosts cut off past their ttl, "
+    "connection resets, slow links) or server faults (SIGKILL and restart).",
+)
 def soak_command(
     url: str | None,
     profile_name: str,
@@ -94,14 +102,27 @@ def soak_command(
     json_path: str | None,
     through_async: bool,
     report_dir: str | None,
+    faults: str | None,
 ) -> None:
     """Storm a fresh location next to URL with writer processes, pauses and kills.
 
     The soak runs in a new file or schema beside URL's (never your runs), stops
     at the profile's quorum, and rebuilds the serial history the fencing epochs
     promise from every writer's log and diffs it against the store.
-    Without URL: a temporary SQLite file (the 'sqlite' extra).
+    Without URL: a temporary SQLite file (the 'sqlite' extra). With --faults,
+    URL must be postgresql:// and the soak runs on its own private cluster.
     """
+    if faults is not None:
+        if url is None or not url.startswith(("postgresql:", "postgres:")):
+            raise click.UsageError(
+                "--faults soaks PostgreSQL: give a postgresql:// URL"
+            )
+        if through_async:
+            raise click.UsageError(
+                "--faults runs the writers through the sync API only"
+            )
+        _fault_soak(faults, profile_name, writers, seconds, seed, json_path, report_dir)
+        return
     if url is None:
         with tempfile.TemporaryDirectory(prefix="rulvar-soak-") as scratch_store:
             _soak(
@@ -166,7 +187,6 @@ def _soak(
     import time
 
     from rulvar_conformance.soak.profiles import profile_named
-    from rulvar_conformance.soak.report import INSTALL_HINT
     from rulvar_conformance.soak.runner import run_multi_process_soak
 
     profile = profile_named(profile_name)
@@ -182,12 +202,7 @@ def _soak(
         f"{n_writers} writers, ttl {profile.ttl_ms} ms, cap {seconds or profile.seconds:g} s"
         + (", through the asyncio API" if through_async else "")
     )
-    scratch = (
-        None
-        if report_dir
-        else tempfile.TemporaryDirectory(prefix="rulvar-soak-report-")
-    )
-    folder = report_dir or scratch.name  # type: ignore[union-attr]  # one of the two is set
+    scratch, folder = _report_folder(report_dir)
     started = time.monotonic()
     try:
         with backend.certify(parsed) as certified:
@@ -222,29 +237,92 @@ def _soak(
         wall_s = time.monotonic() - started
         if live:
             click.echo()
-        summary = result.summary
-        drawn = (Path(folder) / "tenures.png").exists()
-        for label, value in summary.rows(wall_s):
-            click.echo(f"  {label:<34} {value}")
-        if json_path:
-            Path(json_path).write_text(
-                json.dumps(summary.to_json(wall_s), indent=2) + "\n", encoding="utf-8"
-            )
-        if report_dir:
-            click.echo(
-                f"report: {report_dir} (summary.json, logs/, chaos.jsonl"
-                + (", tenures.png)" if drawn else ")")
-            )
-            if not drawn:
-                click.echo(
-                    f"no picture drawn: matplotlib is missing; install it with {INSTALL_HINT}"
-                )
+        _show(result.summary, wall_s, folder, json_path, report_dir)
     finally:
         if scratch is not None:
             scratch.cleanup()
+    _verdict(result.summary)
+
+
+def _report_folder(
+    report_dir: str | None,
+) -> tuple[tempfile.TemporaryDirectory[str] | None, str]:
+    """The report folder: the one asked for, else a temporary one (and its handle)."""
+    if report_dir:
+        return None, report_dir
+    scratch = tempfile.TemporaryDirectory(prefix="rulvar-soak-report-")
+    return scratch, scratch.name
+
+
+def _show(
+    summary: SoakSummary,
+    wall_s: float,
+    folder: str,
+    json_path: str | None,
+    report_dir: str | None,
+) -> None:
+    """The rows, the JSON summary and where the report folder is."""
+    from rulvar_conformance.soak.report import INSTALL_HINT
+
+    drawn = (Path(folder) / "tenures.png").exists()
+    for label, value in summary.rows(wall_s):
+        click.echo(f"  {label:<34} {value}")
+    if json_path:
+        Path(json_path).write_text(
+            json.dumps(summary.to_json(wall_s), indent=2) + "\n", encoding="utf-8"
+        )
+    if report_dir:
+        click.echo(
+            f"report: {report_dir} (summary.json, logs/, chaos.jsonl"
+            + (", tenures.png)" if drawn else ")")
+        )
+        if not drawn:
+            click.echo(
+                f"no picture drawn: matplotlib is missing; install it with {INSTALL_HINT}"
+            )
+
+
+def _verdict(summary: SoakSummary) -> NoReturn:
     for line in summary.verdict_lines():
         click.echo(line)
     sys.exit(_EXIT_OF[summary.outcome])
+
+
+def _fault_soak(
+    kind: str,
+    profile_name: str,
+    writers: int | None,
+    seconds: float | None,
+    seed: int | None,
+    json_path: str | None,
+    report_dir: str | None,
+) -> None:
+    """``--faults``: the soak on a private cluster under network or server faults."""
+    import time
+
+    from rulvar_conformance.faults.profiles import fault_profile
+    from rulvar_conformance.faults.soak import run_fault_soak
+
+    profile = fault_profile(kind, profile_name)
+    click.echo(
+        f"soaking a private PostgreSQL cluster (the server at the URL is not touched) "
+        f"under {kind} faults, profile {profile.name}: {writers or profile.storm.writers} "
+        f"writers, ttl {profile.storm.ttl_ms} ms, cap {seconds or profile.storm.seconds:g} s"
+    )
+    scratch, folder = _report_folder(report_dir)
+    started = time.monotonic()
+    try:
+        try:
+            result = run_fault_soak(
+                profile, writers=writers, seconds=seconds, seed=seed, report_dir=folder
+            )
+        except ConfigError as exc:
+            fail("config", str(exc), EXIT_USAGE)
+        _show(result.summary, time.monotonic() - started, folder, json_path, report_dir)
+    finally:
+        if scratch is not None:
+            scratch.cleanup()
+    _verdict(result.summary)
 
 
 def _is_sqlite_memory(raw: str) -> bool:

@@ -137,6 +137,8 @@ CLAUSES: Final[dict[str, str]] = {
     "S10": "A failed soak raises one error listing every violation.",
     "S11": "Eight processes booting one fresh store location at once all succeed, twice.",
     "S12": "In-memory stores run the soak writer only in-process, honest and broken.",
+    "S13": "Under network faults (holders cut off past their ttl, connection resets, slow links) a private PostgreSQL soak refuses every healed holder's superseded write, resolves calls caught by a cut from the final state, recovers every writer and leaks no server connection.",
+    "S14": "Under server crashes (SIGKILL of every server process, then crash recovery) a private PostgreSQL soak keeps every acknowledged write, fails outage calls as StoreUnavailableError and every writer carries on once the server is back.",
     # 11. Audit
     "A1": "last_run_settle finds the last valid run_settle; dangling entries are unreferenced running ones.",
     "A2": "audit_run derives a read-only verdict from meta, settle, tail and open suspensions.",

@@ -1,14 +1,18 @@
 """CI soak job: ``rulvar soak`` with one profile against SQLite and PostgreSQL.
 
 Usage: ``python soak/run_ci.py [--profile ci|nightly|quick] [--async-profile
-none|quick|ci|nightly] [--reports DIR] [--backend sqlite|postgresql ...]``.
+none|quick|ci|nightly] [--faults network|server|none ...] [--reports DIR]
+[--backend sqlite|postgresql ...]``.
 SQLite soaks a scratch file under the reports folder; PostgreSQL soaks a fresh
 schema of ``RULVAR_TEST_POSTGRES_URL`` (required: a CI soak never skips the fleet
 backend). After the sync rounds each backend is soaked again with its writers on
 the asyncio API (``rulvar soak --async``) at ``--async-profile`` (``quick`` by
 default: about half a minute per backend; ``none`` skips it). Each round's report
-folder (summary, writer logs, tenures.png) is kept under ``--reports``. Exits
-non-zero if any round reports a violation or cannot run.
+folder (summary, writer logs, tenures.png) is kept under ``--reports``. With
+PostgreSQL the fault soaks run last at ``--profile`` (``rulvar soak URL --faults
+network`` and ``--faults server``, each on a private cluster the soak starts:
+the server at the URL is never cut or killed; ``--faults none`` skips them).
+Exits non-zero if any round reports a violation or cannot run.
 """
 
 from __future__ import annotations
@@ -34,9 +38,9 @@ def _url(backend: str, folder: Path) -> str:
     return url
 
 
-def _soak(profile: str, backend: str, through_async: bool, reports: Path) -> int:
-    """One round of ``rulvar soak``; its exit code (0: no violation, quorum met)."""
-    label = f"{profile}-{backend}" + ("-async" if through_async else "")
+def _soak(profile: str, backend: str, flags: tuple[str, ...], reports: Path) -> int:
+    """One round of ``rulvar soak`` with ``flags``; its exit code (0: no violation, quorum met)."""
+    label = "-".join([profile, backend, *(flag.lstrip("-") for flag in flags)])
     folder = reports / label
     folder.mkdir(parents=True, exist_ok=True)
     command = [
@@ -51,18 +55,21 @@ def _soak(profile: str, backend: str, through_async: bool, reports: Path) -> int
         str(folder / "report"),
         "--json",
         str(folder / "summary.json"),
-        *(["--async"] if through_async else []),
+        *flags,
     ]
     print(f"== soak {label}", flush=True)
     code = subprocess.run(command, check=False).returncode
     if code == 0:
-        activity = json.loads((folder / "summary.json").read_text())["activity"]
+        summary = json.loads((folder / "summary.json").read_text())
+        activity = summary["activity"]
         print(
             f"== {label}: {activity['processes']} processes, "
             f"{activity['takeovers']} takeovers, {activity['stale_probes']} stale "
             f"probes, {activity['pauses']} pauses, {activity['kills']} kills",
             flush=True,
         )
+        if "faults" in summary:
+            print(f"== {label} faults: {json.dumps(summary['faults'])}", flush=True)
     return code
 
 
@@ -77,15 +84,30 @@ def main() -> int:
         choices=["none", "quick", "ci", "nightly"],
         help="profile of the round with writers on the asyncio API ('none': skip it)",
     )
+    parser.add_argument(
+        "--faults",
+        action="append",
+        choices=["network", "server", "none"],
+        help="PostgreSQL fault soaks to run (default both; 'none': skip them)",
+    )
     args = parser.parse_args()
     backends = args.backend or ["sqlite", "postgresql"]
-    rounds = [(args.profile, backend, False) for backend in backends]
+    rounds: list[tuple[str, str, tuple[str, ...]]] = [
+        (args.profile, backend, ()) for backend in backends
+    ]
     if args.async_profile != "none":
-        rounds += [(args.async_profile, backend, True) for backend in backends]
+        rounds += [(args.async_profile, backend, ("--async",)) for backend in backends]
+    if "postgresql" in backends:
+        kinds = args.faults or ["network", "server"]
+        rounds += [
+            (args.profile, "postgresql", ("--faults", kind))
+            for kind in kinds
+            if kind != "none"
+        ]
     failed = [
-        f"{backend}{' --async' if through_async else ''} (exit {code})"
-        for profile, backend, through_async in rounds
-        if (code := _soak(profile, backend, through_async, Path(args.reports)))
+        f"{backend}{''.join(' ' + flag for flag in flags)} (exit {code})"
+        for profile, backend, flags in rounds
+        if (code := _soak(profile, backend, flags, Path(args.reports)))
     ]
     if failed:
         print(f"soak {args.profile} FAILED on: {', '.join(failed)}", flush=True)

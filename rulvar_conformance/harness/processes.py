@@ -1,6 +1,6 @@
 """Every child process the kit starts, started here.
 
-Three ways, one per need:
+Four ways, one per need:
 
 - ``start_module``: a fresh interpreter running one of the kit's ``-m`` entry
   points (the kill-point worker, a soak writer, a boot-storm child). The child
@@ -13,6 +13,9 @@ Three ways, one per need:
   pickling) that answers through a pipe; ``None`` when it exited without
   answering (a main module that re-runs itself, a crash). ``stream_spawned``
   hands each of many messages on as it arrives, until the child dies.
+
+- ``run_tool``: a system tool run to its end with its output captured (the
+  fault soaks' ``ip``, ``tc``, ``ss``, ``initdb`` and ``pg_ctl``).
 
 Keeping them in one module keeps one answer to "how does the kit start a
 child": the same interpreter, the same ``sys.path``, the same dill shipping.
@@ -41,6 +44,7 @@ __all__ = [
     "finish",
     "load_location",
     "run_spawned",
+    "run_tool",
     "ship_location",
     "start_module",
     "stream_spawned",
@@ -62,17 +66,31 @@ def start_module(
     stdin: Stream = DEVNULL,
     stdout: Stream = DEVNULL,
     stderr: Stream = PIPE,
+    host: Sequence[str] = (),
 ) -> subprocess.Popen[bytes]:
     """Start ``python [exec_args] -m module args`` with this interpreter.
 
     ``env`` adds variables to this process's environment (the child sees both).
+    ``host``: an argv prefix that runs the child elsewhere, such as a fault
+    soak's writer host (``ip netns exec NAME``, which execs in place: same pid).
     """
     return subprocess.Popen(
-        [sys.executable, *exec_args, "-m", module, *args],
+        [*host, sys.executable, *exec_args, "-m", module, *args],
         env=None if env is None else {**os.environ, **env},
         stdin=stdin,
         stdout=stdout,
         stderr=stderr,
+    )
+
+
+def run_tool(argv: Sequence[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` to its end (text output captured, no check of the exit code).
+
+    Raises:
+        subprocess.TimeoutExpired: it ran past ``timeout_s`` (it is killed).
+    """
+    return subprocess.run(
+        list(argv), capture_output=True, text=True, timeout=timeout_s, check=False
     )
 
 

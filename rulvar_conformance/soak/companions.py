@@ -42,6 +42,8 @@ __all__ = [
 
 PAUSE_S: Final = 0.001
 """Between a companion's appends: company for the writer, not a flood of its own."""
+UNAVAILABLE_PAUSE_S: Final = 0.02
+"""After an unknown outcome: a server outage is not hammered at 1000 tries a second."""
 JOIN_S: Final = 10.0
 LOG_SUFFIX: Final = ".companion-"
 
@@ -87,7 +89,7 @@ class _Companion:
                 except StoreUnavailableError:
                     self.log(f"unknown {seq}")  # may have landed: try it again
                     unsure = True
-                    time.sleep(PAUSE_S)
+                    time.sleep(UNAVAILABLE_PAUSE_S)
                     continue
                 except JournalOrderViolation:
                     if not unsure:

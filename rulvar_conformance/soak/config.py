@@ -59,6 +59,8 @@ class SoakWriterConfig:
         sys_path: the referee's import path, so a store author's modules import.
         companions: threads appending to runs of their own through the writer's
             handle (``soak.companions``), so its calls share the handle.
+        outage_s: how long reads keep retrying an unavailable store (a fault
+            soak's server outage); 0 keeps the plain bounded rounds.
     """
 
     writer: int
@@ -71,6 +73,7 @@ class SoakWriterConfig:
     location_path: str = ""
     sys_path: tuple[str, ...] = field(default=())
     companions: int = 0
+    outage_s: float = 0.0
 
     @property
     def owner(self) -> str:

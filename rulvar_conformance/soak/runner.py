@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from rulvar_conformance.harness.deadline import CheckTimedOut, run_with_deadline
 from rulvar_conformance.harness.kit import ConformanceFailure
@@ -49,6 +49,9 @@ from rulvar_conformance.soak.tally import (
 from rulvar_conformance.soak.violations import Violation, violation
 from rulvar_store import ConfigError, MetaLookupStore
 from rulvar_store.backend import StoreLocation
+
+if TYPE_CHECKING:
+    from rulvar_conformance.faults.chaos import FaultDriver
 
 __all__ = ["ChaosPlan", "SoakFailure", "SoakResult", "run_multi_process_soak"]
 
@@ -106,6 +109,8 @@ def run_multi_process_soak(
     on_progress: Callable[[float, SoakActivity], None] | None = None,
     raise_on_violation: bool = True,
     companions: int = 0,
+    faults: FaultDriver | None = None,
+    outage_s: float = 0.0,
 ) -> SoakResult:
     """Storm ``location`` with ``writers`` processes until ``quorum`` (or ``seconds``, a violation).
 
@@ -115,7 +120,10 @@ def run_multi_process_soak(
     ``companions``: threads per writer process appending to runs of their own
     through the writer's handle, each held to its log afterwards
     (``soak.companions``), so a store that batches one handle's callers is
-    soaked batching.
+    soaked batching. ``faults``: a fault layer (``rulvar_conformance.faults``)
+    that places the writers on hosts and cuts, resets or kills what lies between
+    them and the store; ``outage_s``: how long a writer's reads keep retrying a
+    store that is unavailable (0: the default rounds only).
 
     Raises:
         ConfigError: the location cannot be opened in a child process, or bad settings.
@@ -151,8 +159,11 @@ def run_multi_process_soak(
             runs=tuple(runs),
             sys_path=tuple(p for p in sys.path if p),
             companions=companions,
+            outage_s=outage_s,
         )
         storm = Storm(workdir, location_path, base, random.Random(seed))
+        if faults is not None:
+            storm.launcher = faults.launch
         settings = {
             "location": location.name,
             "writers": writers,
@@ -164,6 +175,11 @@ def run_multi_process_soak(
             "chaos": dataclasses.asdict(chaos),
             "quorum": dataclasses.asdict(quorum),
         }
+        if faults is not None:
+            settings["faults"] = {
+                **faults.describe(),
+                **dataclasses.asdict(faults.plan),
+            }
         result = _storm(
             storm,
             location,
@@ -174,6 +190,7 @@ def run_multi_process_soak(
             quorum,
             on_progress,
             settings,
+            faults,
         )
         if report_dir is not None:
             result = dataclasses.replace(result, report_dir=str(workdir))
@@ -201,6 +218,7 @@ def _storm(
     quorum: SoakQuorum,
     on_progress: Callable[[float, SoakActivity], None] | None,
     settings: dict[str, Any],
+    faults: FaultDriver | None = None,
 ) -> SoakResult:
     started = time.monotonic()
     start_ns = monotonic_ns()
@@ -208,6 +226,7 @@ def _storm(
         storm.spawn(index, 0)
     done = {"pause": 0, "kill": 0}
     next_chaos = started + storm.rng.uniform(0.5, 1.5) * chaos.interval_ms / 1000.0
+    next_fault = started + (faults.plan.interval_ms / 1000.0 if faults else 0.0)
     while True:
         time.sleep(POLL_S)
         now = time.monotonic()
@@ -219,15 +238,24 @@ def _storm(
         if now >= next_chaos:
             chaos_step(storm, chaos, done, ttl_ms)
             next_chaos = now + storm.rng.uniform(0.5, 1.5) * chaos.interval_ms / 1000.0
+        if faults is not None:
+            faults.tick(storm)
+            if now >= next_fault:
+                faults.step(storm)
+                next_fault = (
+                    now + storm.rng.uniform(0.5, 1.5) * faults.plan.interval_ms / 1000.0
+                )
         activity = storm.tally.snapshot()
         if on_progress is not None:
             on_progress(now - started, activity)
-        missing = quorum.missing(activity)
+        missing = quorum.missing(activity) + (faults.missing() if faults else [])
         # No writer left means each exit was recorded as a violation already.
         if not missing or now - started >= seconds or not storm.writers:
             break
     storm_ms = (time.monotonic() - started) * 1000.0
     stop_ns = monotonic_ns()
+    if faults is not None:
+        faults.settle(storm)  # heal and restart first, so every writer can stop
     _stop(storm)
     events = [event for writer in storm.all_writers() for event in writer.events]
     runs = settings["runs"]
@@ -264,6 +292,21 @@ def _storm(
         verdict = judge_soak(state, events, runs)
         journal_entries = sum(len(state.run(run).entries) for run in runs)
         company = verify_companions(state, storm.logs)
+    violations = [*storm.violations, *verdict.violations, *company.violations]
+    fault_figures: dict[str, Any] = {}
+    if faults is not None:
+        from rulvar_conformance.faults.judge import judge_faults
+
+        fault_figures, found = judge_faults(
+            events, storm.chaos, verdict.unknown, stop_ns, violations
+        )
+        violations.extend(found)
+        # Every writer has exited and the referee's handle is closed: what the
+        # server still holds for them has leaked.
+        more, leaked = faults.finish()
+        rows = [*fault_figures["rows"], *more.pop("rows", [])]
+        fault_figures.update(more, rows=rows)
+        violations.extend(leaked)
     activity = dataclasses.replace(
         storm.tally.snapshot(),
         companion_runs=company.runs,
@@ -275,9 +318,10 @@ def _storm(
         health=health_report(events, storm.chaos, start_ns, stop_ns),
         storm_ms=storm_ms,
         journal_entries=journal_entries,
-        violations=(*storm.violations, *verdict.violations, *company.violations),
+        violations=tuple(violations),
         quorum_missing=tuple(missing),
         unknown=tuple(verdict.unknown),
+        faults=fault_figures,
     )
     return SoakResult(summary=summary, events=events, chaos=storm.chaos)
 

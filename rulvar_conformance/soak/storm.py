@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -118,6 +119,8 @@ class Storm:
         self.chaos: list[Event] = []
         self.tally = ActivityTally()
         self.violations: list[Violation] = []
+        # Where writer i runs and what it is told (a fault layer's hosts); none: here.
+        self.launcher: Callable[[int], tuple[list[str], dict[str, str]]] | None = None
 
     def record(self, kind: str, writer: WriterProcess, **more: Any) -> None:
         event = {
@@ -142,10 +145,12 @@ class Storm:
             location_path=str(self.location_path),
         )
         stderr = self.logs / f"{name}.stderr"
+        prefix, extra = self.launcher(index) if self.launcher else ([], {})
         with stderr.open("wb") as err:
             process = start_module(
                 "rulvar_conformance.soak.writer",
-                env={CONFIG_ENV: config.to_env()},
+                env={**extra, CONFIG_ENV: config.to_env()},
+                host=prefix,
                 stderr=err,
             )
         writer = WriterProcess(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from rulvar_conformance.soak.violations import Violation, grouped, plural
@@ -138,6 +138,8 @@ class SoakSummary:
     violations: tuple[Violation, ...]
     quorum_missing: tuple[str, ...]
     unknown: tuple[Mapping[str, Any], ...]
+    faults: Mapping[str, Any] = field(default_factory=dict)
+    """What a fault layer did (``rulvar_conformance.faults``); empty without one."""
 
     @property
     def outcome(self) -> Outcome:
@@ -210,6 +212,10 @@ class SoakSummary:
                 f"{a.companion_appends} / {a.companion_runs} "
                 "(threads sharing each writer's handle)",
             ),
+            *(
+                (f"fault: {label}", value)
+                for label, value in self.faults.get("rows", ())
+            ),
             ("journal entries at the end", str(self.journal_entries)),
             ("storm / wall time", f"{self.storm_ms / 1000:.1f} s / {wall_s:.1f} s"),
             ("violations", str(len(self.violations))),
@@ -276,6 +282,8 @@ class SoakSummary:
             },
             "health": asdict(self.health),
         }
+        if self.faults:
+            data["faults"] = {k: v for k, v in self.faults.items() if k != "rows"}
         if wall_s is not None:
             data["wall_s"] = round(wall_s, 1)
         return data

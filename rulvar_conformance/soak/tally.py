@@ -207,6 +207,14 @@ def _drought_cause(ordered: list[Event], chaos: list[Event], lo: int, hi: int) -
         parts.append(f"{len(stalls)} lease(s) left to expire by stalling holders")
     if others_busy:
         parts.append(f"{others_busy} busy retries")
+    # A fault layer's actions (rulvar_conformance.faults) started in the drought.
+    faults = Counter(
+        str(c.get("t"))
+        for c in chaos
+        if c.get("t") in ("server-kill", "partition", "reset")
+        and lo <= c.get("ns", 0) <= hi
+    )
+    parts.extend(f"{n} {kind}(s)" for kind, n in sorted(faults.items()))
     return "; ".join(parts) or "no fault overlapped it (scheduling or machine load)"
 
 

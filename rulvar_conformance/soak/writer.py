@@ -192,14 +192,25 @@ class SoakWriter:
         return max(seqs, default=0)
 
     def read(self, fn: Callable[[], Any]) -> Any:
-        for _ in range(MAX_ROUNDS):
+        rounds, down_since = 0, None
+        while rounds < MAX_ROUNDS:
             try:
                 return fn()
             except Exception as exc:
-                if not (
-                    self.hooks.retryable(exc) or isinstance(exc, StoreUnavailableError)
-                ):
+                unavailable = isinstance(exc, StoreUnavailableError)
+                if not (self.hooks.retryable(exc) or unavailable):
                     raise
+                if unavailable and self.config.outage_s > 0:
+                    # A fault soak's outage: wait it out (bounded), not in 1 ms rounds.
+                    now = time.monotonic()
+                    down_since = now if down_since is None else down_since
+                    if now - down_since > self.config.outage_s:
+                        raise SoakWriterError(
+                            f"store still unavailable after {self.config.outage_s:g} s: {exc}"
+                        ) from exc
+                    self.hooks.sleep_ms(self.rng.uniform(10, 30))
+                    continue
+                rounds += 1
                 self.hooks.sleep_ms(self.rng.uniform(1, 3))
         raise SoakWriterError(f"read still busy after {MAX_ROUNDS} rounds")
 

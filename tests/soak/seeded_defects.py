@@ -1,4 +1,7 @@
-"""SQLite stores with one seeded fencing defect each, for the soak that must bite.
+"""Stores with one seeded defect each, for the soak that must bite.
+
+SQLite stores with a fencing defect each, and a PostgreSQL opener whose store
+acknowledges appends the server never received (for the server-crash soak).
 
 They live in an importable module (not a test body) because the soak's writer
 processes unpickle the location's opener and import this module by name.
@@ -6,10 +9,19 @@ processes unpickle the location's opener and import this module by name.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Final
 
-from rulvar_store import Clock, Lease, LeaseHeldError, OpenedStore
+from rulvar_store import (
+    Clock,
+    JournalEntry,
+    Lease,
+    LeaseHeldError,
+    OpenedStore,
+    StoreUnavailableError,
+)
+from rulvar_store.backend import UrlOpener
 from rulvar_store_sqlite import SqliteStore
 
 # The group-commit defect the kit's self-tests use; only companion threads expose it.
@@ -70,3 +82,30 @@ class DefectiveOpener:
         return OpenedStore(
             journal=store, transcripts=store.transcripts(), closers=(store.close,)
         )
+
+
+@dataclass(frozen=True)
+class AcksWhenUnavailableOpener:
+    """Opens a fresh PostgreSQL location whose journal acknowledges appends the
+    server never got (``StoreUnavailableError`` swallowed): the seeded defect.
+
+    ``PostgresStore`` is final, so the opened handle's ``append`` is replaced.
+    """
+
+    inner: UrlOpener
+
+    def __call__(
+        self, ttl_ms: int | None, now: Clock | None, fail_fast: bool
+    ) -> OpenedStore:
+        opened = self.inner(ttl_ms, now, fail_fast)
+        honest = opened.journal.append
+
+        def append(
+            run_id: str, entry: JournalEntry, lease: Lease | None = None
+        ) -> None:
+            # The defect: the caller is told its write landed.
+            with contextlib.suppress(StoreUnavailableError):
+                honest(run_id, entry, lease)
+
+        opened.journal.append = append  # type: ignore[method-assign]  # the seeded defect
+        return opened
