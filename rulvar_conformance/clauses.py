@@ -166,6 +166,7 @@ CLAUSES: Final[dict[str, str]] = {
     "G10": "delete_for_runs and prune delete the blobs of the checkpoints they drop, not only pointers.",
     "G11": "A LangGraph thread is an ordinary run: rulvar runs list, show, audit and delete work on it.",
     "G12": "LangGraph's own checkpointer conformance suite passes at FULL for the async saver.",
+    "G13": "An unheld put that continues a checkpoint of a deleted thread is refused and the thread stays deleted.",
 }
 
 
