@@ -179,21 +179,23 @@ def _result_row(result: CheckResult) -> dict[str, Any]:
         "error": result.error if failed else None,
         "detail": _detail(result) if failed else None,
         "reason": result.error if result.status == "not-run" else None,
+        "note": result.note,
     }
 
 
 def _explain(result: CheckResult) -> list[str]:
     """The lines under a table row: what failed and why, or why it did not run."""
+    said = [] if result.note is None else [f"        did: {result.note}"]
     if result.status == "not-run":
         return [f"        reason: {result.error}"]
     if result.status != "failed":
-        return []
+        return said
     lines = [f"        {result.title}" if result.title else ""]
     lines += [
         f"        {clause['id']}: {clause['text']}" for clause in _clause_texts(result)
     ]
     lines.append(f"        failed: {_detail(result)}")
-    return [line for line in lines if line]
+    return [line for line in lines + said if line]
 
 
 @click.command("check", cls=_CheckCommand, epilog=CHECK_EXIT_CODES_HELP)

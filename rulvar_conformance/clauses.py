@@ -66,6 +66,7 @@ CLAUSES: Final[dict[str, str]] = {
     "T7": "transcripts() returns one memoized twin sharing the store's connection and lifecycle.",
     "T8": "File and in-memory blob stores are single-writer, undeclared, and refuse unsafe names.",
     "T9": "Run ids of file-backed stores are safe tokens, refused with ConfigError otherwise.",
+    "T10": "No symbolic link inside a file store's root is followed: a call that would pass through one raises ConfigError and touches nothing outside the root.",
     # 6. SQLite
     "Q1": "SqliteStore validates its ttl before opening the database.",
     "Q2": "The SQLite schema has five idempotently created tables with the listed indexes.",
@@ -84,6 +85,7 @@ CLAUSES: Final[dict[str, str]] = {
     "Q15": "AsyncSqliteStore's coroutines share group commit (one transaction and one COMMIT, each write with its own fence, seq guard and outcome, each caller resumed after the shared COMMIT); no SQLite statement runs on the event-loop thread.",
     "Q16": "An AsyncSqliteStore caller cancelled at any point gets CancelledError; its write is all or nothing and no transaction or file lock stays behind.",
     "Q17": "A SQLite store, sync or async, used in a forked child refuses with ForkedStoreError and leaves the parent's connection untouched.",
+    "Q18": "Once its database file was removed or replaced, every write through a SQLite store raises ConfigError and writes nothing; an opener refuses a -wal left beside a missing or empty database file.",
     # 7. PostgreSQL
     "P1": "PostgresStore validates url, schema, ttl and pool size before any connection.",
     "P2": "Each store owns a schema of five TEXT-payload tables, qualified and indexed as listed.",
@@ -167,6 +169,15 @@ CLAUSES: Final[dict[str, str]] = {
     "G11": "A LangGraph thread is an ordinary run: rulvar runs list, show, audit and delete work on it.",
     "G12": "LangGraph's own checkpointer conformance suite passes at FULL for the async saver.",
     "G13": "An unheld put that continues a checkpoint of a deleted thread is refused and the thread stays deleted.",
+    # 16. Power loss
+    "W1": "After a power cut at any point (unsynced writes dropped or torn by sector), the SQLite store reopens with integrity_check ok.",
+    "W2": "At synchronous=FULL every write acknowledged before a power cut survives it.",
+    "W3": "At synchronous=NORMAL each run's survivors are a prefix of its acknowledged writes, and what survived one cut survives the later ones.",
+    "W4": "A lease taken after a power cut gets an epoch above every lease that wrote durably, and at FULL above every acknowledged lease.",
+    "W5": "The file store keeps every acknowledged append and meta across a power cut: a torn last line is left out and repaired, a new run folder and a renamed meta.json are synced in their folder.",
+    # 17. Disk faults
+    "E1": "A write failing on a full disk or an I/O error raises the retryable StoreUnavailableError, loses nothing stored, and the same handle writes again once the disk recovers.",
+    "E2": "A read-only database or folder gives a typed error at once, never a hang, and changes nothing.",
 }
 
 

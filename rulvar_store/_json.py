@@ -18,6 +18,9 @@ the stdlib on a few inputs, each handled here:
 - Nesting deeper than the stdlib recurses (about 1,000 levels; another
   language's writer can store more): ``RecursionError`` becomes the typed
   ``UnreadableRecordError``, a ``ValueError`` like any text that does not parse.
+  So does an integer literal longer than Python converts (4,300 digits by
+  default, ``sys.get_int_max_str_digits``), where the stdlib raises a bare
+  ``ValueError``.
 - Duplicate keys: both keep the LAST value at the position of the FIRST
   occurrence (plain dict assignment); the property tests in
   ``tests/core/test_json_read.py`` pin this.
@@ -73,6 +76,16 @@ def _stdlib_loads(text: str | bytes) -> Any:
             "stored record is nested deeper than this reader can parse "
             f"(over {sys.getrecursionlimit()} levels); written by another writer"
         ) from None
+    except json.JSONDecodeError:
+        raise  # not JSON: the stdlib's own error (the file store reads its position)
+    except ValueError as exc:
+        # Python refuses to convert an integer literal of more digits than
+        # sys.get_int_max_str_digits() (4,300 by default; a guard against
+        # quadratic conversion). The text is JSON, but not readable here.
+        raise UnreadableRecordError(
+            f"stored record holds a number this reader refuses to convert ({exc}); "
+            "written by another writer"
+        ) from exc
 
 
 def load_records(texts: Sequence[str | bytes]) -> list[Any]:

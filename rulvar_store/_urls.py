@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 from urllib.parse import SplitResult, parse_qsl, urlsplit, urlunsplit
 
 from rulvar_store.errors import ConfigError
 
 __all__ = ["StoreUrl", "option_bool", "option_int", "parse_store_url", "redact_url"]
+
+# A decimal integer as a URL writes it: ASCII digits only, no sign but '-', no
+# spaces or underscores. (``re``'s ``\d`` would match other scripts' digits.)
+_DECIMAL: Final = re.compile(r"-?[0-9]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +90,12 @@ def parse_store_url(url: object, options: Mapping[str, Any] | None = None) -> St
 
 
 def option_int(options: Mapping[str, Any], name: str, default: int) -> int:
-    """Read an integer option given as an int or a decimal string.
+    """Read an integer option given as an int or a string of ASCII digits.
+
+    The one integer parser of every backend's URL options. ``int()`` alone
+    would also take ``" 5"``, ``"+5"``, ``"5_000"`` and other scripts' digits
+    (fullwidth ``"12"``): a URL that a reader cannot read the same way is refused. An
+    optional leading ``-`` is kept so a negative value gets its range error.
 
     Raises:
         ConfigError: the value is neither.
@@ -93,14 +103,11 @@ def option_int(options: Mapping[str, Any], name: str, default: int) -> int:
     value = options.get(name, default)
     if isinstance(value, int) and not isinstance(value, bool):
         return value
-    if isinstance(value, str):
-        try:
-            return int(value, 10)
-        except ValueError as exc:
-            raise ConfigError(
-                f"option {name} must be an integer, got {value!r}"
-            ) from exc
-    raise ConfigError(f"option {name} must be an integer, got {value!r}")
+    if isinstance(value, str) and _DECIMAL.fullmatch(value):
+        return int(value, 10)
+    raise ConfigError(
+        f"option {name} must be an integer in ASCII digits, got {value!r}"
+    )
 
 
 def option_bool(options: Mapping[str, Any], name: str, default: bool) -> bool:

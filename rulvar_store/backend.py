@@ -22,6 +22,7 @@ from rulvar_store._failpoints import (
     marked_caller,
     set_failpoint_hook,
 )
+from rulvar_store._file_ops import FileOps, file_ops_layer
 from rulvar_store._fork import ForkGuard, fork_generation
 from rulvar_store._incremental import parse_cursor
 from rulvar_store._intake import (
@@ -102,6 +103,7 @@ __all__ = [
     "Backend",
     "Failpoint",
     "FailpointHook",
+    "FileOps",
     "ForkGuard",
     "FreshStoreFactory",
     "LocationFactory",
@@ -118,6 +120,7 @@ __all__ = [
     "copy_blob",
     "dump_record",
     "entry_text",
+    "file_ops_layer",
     "finish_uncancelled",
     "finite_seq",
     "fork_generation",

@@ -32,6 +32,7 @@ from rulvar_store.errors import (
 from rulvar_store.ops import LeaseState
 from rulvar_store_sqlite import _sql as sql
 from rulvar_store_sqlite._connection import BootAttempt, BusyDeadline, open_connection
+from rulvar_store_sqlite._exact_seq import seq_text
 from rulvar_store_sqlite._group_commit import GroupCommitter, OwnedRLock
 from rulvar_store_sqlite._options import (
     DEFAULT_BUSY_TIMEOUT_MS,
@@ -105,6 +106,7 @@ class SqliteStore:
         now: Clock | None = None,
         readonly: bool = False,
         group_commit: bool = True,
+        private: bool = True,
         _boot_attempt: BootAttempt = bootstrap,
     ) -> None:
         options = validate_options(
@@ -115,6 +117,7 @@ class SqliteStore:
             now=now,
             readonly=readonly,
             group_commit=group_commit,
+            private=private,
         )
         self.readonly: bool = options.readonly
         self.path: str = options.path
@@ -215,7 +218,8 @@ class SqliteStore:
                 cursor.execute(sql.INSERT_ENTRY, (run_id, text))
                 return
             cursor.execute(
-                sql.INSERT_ENTRY_ABOVE_TAIL, (run_id, text, sql.seq_param(seq))
+                sql.INSERT_ENTRY_ABOVE_TAIL,
+                (run_id, text, sql.seq_param(seq), seq_text(seq)),
             )
             if self._conn.changes() == 0:
                 raise JournalOrderViolation(

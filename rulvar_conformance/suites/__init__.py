@@ -32,6 +32,8 @@ REGISTERED: Final = (
     "lease_lifetime",
     "data_edges",
     "kill_points",
+    "power_loss",
+    "disk_faults",
 )
 
 
