@@ -53,7 +53,7 @@ from rulvar_store._file_io import (
 from rulvar_store._file_ops import file_ops
 from rulvar_store._fork import ForkGuard
 from rulvar_store._incremental import JournalTail, parse_cursor
-from rulvar_store._json import load_record
+from rulvar_store._json import load_record, unreadable_listing
 from rulvar_store._jsonl_file import (
     CachedTail,
     CorruptFileError,
@@ -496,12 +496,19 @@ class JsonlFileStore(GuardedHandle):
             except FileNotFoundError:
                 return []
             metas: list[RunMeta] = []
+            unreadable: list[str] = []
             for name in names:
                 if self._settle_delete(name, self.root / name, "list_runs"):
                     continue
-                meta = self._read_meta(name, self.root / name / META_FILE)
+                try:
+                    meta = self._read_meta(name, self.root / name / META_FILE)
+                except UnreadableRecordError:
+                    unreadable.append(name)  # named below; the others still list
+                    continue
                 if meta is not None and meta_matches_filter(meta, run_filter):
                     metas.append(meta)
+            if unreadable:
+                raise unreadable_listing(metas, unreadable)
             return metas
 
     def delete(self, run_id: str, lease: Lease | None = None) -> None:

@@ -48,12 +48,19 @@ from rulvar_store._intake import (
     run_id_for_write,
     text_for_read,
 )
-from rulvar_store._json import dump_record, load_record, load_records, stable_stringify
+from rulvar_store._json import (
+    dump_record,
+    load_listing,
+    load_record,
+    load_records,
+    stable_stringify,
+)
 from rulvar_store._location_records import (
     LOCATION_FEATURES,
     FreshStoreFactory,
     LocationFactory,
     LocationOpener,
+    NetworkRoute,
     StoreLocation,
 )
 from rulvar_store._locations import UrlOpener, locations_from_factory, opened_at
@@ -63,6 +70,7 @@ from rulvar_store._plugins import (
     Backend,
     hookimpl,
     hookspec,
+    install_hint,
     make_plugin_manager,
     resolve_backend,
 )
@@ -108,6 +116,7 @@ __all__ = [
     "FreshStoreFactory",
     "LocationFactory",
     "LocationOpener",
+    "NetworkRoute",
     "StoreLocation",
     "StoreUrl",
     "UrlOpener",
@@ -127,8 +136,10 @@ __all__ = [
     "hit",
     "hookimpl",
     "hookspec",
+    "install_hint",
     "is_safe_token",
     "lease_or_none",
+    "load_listing",
     "load_record",
     "load_records",
     "locations_from_factory",

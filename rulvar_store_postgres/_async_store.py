@@ -48,6 +48,7 @@ from rulvar_store_postgres._errors import (
     schema_gone,
     translated,
 )
+from rulvar_store_postgres._interrupts import interrupts_deferred
 from rulvar_store_postgres._plans import READ_ROWS, Plans, Step
 from rulvar_store_postgres._schema import Sql
 from rulvar_store_postgres._transaction import hit_off_loop, run_mutation_async
@@ -88,6 +89,7 @@ class AsyncPostgresStore:
         lock_timeout_ms: int | None = None,
         idle_in_transaction_timeout_ms: int | None = None,
         connect_timeout_s: int | None = None,
+        call_timeout_ms: int | None = None,
         readonly: bool | None = None,
     ) -> None:
         settings = resolve_settings(
@@ -100,6 +102,7 @@ class AsyncPostgresStore:
                 "lock_timeout_ms": lock_timeout_ms,
                 "idle_in_transaction_timeout_ms": idle_in_transaction_timeout_ms,
                 "connect_timeout_s": connect_timeout_s,
+                "call_timeout_ms": call_timeout_ms,
                 "readonly": readonly,
             },
             injected_clock=now is not None,
@@ -109,15 +112,7 @@ class AsyncPostgresStore:
         self.lease_ttl_ms: Final = settings.ttl_ms
         self._sql = Sql(settings.schema)
         self._plans = Plans(self._sql, settings.ttl_ms, now)
-        self._pool = make_async_pool(
-            settings.conninfo,
-            max_size=settings.pool_max_size,
-            lock_timeout_ms=settings.lock_timeout_ms,
-            idle_in_transaction_timeout_ms=settings.idle_in_transaction_timeout_ms,
-            connect_timeout_s=settings.connect_timeout_s,
-            name=f"rulvar-async-{settings.schema}",
-            readonly=settings.readonly,
-        )
+        self._pool = make_async_pool(settings, f"rulvar-async-{settings.schema}")
         self._fork = ForkGuard(f"AsyncPostgresStore({settings.where})")
         self._boot_lock: asyncio.Lock | None = None
         self._booted = False
@@ -171,7 +166,10 @@ class AsyncPostgresStore:
                 present = True
                 with translated("boot", self._settings.where, self._settings.secrets):
                     await self._pool.open()
-                    async with self._pool.checkout() as conn:
+                    async with self._pool.checkout(
+                        max(_BOOT_LOCK_TIMEOUT_MS, self._settings.lock_timeout_ms)
+                        / 1000
+                    ) as conn:
                         if not self._settings.readonly:
                             boot = self._sql.boot_within(
                                 max(
@@ -209,6 +207,11 @@ class AsyncPostgresStore:
         return await finish_uncancelled(task)
 
     async def _run(self, step: Step[T]) -> T:
+        # A signal waits for the call's end: no connection is lost to it (P12).
+        with interrupts_deferred():
+            return await self._run_steps(step)
+
+    async def _run_steps(self, step: Step[T]) -> T:
         while True:
             if step.kind == "mutate":
                 answer: Any = await self._mutate(

@@ -31,6 +31,7 @@ from rulvar_store_postgres._errors import (
     schema_gone,
     translated,
 )
+from rulvar_store_postgres._interrupts import interrupts_deferred
 from rulvar_store_postgres._plans import READ_ROWS, Plans, Step
 from rulvar_store_postgres._pool import make_pool
 from rulvar_store_postgres._schema import Sql
@@ -65,6 +66,10 @@ class PostgresStore:
       (With an injected ``now`` the ttl is test time, not real time: both
       timeouts then default to their caps and are not compared with it.)
     - ``connect_timeout_s`` (5).
+    - ``call_timeout_ms`` (ttl/2, at most 10 s, at least ``lock_timeout_ms`` + 1 s;
+      must be above ``lock_timeout_ms``): bounds the wait for a pooled connection
+      and then the statement; past it the connection is cut and discarded and the
+      call raises the retryable ``StoreUnavailableError`` (P13, ``_deadline``).
     - ``readonly`` (False): for observers. No boot (no schema, table or
       function is created; the schema must already hold a store, else the
       first call raises ``ConfigError``) and every
@@ -100,6 +105,7 @@ class PostgresStore:
         lock_timeout_ms: int | None = None,
         idle_in_transaction_timeout_ms: int | None = None,
         connect_timeout_s: int | None = None,
+        call_timeout_ms: int | None = None,
         readonly: bool | None = None,
     ) -> None:
         settings = resolve_settings(
@@ -112,6 +118,7 @@ class PostgresStore:
                 "lock_timeout_ms": lock_timeout_ms,
                 "idle_in_transaction_timeout_ms": idle_in_transaction_timeout_ms,
                 "connect_timeout_s": connect_timeout_s,
+                "call_timeout_ms": call_timeout_ms,
                 "readonly": readonly,
             },
             injected_clock=now is not None,
@@ -127,15 +134,7 @@ class PostgresStore:
         self._now = now
         self._sql = Sql(settings.schema)
         self._plans = Plans(self._sql, settings.ttl_ms, now)
-        self._pool = make_pool(
-            settings.conninfo,
-            max_size=settings.pool_max_size,
-            lock_timeout_ms=settings.lock_timeout_ms,
-            idle_in_transaction_timeout_ms=settings.idle_in_transaction_timeout_ms,
-            connect_timeout_s=settings.connect_timeout_s,
-            name=f"rulvar-{settings.schema}",
-            readonly=settings.readonly,
-        )
+        self._pool = make_pool(settings, f"rulvar-{settings.schema}")
         self._state_lock = threading.Lock()
         self._booted = False
         self._closed = False
@@ -188,12 +187,12 @@ class PostgresStore:
                     operation,
                 )
             if self._booted is False:  # another thread may have booted meanwhile
-                boot = self._sql.boot_within(
-                    max(_BOOT_LOCK_TIMEOUT_MS, self.lock_timeout_ms)
-                )
+                boot_lock_ms = max(_BOOT_LOCK_TIMEOUT_MS, self.lock_timeout_ms)
+                boot = self._sql.boot_within(boot_lock_ms)
                 with translated("boot", self._settings.where, self._settings.secrets):
                     self._pool.open()
-                    with self._pool.checkout() as conn:
+                    # The boot may wait for another process's boot that long.
+                    with self._pool.checkout(boot_lock_ms / 1000) as conn:
                         if not self._settings.readonly:
                             conn.execute(boot)
                             present = True
@@ -259,17 +258,21 @@ class PostgresStore:
                 the parent's connections is touched.
         """
         self._fork.check(step.operation)
-        while True:
-            if step.kind == "mutate":
-                answer: Any = self._mutate(step.operation, step.statement, step.args)
-            elif step.kind == "none":
-                answer = None
-            else:
-                answer = self._read(step)
-            result = step.finish(answer)
-            if not isinstance(result, Step):
-                return result
-            step = result
+        # A signal waits for the call's end: no connection is lost to it (P12).
+        with interrupts_deferred():
+            while True:
+                if step.kind == "mutate":
+                    answer: Any = self._mutate(
+                        step.operation, step.statement, step.args
+                    )
+                elif step.kind == "none":
+                    answer = None
+                else:
+                    answer = self._read(step)
+                result = step.finish(answer)
+                if not isinstance(result, Step):
+                    return result
+                step = result
 
     # -- journal ---------------------------------------------------------------
 

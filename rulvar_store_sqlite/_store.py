@@ -20,6 +20,7 @@ from rulvar_store import backend as _intake
 from rulvar_store.backend import (
     check_run_match,
     finite_seq,
+    load_listing,
     load_record,
     load_records,
     meta_matches_filter,
@@ -297,8 +298,11 @@ class SqliteStore:
         query = sql.list_meta_query(checked)
         if query is None:
             return []
-        metas: list[RunMeta] = load_records(self._door.read_values("list_runs", *query))
-        return [meta for meta in metas if meta_matches_filter(meta, checked)]
+        metas: list[RunMeta] = load_listing(
+            self._door.read_values("list_runs", *query),
+            lambda meta: meta_matches_filter(meta, checked),
+        )
+        return metas
 
     def delete(self, run_id: str, lease: Lease | None = None) -> None:
         """Remove entries, meta and lease row in one transaction; keep the epoch (M6, L5).
