@@ -184,6 +184,7 @@ CLAUSES: Final[dict[str, str]] = {
     "G10": "delete_for_runs and prune delete the blobs of the checkpoints they drop, not only pointers.",
     "G11": "A LangGraph thread is an ordinary run: rulvar runs list, show, audit and delete work on it.",
     "G12": "LangGraph's own checkpointer conformance suite passes at FULL for the async saver.",
+    "G13": "An unheld put that continues a checkpoint of a deleted thread is refused and the thread stays deleted.",
     # 16. Power loss
     "W1": "After a power cut at any point (unsynced writes dropped or torn by sector), the SQLite store reopens with integrity_check ok.",
     "W2": "At synchronous=FULL every write acknowledged before a power cut survives it.",

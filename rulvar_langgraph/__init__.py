@@ -8,6 +8,7 @@ refused with ``LeaseHeldError`` and change nothing.
 
 from rulvar_langgraph._async import AsyncRulvarSaver
 from rulvar_langgraph._core import LEASE_KEY
+from rulvar_langgraph._plans import ThreadGoneError
 from rulvar_langgraph._sync import RulvarSaver
 
-__all__ = ["LEASE_KEY", "AsyncRulvarSaver", "RulvarSaver"]
+__all__ = ["LEASE_KEY", "AsyncRulvarSaver", "RulvarSaver", "ThreadGoneError"]

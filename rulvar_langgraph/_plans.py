@@ -36,6 +36,7 @@ __all__ = [
     "Call",
     "Found",
     "Plan",
+    "ThreadGoneError",
     "adrive",
     "copy_thread",
     "delete_for_runs",
@@ -90,6 +91,19 @@ async def adrive(plan: Plan[T], journal: Any, blobs: Any) -> T:
         # CancelledError too: a brief lease taken by the plan is still released.
         except BaseException as exc:
             error = exc
+
+
+class ThreadGoneError(LeaseHeldError):
+    """An unheld put continues a checkpoint of a namespace that holds none (G13).
+
+    The thread was deleted (or every checkpoint of the namespace dropped) after
+    the writer read it: landing the put would restart the thread from a chain
+    the store no longer has. A ``LeaseHeldError``, so the documented reaction
+    holds (stop the invocation), but not retryable: the same put is refused
+    every time.
+    """
+
+    retryable = False
 
 
 def _leased(
@@ -148,18 +162,28 @@ def put(
     """Store one checkpoint, then move the namespace's pointer if it is the newest.
 
     The checkpoint blob lands before the pointer, so the pointer never names a
-    checkpoint that is not there.
+    checkpoint that is not there. An unheld put that names a parent in a
+    namespace without a pointer is a late write into a deleted thread and is
+    refused (G13); under a hold the fence already refuses a pre-delete lease (G5).
     """
     blob = encode_checkpoint(record)
 
     def body(lease: Lease) -> Plan[None]:
+        ref = pointer_ref(run_id, checkpoint_ns)
+        current: bytes | None = yield ("blobs", "get", (ref,))
+        if current is None and held is None and record.parent_id is not None:
+            raise ThreadGoneError(
+                f"thread {thread_for_run(run_id)!r} has no checkpoint in namespace "
+                f"{checkpoint_ns!r} for this put to continue (parent "
+                f"{record.parent_id!r}): it was deleted; start it afresh without "
+                "a checkpoint_id, or hold it",
+                run_id,
+            )
         yield (
             "blobs",
             "put",
             (checkpoint_ref(run_id, checkpoint_ns, checkpoint_id), blob, lease),
         )
-        ref = pointer_ref(run_id, checkpoint_ns)
-        current: bytes | None = yield ("blobs", "get", (ref,))
         if current is None or checkpoint_id > current.decode():
             yield ("blobs", "put", (ref, checkpoint_id.encode(), lease))
         if current is None:

@@ -32,7 +32,7 @@ from rulvar_conformance.harness.kit import (
 )
 from rulvar_conformance.harness.site import ManualClock, Site, at_fresh_location
 from rulvar_conformance.harness.surfaces import expect_refused
-from rulvar_langgraph import RulvarSaver
+from rulvar_langgraph import RulvarSaver, ThreadGoneError
 from rulvar_store import LeaseHeldError
 from rulvar_store.backend import LocationFactory
 
@@ -280,6 +280,43 @@ def _late_write_after_delete(locations: LocationFactory) -> None:
         )
 
 
+def _unheld_late_write_after_delete(locations: LocationFactory) -> None:
+    with workers(locations) as w:
+        stall = Stall()
+        graph = three_node_graph(w.a, "worker-a", stall=stall)
+        late = _in_background(
+            partial(graph.invoke, {"trail": []}, _config(), durability="sync")
+        )
+        stall.wait_reached("worker A (unheld)")
+        w.b.delete_thread(THREAD)
+        stall.release()
+        outcome = late()
+        require(
+            isinstance(outcome.error, ThreadGoneError),
+            f"expected the unheld late put to raise ThreadGoneError, observed {outcome}",
+        )
+        # Only checkpoints and pointers make a thread: the late task's writes may
+        # land as an orphan blob no read reaches (put_writes is not refused).
+        kinds = {ref.split("/")[1] for ref in w.stored()}
+        require(
+            not kinds & {"c", "p"},
+            f"the deleted thread came back: {sorted(w.stored())}",
+        )
+        require(
+            w.observer.get_tuple(_config()) is None,
+            "get_tuple found the deleted thread",
+        )
+        require(
+            w.observer.journal.get_meta(THREAD) is None,  # type: ignore[attr-defined]  # check_stores saw get_meta
+            "the deleted thread's run meta came back",
+        )
+        fresh = three_node_graph(w.b, "worker-b").invoke({"trail": []}, _config())
+        require(
+            fresh.get("trail") == ["n1:worker-b", "n2:worker-b", "n3:worker-b"],
+            f"a fresh start of the deleted thread was refused: {fresh!r}",
+        )
+
+
 class _RecordingSaver(RulvarSaver):
     """Notes the namespace of every refused ``put_writes``/``put``."""
 
@@ -505,6 +542,12 @@ CHECKS: Final[tuple[tuple[str, str, tuple[str, ...], Body], ...]] = (
         _late_write_after_delete,
     ),
     (
+        "lg-unheld-late-write-after-delete",
+        "an unheld late put after delete_thread is refused; a fresh start is not",
+        ("G13",),
+        _unheld_late_write_after_delete,
+    ),
+    (
         "lg-subgraph-writes-fenced",
         "a subgraph's writes carry the hold's lease and are fenced",
         ("G6",),
@@ -538,7 +581,7 @@ CHECKS: Final[tuple[tuple[str, str, tuple[str, ...], Body], ...]] = (
 
 
 def langgraph_ownership_conformance(certification: Certification) -> ConformanceSuite:
-    """The ownership suite over fresh locations of one backend (G1-G3, G5-G10)."""
+    """The ownership suite over fresh locations of one backend (G1-G3, G5-G10, G13)."""
     locations = certification.locations
     return ConformanceSuite(
         "langgraph-ownership",
