@@ -16,8 +16,8 @@ import psycopg
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
-from rulvar_store_postgres._pool import closed_by_server, connect_failure, pool_options
-from rulvar_store_postgres._schema import session_setup
+from rulvar_store_postgres._config import Settings
+from rulvar_store_postgres._pool import closed_by_server, connect_failure, pool_setup
 
 __all__ = ["AsyncConn", "AsyncStorePool", "make_async_pool"]
 
@@ -57,26 +57,11 @@ class AsyncStorePool(AsyncConnectionPool[AsyncConn]):
             await self.putconn(conn)
 
 
-def make_async_pool(
-    conninfo: str,
-    *,
-    max_size: int,
-    lock_timeout_ms: int,
-    idle_in_transaction_timeout_ms: int,
-    connect_timeout_s: int,
-    name: str,
-    readonly: bool = False,
-) -> AsyncStorePool:
+def make_async_pool(settings: Settings, name: str) -> AsyncStorePool:
     """Build (not open) the pool of one async store; ``readonly`` sessions refuse writes."""
-    session = session_setup(lock_timeout_ms, idle_in_transaction_timeout_ms, readonly)
+    session, options = pool_setup(settings, name)
 
     async def configure(conn: AsyncConn) -> None:
         await conn.execute(session)  # no parameters: one simple-protocol round trip
 
-    return AsyncStorePool(
-        conninfo,
-        configure=configure,
-        **pool_options(
-            max_size=max_size, connect_timeout_s=connect_timeout_s, name=name
-        ),
-    )
+    return AsyncStorePool(conninfo=settings.conninfo, configure=configure, **options)

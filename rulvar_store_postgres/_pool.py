@@ -25,6 +25,7 @@ import psycopg
 from psycopg.rows import TupleRow
 from psycopg_pool import ConnectionPool
 
+from rulvar_store_postgres._config import Settings
 from rulvar_store_postgres._schema import session_setup
 
 __all__ = [
@@ -34,7 +35,7 @@ __all__ = [
     "closed_by_server",
     "connect_failure",
     "make_pool",
-    "pool_options",
+    "pool_setup",
 ]
 
 Conn: TypeAlias = psycopg.Connection[TupleRow]
@@ -135,46 +136,40 @@ def closed_by_server(
     return readable
 
 
-def make_pool(
-    conninfo: str,
-    *,
-    max_size: int,
-    lock_timeout_ms: int,
-    idle_in_transaction_timeout_ms: int,
-    connect_timeout_s: int,
-    name: str,
-    readonly: bool = False,
-) -> StorePool:
+def make_pool(settings: Settings, name: str) -> StorePool:
     """Build (not open) the pool of one store; ``readonly`` sessions refuse writes."""
-    session = session_setup(lock_timeout_ms, idle_in_transaction_timeout_ms, readonly)
+    session, options = pool_setup(settings, name)
 
     def configure(conn: Conn) -> None:
         conn.execute(session)  # no parameters: one simple-protocol round trip
 
-    return StorePool(
-        conninfo,
-        configure=configure,
-        **pool_options(
-            max_size=max_size, connect_timeout_s=connect_timeout_s, name=name
-        ),
+    return StorePool(conninfo=settings.conninfo, configure=configure, **options)
+
+
+def pool_setup(settings: Settings, name: str) -> tuple[str, dict[str, Any]]:
+    """The session statement and the pool settings of one store, sync or asyncio.
+
+    The pool is built closed; every connection it makes is autocommit and runs
+    the session statement once.
+    """
+    session = session_setup(
+        settings.lock_timeout_ms,
+        settings.idle_in_transaction_timeout_ms,
+        settings.readonly,
     )
-
-
-def pool_options(*, max_size: int, connect_timeout_s: int, name: str) -> dict[str, Any]:
-    """The pool settings both stores use (sync and asyncio), built closed."""
     kwargs: dict[str, Any] = {
         "autocommit": True,
-        "connect_timeout": connect_timeout_s,
+        "connect_timeout": settings.connect_timeout_s,
         "fallback_application_name": "rulvar-store-postgres",
     }
-    return {
+    return session, {
         "kwargs": kwargs,
         "min_size": 1,
-        "max_size": max_size,
+        "max_size": settings.pool_max_size,
         "open": False,
         "name": name,
         # A client waits this long for a free connection before StoreBusyError.
-        "timeout": float(max(10, 2 * connect_timeout_s)),
+        "timeout": float(max(10, 2 * settings.connect_timeout_s)),
         "reconnect_timeout": 0.0,
         "num_workers": 2,
     }
