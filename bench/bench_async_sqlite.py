@@ -49,6 +49,7 @@ from bench.bench_group_commit import (
     Variant,
     alternate,
     entry,
+    mean_batch,
     rep_file,
     setup_line,
     slice_args,
@@ -133,8 +134,7 @@ class Coroutines(Timed):
         self.done += sum(self.seqs) - before
 
     def batch(self) -> float:
-        door = self.store._door
-        return door.operations / max(1, door.batches)
+        return mean_batch(self.store)
 
     def check_and_close(self) -> None:
         async def check() -> None:

@@ -61,6 +61,12 @@ def entry(seq: int) -> dict[str, Any]:
     }
 
 
+def mean_batch(store: Any) -> float:
+    """Operations per transaction so far through a store's group-commit door."""
+    door = store._door
+    return float(door.operations / max(1, door.batches))
+
+
 class Variant(Protocol):
     name: str
 
@@ -131,8 +137,7 @@ class StoreThreads(Timed):
         self.done += sum(self.seqs) - before
 
     def batch(self) -> float:
-        door = self.store._door
-        return door.operations / max(1, door.batches)
+        return mean_batch(self.store)
 
     def check_and_close(self) -> None:
         for n, lease in enumerate(self.leases):  # complete and ordered, nothing lost
