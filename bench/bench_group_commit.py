@@ -47,6 +47,7 @@ import apsw
 
 from rulvar_store_sqlite import SqliteStore
 from rulvar_store_sqlite import _sql as sql
+from rulvar_store_sqlite._exact_seq import register_seq_functions
 from rulvar_store_sqlite._schema import SCHEMA_DDL
 
 LEASE_TTL_MS = 3_600_000
@@ -153,6 +154,7 @@ class RawBatches(Timed):
         super().__init__()
         self.name = name
         self.conn = apsw.Connection(str(path))
+        register_seq_functions(self.conn)
         self.cursor = self.conn.cursor()
         self.cursor.execute("PRAGMA journal_mode=WAL").fetchall()
         self.cursor.execute(f"PRAGMA synchronous={synchronous}")
@@ -178,7 +180,7 @@ class RawBatches(Timed):
                 cursor.execute(sql.LIVE_LEASE_MATCHES, (run_id, "raw", 1, now))
                 seq = self.seqs[n]
                 text = json.dumps(entry(seq), ensure_ascii=False, separators=(",", ":"))
-                cursor.execute(sql.INSERT_ENTRY_ABOVE_TAIL, (run_id, text, seq))
+                cursor.execute(sql.INSERT_ENTRY_ABOVE_TAIL, (run_id, text, seq, str(seq)))
                 assert self.conn.changes() == 1
                 self.seqs[n] += 1
             cursor.execute(sql.COMMIT)

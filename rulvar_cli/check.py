@@ -78,6 +78,19 @@ def enter_certify(
         )
 
 
+def _announce(suite: str, check_id: str, *, live: bool) -> None:
+    """Name the check about to run, so a crash of the process is attributable.
+
+    On a terminal the line is overwritten by the check's row; elsewhere (a log,
+    a pipe, --json) it goes to stderr, one line per check, so the last one
+    names the check that was running when the process died.
+    """
+    if live and sys.stdout.isatty():
+        click.echo(f"  RUN      {suite:<20} {check_id}\r", nl=False)
+    else:
+        click.echo(f"rulvar check: running {suite} {check_id}", err=True)
+
+
 def _run_attributed(
     suites: list[ConformanceSuite],
     progress: Callable[[CheckResult], None],
@@ -85,11 +98,10 @@ def _run_attributed(
     live: bool,
     check_timeout_s: float,
 ) -> list[CheckResult]:
-    """Run the checks one at a time, so a crash of the process names its check.
+    """Run the checks one at a time, each named before it runs (``_announce``).
 
-    On a terminal the check about to run is shown (the result row overwrites
-    it); everywhere, ``faulthandler`` prints the Python stack on a fatal signal
-    (a segfault in a driver), which names the check's code.
+    ``faulthandler`` also prints the Python stack on a fatal signal (a segfault
+    in a driver), which shows the check's code.
     """
     import faulthandler
     import io
@@ -103,12 +115,10 @@ def _run_attributed(
         # process's own stderr still gets the stack of a fatal signal.
         if sys.__stderr__ is not None:
             faulthandler.enable(file=sys.__stderr__)
-    shown = live and sys.stdout.isatty()
     results: list[CheckResult] = []
     for suite in suites:
         for one in suite.checks:
-            if shown:
-                click.echo(f"  RUN      {suite.name:<20} {one.id}\r", nl=False)
+            _announce(suite.name, one.id, live=live)
             results += run_suites(
                 [replace(suite, checks=(one,))],
                 on_result=progress,
@@ -124,9 +134,7 @@ class _CheckCommand(click.Command):
     plain ``rulvar --help`` never pay for it.
     """
 
-    def format_epilog(
-        self, ctx: click.Context, formatter: click.HelpFormatter
-    ) -> None:
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         from rulvar_conformance.harness.certify import suite_specs
 
         rows = [
@@ -151,19 +159,18 @@ def _scratch_dir() -> Iterator[Path]:
 
 def _clause_texts(result: CheckResult) -> list[dict[str, str]]:
     """Each clause the check cites, with its one-line text from the catalogue."""
-    from rulvar_conformance.clauses import CLAUSES
+    from rulvar_conformance.harness.explain import clause_texts
 
-    return [
-        {"id": clause, "text": CLAUSES.get(clause, "")} for clause in result.clauses
-    ]
+    return clause_texts(result.clauses)
 
 
 def _detail(result: CheckResult) -> str | None:
     """A failure's text without the ``store-conformance <id>:`` prefix the row shows."""
-    if result.error is None:
-        return None
-    prefix = f"store-conformance {result.check_id}: "
-    return result.error.removeprefix(prefix)
+    from rulvar_conformance.harness.explain import failure_detail
+
+    return (
+        None if result.error is None else failure_detail(result.check_id, result.error)
+    )
 
 
 def _result_row(result: CheckResult) -> dict[str, Any]:
@@ -179,21 +186,23 @@ def _result_row(result: CheckResult) -> dict[str, Any]:
         "error": result.error if failed else None,
         "detail": _detail(result) if failed else None,
         "reason": result.error if result.status == "not-run" else None,
+        "note": result.note,
     }
 
 
 def _explain(result: CheckResult) -> list[str]:
     """The lines under a table row: what failed and why, or why it did not run."""
+    said = [] if result.note is None else [f"        did: {result.note}"]
     if result.status == "not-run":
         return [f"        reason: {result.error}"]
     if result.status != "failed":
-        return []
-    lines = [f"        {result.title}" if result.title else ""]
-    lines += [
-        f"        {clause['id']}: {clause['text']}" for clause in _clause_texts(result)
-    ]
-    lines.append(f"        failed: {_detail(result)}")
-    return [line for line in lines if line]
+        return said
+    from rulvar_conformance.harness.explain import explain_failure
+
+    explained = explain_failure(
+        result.title, result.clauses, _detail(result) or "", indent="        "
+    )
+    return [*explained, *said]
 
 
 @click.command("check", cls=_CheckCommand, epilog=CHECK_EXIT_CODES_HELP)
@@ -223,12 +232,19 @@ def _explain(result: CheckResult) -> list[str]:
     help="Fail a check that has not finished after S seconds (with the stuck "
     "threads' stacks) and go on to the next.",
 )
+@click.option(
+    "--isolate",
+    is_flag=True,
+    help="Run each check in a child process of its own: a check whose store "
+    "crashes the process (a segfault) fails with the signal, and the rest run.",
+)
 def check_command(
     url: str | None,
     suites_wanted: tuple[str, ...],
     as_json: bool,
     async_too: bool,
     check_timeout_s: float,
+    isolate: bool,
 ) -> None:
     """Certify the backend behind URL with the conformance kit.
 
@@ -249,8 +265,8 @@ def check_command(
                 f"backend {backend.name!r} cannot open fresh stores for certification"
             )
         # The kit is imported only here: listing backends must not pay for it.
+        from rulvar_conformance.harness.certification import by_url
         from rulvar_conformance.harness.certify import (
-            Certification,
             certification_suites,
             stuck_threads,
         )
@@ -271,20 +287,31 @@ def check_command(
             locations = enter_certify(backend, parsed, stack)
             if not as_json:
                 click.echo(f"certifying {parsed.redacted} ({backend.name})")
-            certification = Certification(
-                locations, backend.capabilities, backend.certify_expiry_ttl_ms
-            )
+            certification = by_url(locations, parsed, backend)
             try:
                 suites = certification_suites(certification, suites_wanted or None)
             except KeyError as exc:
                 raise click.UsageError(str(exc.args[0])) from exc
-            if async_too or backend.open_async is not None:
+            async_path = async_too or backend.open_async is not None
+            if async_path:
                 from rulvar_conformance.harness.async_certify import async_suites
 
                 suites += async_suites(certification, suites_wanted or None)
-            results = _run_attributed(
-                suites, progress, live=not as_json, check_timeout_s=check_timeout_s
-            )
+            if isolate:
+                from rulvar_conformance.harness.isolation import run_isolated
+
+                results = run_isolated(
+                    target,
+                    suites,
+                    selection=suites_wanted or None,
+                    async_path=async_path,
+                    check_timeout_s=check_timeout_s,
+                    on_result=progress,
+                )
+            else:
+                results = _run_attributed(
+                    suites, progress, live=not as_json, check_timeout_s=check_timeout_s
+                )
 
     failed = [result for result in results if result.status == "failed"]
     not_run = [result for result in results if result.status == "not-run"]

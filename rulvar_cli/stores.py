@@ -9,6 +9,7 @@ import click
 
 from rulvar_cli._common import STORES_EXIT_CODES_HELP
 from rulvar_store import BackendInfo, list_backends
+from rulvar_store.backend import install_hint
 
 __all__ = ["stores_command"]
 
@@ -21,6 +22,8 @@ def _backend_row(info: BackendInfo) -> dict[str, Any]:
         "capabilities": sorted(backend.capabilities),
         "distribution": info.distribution,
         "installed": info.installed,
+        # What to install before it opens anything (None: nothing missing).
+        "install": install_hint(backend),
         # open_store_async serves every backend; "native" ones have their own
         # async stores, the others run each call on a worker thread (adapter).
         "async": "native" if backend.open_async is not None else "adapter",
@@ -40,8 +43,8 @@ def stores_command(as_json: bool) -> None:
     table = [("SCHEME", "CAPABILITIES", "ASYNC", "DISTRIBUTION")]
     for row in rows:
         origin = row["distribution"] or "-"
-        if not row["installed"]:
-            origin += f"  (not usable: pip install 'rulvar-stores[{row['extra']}]')"
+        if row["install"] is not None:
+            origin += f"  (not usable: {row['install']})"
         table.append(
             (
                 ", ".join(f"{scheme}://" for scheme in row["schemes"]),

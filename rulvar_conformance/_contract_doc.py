@@ -37,6 +37,8 @@ _FAMILIES: Final[dict[str, tuple[int, str]]] = {
     "X": (13, "Pitfalls the kit checks"),
     "Y": (14, "asyncio API"),
     "G": (15, "LangGraph checkpointers"),
+    "W": (16, "Power loss"),
+    "E": (17, "Disk faults"),
 }
 
 _INTRO: Final = """\

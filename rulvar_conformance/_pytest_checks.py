@@ -24,7 +24,12 @@ from rulvar_conformance.harness.deadline import (
     DEFAULT_CHECK_TIMEOUT_S,
     run_with_deadline,
 )
-from rulvar_conformance.harness.kit import CheckNotRun, ConformanceSuite
+from rulvar_conformance.harness.explain import explain_failure
+from rulvar_conformance.harness.kit import (
+    CheckNotRun,
+    ConformanceFailure,
+    ConformanceSuite,
+)
 from rulvar_store.backend import StoreLocation
 
 if TYPE_CHECKING:
@@ -61,11 +66,17 @@ def _run(spec: SuiteSpec, check_id: str, certification: Certification) -> None:
     ):
         pytest.skip(f"the store does not declare the {spec.capability!r} capability")
     (suite,) = certification_suites(certification, [spec.name])
+    check = suite.check(check_id)
     try:
         # The same deadline as ``rulvar check``: a hung store fails its test.
-        run_with_deadline(check_id, suite.check(check_id).run, DEFAULT_CHECK_TIMEOUT_S)
+        run_with_deadline(check_id, check.run, DEFAULT_CHECK_TIMEOUT_S)
     except CheckNotRun as exc:
         pytest.skip(f"not run: {exc.reason}")
+    except ConformanceFailure as exc:
+        # What ``rulvar check`` prints under a failing row (the clause texts
+        # included), not a traceback into the kit: the store is at fault.
+        lines = explain_failure(check.title, check.clauses, exc.detail)
+        pytest.fail(f"store-conformance {check_id}: " + "\n".join(lines), pytrace=False)
 
 
 def _test_function(spec: SuiteSpec) -> Callable[..., None]:

@@ -23,6 +23,13 @@ CLAUSES: Final[dict[str, str]] = {
     "D7": "meta_matches_filter honours status or statuses, an exact name and every requested tag.",
     "D8": "Lease expiry is decided by an injectable clock in Unix epoch milliseconds.",
     "D9": "ttl_ms is an int from 1 to 2_147_483_647, else ConfigError before anything is opened.",
+    "D10": "A run id a write creates state under is a non-empty str of at most 255 characters without '/', control characters or lone surrogates; an owner follows the same rule with '/' allowed.",
+    "D11": "A blob ref a put writes is <runId> or <runId>/<rest>, rest non-empty and free of control characters and lone surrogates, at most 512 characters in all.",
+    "D12": "Reads and removals take any str without NUL characters or lone surrogates, so runs another writer stored under ids the write rule refuses still load, list and delete.",
+    "D13": "A record is a dict of JSON values with str keys at every depth, no NaN or Infinity, no NUL or lone surrogate in any string, at most 256 levels deep and 64 MiB serialized; anything else is NotJsonError.",
+    "D14": "An argument that breaks a rule raises InvalidArgumentError, a ContractError naming the operation and the argument, before any I/O: never retryable, nothing persisted; a backend may refuse more the same way.",
+    "D15": "A URL option the backend does not take, or one whose value has the wrong type, is a ConfigError naming the option, never a driver error or an option silently ignored.",
+    "D16": "Contention a store cannot wait out within its bound raises the retryable StoreBusyError, never a driver exception.",
     # 2. JournalStore and meta
     "J1": "An append is all or nothing: no reader ever sees a partial entry.",
     "J2": "load returns successful appends in one stable total order, concurrent ones serialized.",
@@ -66,6 +73,7 @@ CLAUSES: Final[dict[str, str]] = {
     "T7": "transcripts() returns one memoized twin sharing the store's connection and lifecycle.",
     "T8": "File and in-memory blob stores are single-writer, undeclared, and refuse unsafe names.",
     "T9": "Run ids of file-backed stores are safe tokens, refused with ConfigError otherwise.",
+    "T10": "No symbolic link inside a file store's root is followed: a call that would pass through one raises ConfigError and touches nothing outside the root.",
     # 6. SQLite
     "Q1": "SqliteStore validates its ttl before opening the database.",
     "Q2": "The SQLite schema has five idempotently created tables with the listed indexes.",
@@ -84,6 +92,7 @@ CLAUSES: Final[dict[str, str]] = {
     "Q15": "AsyncSqliteStore's coroutines share group commit (one transaction and one COMMIT, each write with its own fence, seq guard and outcome, each caller resumed after the shared COMMIT); no SQLite statement runs on the event-loop thread.",
     "Q16": "An AsyncSqliteStore caller cancelled at any point gets CancelledError; its write is all or nothing and no transaction or file lock stays behind.",
     "Q17": "A SQLite store, sync or async, used in a forked child refuses with ForkedStoreError and leaves the parent's connection untouched.",
+    "Q18": "Once its database file was removed or replaced, every write through a SQLite store raises ConfigError and writes nothing; an opener refuses a -wal left beside a missing or empty database file.",
     # 7. PostgreSQL
     "P1": "PostgresStore validates url, schema, ttl and pool size before any connection.",
     "P2": "Each store owns a schema of five TEXT-payload tables, qualified and indexed as listed.",
@@ -95,6 +104,10 @@ CLAUSES: Final[dict[str, str]] = {
     "P8": "Appends of one run through one instance execute in submission order.",
     "P9": "The README runbook covers whole-schema backup and restore with epochs kept.",
     "P10": "Postgres tests use a fresh schema each and drop it afterwards.",
+    "P11": "No password of a PostgreSQL URL appears in an error message or a log line; a raw '@', '/', '?' or '#' in the credentials is a ConfigError before any connection.",
+    "P12": "A PostgreSQL call interrupted at any moment (KeyboardInterrupt, SystemExit) leaves no connection checked out: the pool keeps serving every caller.",
+    "P13": "Every PostgreSQL call is bounded (call_timeout_ms): over a stalled link or a frozen server it raises the retryable StoreUnavailableError and discards the connection.",
+    "P14": "A refused attempt to grow the pool fails no waiting caller while connections exist: they are served by the connections that exist.",
     # 8. Conformance kit
     "C1": "Suite factories return a fresh isolated store on every call.",
     "C2": "Suites run standalone (first violation raises) or as parametrized pytest items.",
@@ -166,6 +179,15 @@ CLAUSES: Final[dict[str, str]] = {
     "G10": "delete_for_runs and prune delete the blobs of the checkpoints they drop, not only pointers.",
     "G11": "A LangGraph thread is an ordinary run: rulvar runs list, show, audit and delete work on it.",
     "G12": "LangGraph's own checkpointer conformance suite passes at FULL for the async saver.",
+    # 16. Power loss
+    "W1": "After a power cut at any point (unsynced writes dropped or torn by sector), the SQLite store reopens with integrity_check ok.",
+    "W2": "At synchronous=FULL every write acknowledged before a power cut survives it.",
+    "W3": "At synchronous=NORMAL each run's survivors are a prefix of its acknowledged writes, and what survived one cut survives the later ones.",
+    "W4": "A lease taken after a power cut gets an epoch above every lease that wrote durably, and at FULL above every acknowledged lease.",
+    "W5": "The file store keeps every acknowledged append and meta across a power cut: a torn last line is left out and repaired, a new run folder and a renamed meta.json are synced in their folder.",
+    # 17. Disk faults
+    "E1": "A write failing on a full disk or an I/O error raises the retryable StoreUnavailableError, loses nothing stored, and the same handle writes again once the disk recovers.",
+    "E2": "A read-only database or folder gives a typed error at once, never a hang, and changes nothing.",
 }
 
 

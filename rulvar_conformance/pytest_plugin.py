@@ -37,19 +37,21 @@ Suites the store does not declare are skipped with the missing capability.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from types import ModuleType
 from typing import Final
 
 import pytest
 
+from rulvar_conformance.harness.certification import by_url
 from rulvar_conformance.harness.certify import (
     ALL_SUITES,
     CERTIFY_EXPIRY_TTL_MS,
     Certification,
     suite_specs,
 )
-from rulvar_store import ConfigError
+from rulvar_store import ConfigError, RulvarError
 from rulvar_store.backend import (
     Backend,
     FreshStoreFactory,
@@ -244,7 +246,20 @@ def _rulvar_url_locations(request: pytest.FixtureRequest) -> Iterator[LocationFa
     url, backend = request.config.stash[_URL_TARGET]
     if backend.certify is None:  # refused in pytest_configure; narrows the type
         raise pytest.UsageError(f"backend {backend.name!r} offers no certify()")
-    with backend.certify(url) as locations:
+    with ExitStack() as stack:
+        try:
+            locations = stack.enter_context(backend.certify(url))
+        except RulvarError:
+            raise  # a typed setup problem (an unreachable server): the store's
+        except Exception as exc:
+            # A bug in the plugin's own certify(), not a failed check: stop the
+            # session with exit 2, as ``rulvar check`` does.
+            pytest.exit(
+                f"--rulvar-store: backend {backend.name!r} failed in its own "
+                f"certify(), before any check ran: {type(exc).__name__}: {exc} "
+                "(a bug in the plugin, not in the store under test)",
+                returncode=2,
+            )
         yield locations
 
 
@@ -288,9 +303,7 @@ def rulvar_certification(request: pytest.FixtureRequest) -> Certification:
     if module is not None and module.stash.get(_MODE, None) == "url":
         _, backend = request.config.stash[_URL_TARGET]
         locations: LocationFactory = request.getfixturevalue("_rulvar_url_locations")
-        return Certification(
-            locations, backend.capabilities, backend.certify_expiry_ttl_ms
-        )
+        return by_url(locations, request.config.stash[_URL_TARGET][0], backend)
     capabilities: frozenset[str] = request.getfixturevalue("rulvar_store_capabilities")
     return Certification(
         _conftest_locations(request), frozenset(capabilities), CERTIFY_EXPIRY_TTL_MS

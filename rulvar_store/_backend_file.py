@@ -31,13 +31,13 @@ def _root(url: StoreUrl) -> Path:
     return Path(path)
 
 
-def _open_at(root: Path, repair: bool) -> OpenedStore:
+def _open_at(root: Path, repair: bool, private: bool = True) -> OpenedStore:
     # Imported here so that listing backends never pays for the file store modules.
     from rulvar_store._file_journal import JsonlFileStore
     from rulvar_store._file_transcripts import FileTranscriptStore
 
-    journal = JsonlFileStore(root, repair=repair)
-    transcripts = FileTranscriptStore(root)
+    journal = JsonlFileStore(root, repair=repair, private=private)
+    transcripts = FileTranscriptStore(root, private=private)
     # Both are closed: a blob store left open would keep serving after close().
     return OpenedStore(
         journal=journal,
@@ -47,12 +47,16 @@ def _open_at(root: Path, repair: bool) -> OpenedStore:
 
 
 def _open(url: StoreUrl) -> OpenedStore:
-    unknown = set(url.options) - {"repair"}
+    unknown = set(url.options) - {"repair", "private"}
     if unknown:
         raise ConfigError(
-            f"file:// takes only repair, not {', '.join(sorted(unknown))}"
+            f"file:// takes only repair and private, not {', '.join(sorted(unknown))}"
         )
-    return _open_at(_root(url), option_bool(url.options, "repair", True))
+    return _open_at(
+        _root(url),
+        option_bool(url.options, "repair", True),
+        option_bool(url.options, "private", True),
+    )
 
 
 def _nearest_directory(root: Path) -> Path:

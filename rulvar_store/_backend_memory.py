@@ -51,11 +51,10 @@ class _DomainOpener:
     def __call__(
         self, ttl_ms: int | None, now: Clock | None, fail_fast: bool
     ) -> OpenedStore:
-        return _opened(
-            MemoryStore(
-                ttl_ms=ttl_ms or DEFAULT_LEASE_TTL_MS, now=now, _domain=self.domain
-            )
-        )
+        # ``None`` only means "the default": a zero or negative ttl must reach
+        # the store, which refuses it (D9), instead of becoming the default.
+        ttl = DEFAULT_LEASE_TTL_MS if ttl_ms is None else ttl_ms
+        return _opened(MemoryStore(ttl_ms=ttl, now=now, _domain=self.domain))
 
 
 @contextmanager

@@ -38,8 +38,10 @@ from rulvar_store._file_io import (
     BLOBS_DIR,
     JOURNAL_FILE,
     META_FILE,
+    NOFOLLOW,
     TEMP_MARK,
     GuardedHandle,
+    creation_modes,
     ensure_dir,
     fsync_dir,
     os_errors,
@@ -48,9 +50,10 @@ from rulvar_store._file_io import (
     write_all,
     write_atomic,
 )
+from rulvar_store._file_ops import file_ops
 from rulvar_store._fork import ForkGuard
 from rulvar_store._incremental import JournalTail, parse_cursor
-from rulvar_store._json import load_record
+from rulvar_store._json import load_record, unreadable_listing
 from rulvar_store._jsonl_file import (
     CachedTail,
     CorruptFileError,
@@ -74,11 +77,11 @@ from rulvar_store._refs import check_safe_token, is_safe_token
 from rulvar_store.errors import (
     ConfigError,
     JournalOrderViolation,
+    UnreadableRecordError,
 )
 
 __all__ = ["CorruptFileError", "JsonlFileStore", "TornTail"]
 
-_CLOEXEC: Final = getattr(os, "O_CLOEXEC", 0)
 # Written (and synced) before a delete removes anything: its presence is the
 # delete's commit point, so a death midway is finished by the next access instead
 # of leaving a journal without its meta.
@@ -136,15 +139,22 @@ class JsonlFileStore(GuardedHandle):
             ``load`` reports torn tails through ``torn_tails()`` and leaves the
             file byte-identical, and ``append`` refuses to write after one.
             Meta writes, clean appends and deletes work in both modes.
+        private: create files owner-only (0600) and folders 0700 (default);
+            ``False`` leaves modes to the umask (0666/0777 before it).
     """
 
-    def __init__(self, root: str | os.PathLike[str], *, repair: bool = True) -> None:
+    def __init__(
+        self, root: str | os.PathLike[str], *, repair: bool = True, private: bool = True
+    ) -> None:
         if not isinstance(root, str | os.PathLike):
             raise ConfigError(
                 f"JsonlFileStore root must be a path, got {type(root).__name__}"
             )
         if not isinstance(repair, bool):
             raise ConfigError(f"repair must be a bool, got {type(repair).__name__}")
+        if not isinstance(private, bool):
+            raise ConfigError(f"private must be a bool, got {type(private).__name__}")
+        self._modes = creation_modes(private)
         self.root: Final = resolve_root(root)
         self.repair: Final = repair
         self._lock = threading.RLock()
@@ -207,8 +217,8 @@ class JsonlFileStore(GuardedHandle):
                     torn.line,
                     True,
                 )
-            os.ftruncate(fd, torn.offset)
-            os.fsync(fd)
+            file_ops().ftruncate(fd, torn.offset)
+            file_ops().fsync(fd)
             self._torn[run_id] = TornTail(
                 torn.run_id,
                 torn.path,
@@ -245,10 +255,10 @@ class JsonlFileStore(GuardedHandle):
         path = directory / JOURNAL_FILE
         with self._entered("append"), os_errors(f"append to run {run_id!r}", path):
             self._settle_delete(run_id, directory, "append")
-            ensure_dir(directory)
-            flags = os.O_RDWR | os.O_APPEND | _CLOEXEC
+            ensure_dir(directory, self._modes[1])
+            flags = os.O_RDWR | os.O_APPEND | NOFOLLOW
             try:
-                fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o644)
+                fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, self._modes[0])
                 created = True
             except FileExistsError:
                 fd = os.open(path, flags)
@@ -290,12 +300,12 @@ class JsonlFileStore(GuardedHandle):
                 hit("append", "after-write")
             else:
                 write_all(fd, line)
-            os.fsync(fd)
+            file_ops().fsync(fd)
         except OSError:
             # Take a partial line back now rather than leave a torn tail behind.
             self._tails.pop(run_id, None)
             with suppress(OSError):
-                os.ftruncate(fd, size)
+                file_ops().ftruncate(fd, size)
             raise
 
     def load(self, run_id: str) -> list[JournalEntry]:
@@ -310,7 +320,7 @@ class JsonlFileStore(GuardedHandle):
             if self._settle_delete(run_id, path.parent, "load"):
                 return []
             try:
-                fd = os.open(path, os.O_RDONLY | _CLOEXEC)
+                fd = os.open(path, os.O_RDONLY | NOFOLLOW)
             except FileNotFoundError:
                 self._tails.pop(run_id, None)
                 self._note_clean(run_id)
@@ -344,14 +354,16 @@ class JsonlFileStore(GuardedHandle):
             JournalOrderViolation: unsafe run id.
             CorruptFileError: a bad line before the last one.
         """
-        position = parse_cursor(cursor, "file", 3)
+        # Inodes are unsigned 64-bit (overlayfs sets the top bits); the file
+        # store compares them in Python only.
+        position = parse_cursor(cursor, "file", 3, bound=None)
         path = run_dir(self.root, run_id) / JOURNAL_FILE
         with (
             self._entered("load_since"),
             os_errors(f"load_since of run {run_id!r}", path),
         ):
             try:
-                fd = os.open(path, os.O_RDONLY | _CLOEXEC)
+                fd = os.open(path, os.O_RDONLY | NOFOLLOW)
             except FileNotFoundError:
                 gone = position is not None and position[1] > 0
                 return JournalTail([], "file:0:0:0", gone)
@@ -379,7 +391,7 @@ class JsonlFileStore(GuardedHandle):
 
     def _repair_and_load(self, run_id: str, path: Path) -> list[JournalEntry]:
         try:
-            fd = os.open(path, os.O_RDWR | _CLOEXEC)
+            fd = os.open(path, os.O_RDWR | NOFOLLOW)
         except FileNotFoundError:  # deleted by another handle meanwhile
             self._tails.pop(run_id, None)
             return []
@@ -408,18 +420,23 @@ class JsonlFileStore(GuardedHandle):
         path = directory / META_FILE
         with self._entered("put_meta"), os_errors(f"put_meta of run {run_id!r}", path):
             self._settle_delete(run_id, directory, "put_meta")
-            ensure_dir(directory)
-            write_atomic(path, data, "put_meta")
+            ensure_dir(directory, self._modes[1])
+            write_atomic(path, data, "put_meta", self._modes[0])
             hit("put_meta", "after-commit")
 
     def _read_meta(self, run_id: str, path: Path) -> RunMeta | None:
         try:
-            with open(path, "rb") as file:
-                data = file.read()
+            fd = os.open(path, os.O_RDONLY | NOFOLLOW)
         except (FileNotFoundError, NotADirectoryError):
             return None
         try:
+            data = read_all(fd)
+        finally:
+            os.close(fd)
+        try:
             meta = load_record(data.decode("utf-8"))
+        except UnreadableRecordError:
+            raise  # JSON, but not readable here: typed as on every backend
         except ValueError as exc:
             raise CorruptFileError(
                 f"meta of run {run_id!r} at {path} is not valid JSON ({exc})",
@@ -458,7 +475,8 @@ class JsonlFileStore(GuardedHandle):
                 return sorted(
                     item.name
                     for item in scan
-                    if is_safe_token(item.name) and item.is_dir()
+                    if is_safe_token(item.name)
+                    and item.is_dir(follow_symlinks=False)
                 )
         except FileNotFoundError:
             return []
@@ -472,17 +490,25 @@ class JsonlFileStore(GuardedHandle):
                     names = sorted(
                         item.name
                         for item in scan
-                        if is_safe_token(item.name) and item.is_dir()
+                        if is_safe_token(item.name)
+                    and item.is_dir(follow_symlinks=False)
                     )
             except FileNotFoundError:
                 return []
             metas: list[RunMeta] = []
+            unreadable: list[str] = []
             for name in names:
                 if self._settle_delete(name, self.root / name, "list_runs"):
                     continue
-                meta = self._read_meta(name, self.root / name / META_FILE)
+                try:
+                    meta = self._read_meta(name, self.root / name / META_FILE)
+                except UnreadableRecordError:
+                    unreadable.append(name)  # named below; the others still list
+                    continue
                 if meta is not None and meta_matches_filter(meta, run_filter):
                     metas.append(meta)
+            if unreadable:
+                raise unreadable_listing(metas, unreadable)
             return metas
 
     def delete(self, run_id: str, lease: Lease | None = None) -> None:
@@ -514,11 +540,11 @@ class JsonlFileStore(GuardedHandle):
             if DELETE_INTENT not in present:
                 fd = os.open(
                     directory / DELETE_INTENT,
-                    os.O_WRONLY | os.O_CREAT | _CLOEXEC,
-                    0o644,
+                    os.O_WRONLY | os.O_CREAT | NOFOLLOW,
+                    self._modes[0],
                 )
                 try:
-                    os.fsync(fd)
+                    file_ops().fsync(fd)
                 finally:
                     os.close(fd)
                 fsync_dir(directory)

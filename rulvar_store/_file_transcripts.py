@@ -11,6 +11,7 @@ a put raises ``ContractError`` and changes nothing.
 from __future__ import annotations
 
 import os
+import stat
 import threading
 from pathlib import Path
 from typing import Final, final
@@ -19,17 +20,21 @@ from rulvar_store import _intake
 from rulvar_store._failpoints import hit
 from rulvar_store._file_io import (
     BLOBS_DIR,
+    NOFOLLOW,
     RUN_BLOB_FILE,
     GuardedHandle,
+    creation_modes,
     ensure_dir,
     fsync_dir,
     os_errors,
+    refuse_links,
     resolve_root,
     run_dir,
     under_root,
     write_atomic,
 )
 from rulvar_store._fork import ForkGuard
+from rulvar_store._jsonl_file import read_all
 from rulvar_store._records import BlobInput, Lease
 from rulvar_store._refs import check_safe_token, is_safe_token
 from rulvar_store.errors import ConfigError, ContractError
@@ -51,13 +56,18 @@ class FileTranscriptStore(GuardedHandle):
 
     Args:
         root: the same directory a ``JsonlFileStore`` uses; created on first put.
+        private: create blobs owner-only (0600) and folders 0700 (default);
+            ``False`` leaves modes to the umask.
     """
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, private: bool = True) -> None:
         if not isinstance(root, str | os.PathLike):
             raise ConfigError(
                 f"FileTranscriptStore root must be a path, got {type(root).__name__}"
             )
+        if not isinstance(private, bool):
+            raise ConfigError(f"private must be a bool, got {type(private).__name__}")
+        self._modes = creation_modes(private)
         self.root: Final = resolve_root(root)
         self._lock = threading.Lock()
         self._closed = False
@@ -117,13 +127,13 @@ class FileTranscriptStore(GuardedHandle):
                     "cannot be both a blob and a folder of blobs"
                 )
             try:
-                ensure_dir(path.parent)
+                ensure_dir(path.parent, self._modes[1])
             except FileExistsError as exc:
                 raise ContractError(
                     f"blob ref {ref!r} extends a ref that is a stored blob; a ref "
                     "cannot be both a blob and a folder of blobs"
                 ) from exc
-            write_atomic(path, data, "blob_put")
+            write_atomic(path, data, "blob_put", self._modes[0])
             hit("blob_put", "after-commit")
 
     def get(self, ref: str) -> bytes | None:
@@ -131,10 +141,15 @@ class FileTranscriptStore(GuardedHandle):
         path = self._path(ref, "blob get")
         with self._entered("blob get"), os_errors(f"blob get of {ref!r}", path):
             try:
-                with open(path, "rb") as file:
-                    return file.read()
-            except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+                fd = os.open(path, os.O_RDONLY | NOFOLLOW)
+            except (FileNotFoundError, NotADirectoryError):
                 return None
+            try:
+                if stat.S_ISDIR(os.fstat(fd).st_mode):
+                    return None  # a folder of other blobs, not a blob
+                return read_all(fd)
+            finally:
+                os.close(fd)
 
     def list_refs(self, run_id: str) -> list[str]:
         """Return the refs under ``run_id + "/"``, sorted; never the slashless one (T4).
@@ -144,7 +159,7 @@ class FileTranscriptStore(GuardedHandle):
         """
         _intake.require_str(run_id, "blob list_refs", "run_id")
         check_safe_token(run_id, "run id", "blob list_refs")
-        blobs = run_dir(self.root, run_id) / BLOBS_DIR
+        blobs = under_root(self.root, run_id, BLOBS_DIR)
         refs: list[str] = []
         with (
             self._entered("blob list_refs"),
@@ -153,6 +168,8 @@ class FileTranscriptStore(GuardedHandle):
             if not blobs.is_dir():
                 return []
             for folder, subfolders, files in os.walk(blobs, onerror=_raise):
+                for name in (*subfolders, *files):  # one lstat each, no more
+                    refuse_links(Path(folder), Path(folder) / name)
                 parts = Path(folder).relative_to(blobs).parts
                 # Names with characters outside safe tokens are temp files.
                 subfolders[:] = [name for name in subfolders if is_safe_token(name)]

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Protocol, runtime_checkable
 
+from rulvar_store._intake import INT64_MAX
 from rulvar_store._protocols import JournalStore
 from rulvar_store._records import JournalEntry
 from rulvar_store.errors import ContractError
@@ -55,11 +56,15 @@ class IncrementalReadStore(JournalStore, Protocol):
         ...
 
 
-def parse_cursor(cursor: object, backend: str, fields: int) -> list[int] | None:
+def parse_cursor(
+    cursor: object, backend: str, fields: int, bound: int | None = INT64_MAX
+) -> list[int] | None:
     """Split ``"<backend>:<int>:<int>..."`` into its ``fields`` integers.
 
-    ``None`` means "from the start". Anything else that is not such a string
-    raises ``ContractError``.
+    ``None`` means "from the start". Anything else that is not such a string,
+    or a position above ``bound`` (a database binds positions as 64-bit
+    integers; ``None`` for a store that compares them in Python only), raises
+    ``ContractError``.
     """
     if cursor is None:
         return None
@@ -76,4 +81,9 @@ def parse_cursor(cursor: object, backend: str, fields: int) -> list[int] | None:
         ) from None
     if any(value < 0 for value in values):
         raise ContractError(f"load_since: {cursor!r} holds a negative position")
+    if bound is not None and any(value > bound for value in values):
+        raise ContractError(
+            f"load_since: {cursor!r} holds a position above {bound}, which no "
+            f"cursor of the {backend} store carries"
+        )
     return values

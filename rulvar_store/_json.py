@@ -18,6 +18,9 @@ the stdlib on a few inputs, each handled here:
 - Nesting deeper than the stdlib recurses (about 1,000 levels; another
   language's writer can store more): ``RecursionError`` becomes the typed
   ``UnreadableRecordError``, a ``ValueError`` like any text that does not parse.
+  So does an integer literal longer than Python converts (4,300 digits by
+  default, ``sys.get_int_max_str_digits``), where the stdlib raises a bare
+  ``ValueError``.
 - Duplicate keys: both keep the LAST value at the position of the FIRST
   occurrence (plain dict assignment); the property tests in
   ``tests/core/test_json_read.py`` pin this.
@@ -28,9 +31,10 @@ Writing stays the stdlib's canonical form (D1-D3); orjson never writes.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import accumulate
 from typing import Any, Final
 
@@ -38,7 +42,14 @@ import orjson
 
 from rulvar_store.errors import UnreadableRecordError
 
-__all__ = ["dump_record", "load_record", "load_records", "stable_stringify"]
+__all__ = [
+    "dump_record",
+    "load_listing",
+    "load_record",
+    "load_records",
+    "stable_stringify",
+    "unreadable_listing",
+]
 
 
 def dump_record(value: Any) -> str:
@@ -73,6 +84,16 @@ def _stdlib_loads(text: str | bytes) -> Any:
             "stored record is nested deeper than this reader can parse "
             f"(over {sys.getrecursionlimit()} levels); written by another writer"
         ) from None
+    except json.JSONDecodeError:
+        raise  # not JSON: the stdlib's own error (the file store reads its position)
+    except ValueError as exc:
+        # Python refuses to convert an integer literal of more digits than
+        # sys.get_int_max_str_digits() (4,300 by default; a guard against
+        # quadratic conversion). The text is JSON, but not readable here.
+        raise UnreadableRecordError(
+            f"stored record holds a number this reader refuses to convert ({exc}); "
+            "written by another writer"
+        ) from exc
 
 
 def load_records(texts: Sequence[str | bytes]) -> list[Any]:
@@ -98,6 +119,61 @@ def load_records(texts: Sequence[str | bytes]) -> list[Any]:
         load_record(text) if index in suspects else _load_screened(text)
         for index, text in enumerate(texts)
     ]
+
+
+_RUN_ID: Final = re.compile(r'"runId"\s*:\s*("(?:[^"\\]|\\.)*")')
+
+
+def _run_id_in(text: str | bytes) -> str:
+    """The run id a meta text names (its first ``"runId"``), without parsing it all."""
+    raw = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
+    found = _RUN_ID.search(raw)
+    if found is None:
+        return "<unknown run>"
+    try:
+        run_id = json.loads(found.group(1))
+    except ValueError:
+        return "<unknown run>"
+    return run_id if isinstance(run_id, str) else "<unknown run>"
+
+
+def load_listing(
+    texts: Sequence[str | bytes], keep: Callable[[Any], bool] = lambda _: True
+) -> list[Any]:
+    """Parse a listing's meta records (those ``keep`` accepts); a bad one breaks only itself.
+
+    Raises:
+        UnreadableRecordError: some record cannot be read here; it names their
+            runs (``run_ids``) and carries every other record (``readable``).
+    """
+    try:
+        return [record for record in load_records(texts) if keep(record)]
+    except UnreadableRecordError:
+        pass  # read one by one, to keep the good and name the bad
+    readable: list[Any] = []
+    unreadable: list[str] = []
+    for text in texts:
+        try:
+            record = load_record(text)
+        except UnreadableRecordError:
+            unreadable.append(_run_id_in(text))
+            continue
+        if keep(record):
+            readable.append(record)
+    raise unreadable_listing(readable, unreadable)
+
+
+def unreadable_listing(
+    readable: Sequence[Any], run_ids: Sequence[str]
+) -> UnreadableRecordError:
+    """The error of a listing with unreadable records: names them, keeps the rest."""
+    return UnreadableRecordError(
+        f"list_runs: the meta of {', '.join(map(repr, run_ids))} is nested deeper "
+        "than this reader can parse (written by another writer); the other "
+        f"{len(readable)} matching runs are in .readable",
+        readable,
+        run_ids,
+    )
 
 
 def _load_screened(text: str | bytes) -> Any:

@@ -20,6 +20,7 @@ __all__ = [
     "FreshStoreFactory",
     "LocationFactory",
     "LocationOpener",
+    "NetworkRoute",
     "OpenedStore",
     "StoreLocation",
 ]
@@ -71,6 +72,21 @@ class LocationOpener(Protocol):
 
 
 @dataclass(frozen=True)
+class NetworkRoute:
+    """How a location's handles reach their server over TCP, for fault checks.
+
+    Attributes:
+        address: the server's ``(host, port)``.
+        via: returns an opener whose handles connect to the given ``(host,
+            port)`` instead, with everything else the same: the kit puts a
+            fault proxy there (a link that stalls) and opens through it.
+    """
+
+    address: tuple[str, int]
+    via: Callable[[str, int], LocationOpener]
+
+
+@dataclass(frozen=True)
 class StoreLocation:
     """A fresh isolated location and the way to open handles on it.
 
@@ -84,6 +100,8 @@ class StoreLocation:
             handle holds the location's write lock.
         cleanup: removes the location (after its handles are closed); runs in the
             process that made the location, never in a child.
+        route: for a store reached over TCP, its ``NetworkRoute`` (the
+            stalled-link check needs one); ``None`` otherwise.
     """
 
     name: str
@@ -93,6 +111,7 @@ class StoreLocation:
     processes: bool = True
     contention: bool = False
     cleanup: Callable[[], None] | None = field(default=None, compare=False)
+    route: NetworkRoute | None = field(default=None, compare=False)
 
     def open(
         self,

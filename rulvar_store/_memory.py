@@ -23,7 +23,7 @@ from typing import Literal, final
 from rulvar_store import _intake
 from rulvar_store._fork import ForkGuard, holding
 from rulvar_store._incremental import JournalTail, parse_cursor
-from rulvar_store._json import load_record, load_records
+from rulvar_store._json import load_listing, load_record, load_records
 from rulvar_store._records import (
     DEFAULT_LEASE_TTL_MS,
     BlobInput,
@@ -232,8 +232,7 @@ class MemoryStore:
         run_filter = _intake.run_filter(run_filter)
         with self._entered("list_runs"):
             texts = [self._domain.metas[key] for key in sorted(self._domain.metas)]
-        metas = load_records(texts)
-        return [meta for meta in metas if meta_matches_filter(meta, run_filter)]
+        return load_listing(texts, lambda meta: meta_matches_filter(meta, run_filter))
 
     def delete(self, run_id: str, lease: Lease | None = None) -> None:
         """Remove entries, meta and lease row together; the epoch counter stays (L5)."""

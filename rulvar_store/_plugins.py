@@ -31,6 +31,7 @@ __all__ = [
     "BackendInfo",
     "hookimpl",
     "hookspec",
+    "install_hint",
     "list_backends",
     "make_plugin_manager",
     "open_store",
@@ -139,6 +140,24 @@ def _iter_backends(manager: pluggy.PluginManager) -> Iterator[BackendInfo]:
             )
 
 
+def install_hint(backend: Backend) -> str | None:
+    """What to install before ``backend`` can open anything; ``None`` when it can.
+
+    Names the missing modules and the ``rulvar-stores`` extra that brings them
+    (a third-party backend without one: the modules themselves).
+    """
+    missing = _missing_modules(backend)
+    if not missing:
+        return None
+    how = (
+        f"pip install 'rulvar-stores[{backend.extra}]'"
+        if backend.extra
+        else "install " + ", ".join(missing)
+    )
+    verb = "is" if len(missing) == 1 else "are"
+    return f"needs {_listed(missing)}, which {verb} not installed: {how}"
+
+
 def list_backends(manager: pluggy.PluginManager | None = None) -> list[BackendInfo]:
     """Return every registered backend, sorted by name."""
     manager = manager if manager is not None else make_plugin_manager()
@@ -156,18 +175,10 @@ def resolve_backend(
     infos = list_backends(manager)
     for info in infos:
         if url.scheme in info.backend.schemes:
-            missing = _missing_modules(info.backend)
-            if missing:
-                extra = info.backend.extra
-                hint = (
-                    f"pip install 'rulvar-stores[{extra}]'"
-                    if extra
-                    else "install " + ", ".join(missing)
-                )
+            hint = install_hint(info.backend)
+            if hint is not None:
                 raise ConfigError(
-                    f"backend {info.backend.name!r} for {url.scheme}:// needs "
-                    f"{_listed(missing)}, which "
-                    f"{'is' if len(missing) == 1 else 'are'} not installed: {hint}"
+                    f"backend {info.backend.name!r} for {url.scheme}:// {hint}"
                 )
             return info.backend
     known = sorted(scheme for info in infos for scheme in info.backend.schemes)

@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
-from urllib.parse import SplitResult, parse_qsl, urlsplit, urlunsplit
+from typing import Any, Final
+from urllib.parse import SplitResult, parse_qsl, urlsplit
 
 from rulvar_store.errors import ConfigError
 
 __all__ = ["StoreUrl", "option_bool", "option_int", "parse_store_url", "redact_url"]
+
+# A decimal integer as a URL writes it: ASCII digits only, no sign but '-', no
+# spaces or underscores. (``re``'s ``\d`` would match other scripts' digits.)
+_DECIMAL: Final = re.compile(r"-?[0-9]+")
+
+_MALFORMED_HINT = (
+    "its host or port cannot be read; a user name or password holding '@', ':', "
+    "'/', '?' or '#' must be percent-encoded ('@' as %40, '/' as %2F, '?' as %3F, "
+    "'#' as %23)"
+)
+"""Why a URL did not parse, in words that quote none of it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,32 +42,38 @@ class StoreUrl:
 def redact_url(url: str) -> str:
     """Return ``url`` with its password (if any) replaced by ``***``.
 
-    Works on the raw text of the authority, never on parsed ports or hosts, so
-    it cannot fail on a URL that is malformed in other ways (a non-numeric or
-    out-of-range port): redaction runs while reporting such mistakes.
+    Works on the raw text, never on parsed ports or hosts, so it cannot fail on
+    a URL that is malformed in other ways: redaction runs while reporting such
+    mistakes. A password may hold a raw ``/``, ``?``, ``#`` or ``@`` (it should
+    be percent-encoded, but people paste them), which moves where a parser ends
+    the authority; so the user information is taken to end at the LAST ``@``
+    before the first ``/``, ``?`` or ``#`` that follows the first ``@`` (a host
+    never holds any of them). In the rare URL with an ``@`` in its path or query
+    as well, more is hidden than needed, never less.
     """
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparseable URL>"
     changed = False
-    userinfo, at, hostport = parts.netloc.rpartition("@")
-    if at and ":" in userinfo:
-        user = userinfo.split(":", 1)[0]
-        parts = parts._replace(netloc=f"{user}:***@{hostport}")
-        changed = True
-    pieces = parts.query.split("&")
+    head, sep, rest = url.partition("://")
+    if sep and "@" in rest:
+        first_at = rest.index("@")
+        after = re.search(r"[/?#]", rest[first_at:])
+        stop = first_at + after.start() if after else len(rest)
+        at = rest.rindex("@", 0, stop)
+        userinfo = rest[:at]
+        if ":" in userinfo:
+            user = userinfo.split(":", 1)[0]
+            rest = f"{user}:***@{rest[at + 1 :]}"
+            changed = True
+    before, question, query = rest.partition("?")
+    pieces = query.split("&")
     if any(piece.partition("=")[0] == "password" for piece in pieces):
         # libpq also takes the password as a query parameter.
-        pieces = [
+        query = "&".join(
             "password=***" if piece.partition("=")[0] == "password" else piece
             for piece in pieces
-        ]
-        parts = parts._replace(query="&".join(pieces))
+        )
+        rest = f"{before}{question}{query}"
         changed = True
-    # Untouched URLs are returned verbatim: urlunsplit would normalize them
-    # ('memory://' -> 'memory:').
-    return urlunsplit(parts) if changed else url
+    return f"{head}{sep}{rest}" if changed else url
 
 
 def parse_store_url(url: object, options: Mapping[str, Any] | None = None) -> StoreUrl:
@@ -69,7 +87,11 @@ def parse_store_url(url: object, options: Mapping[str, Any] | None = None) -> St
     try:
         parts = urlsplit(url)
     except ValueError as exc:
-        raise ConfigError(f"malformed store URL {redact_url(url)!r}: {exc}") from exc
+        # The parser's own text can quote a piece of a password (a raw '/', '?'
+        # or '#' in it makes the rest of the password look like a port).
+        raise ConfigError(
+            f"malformed store URL {redact_url(url)!r}: {_MALFORMED_HINT}"
+        ) from exc
     if not parts.scheme or "://" not in url:
         raise ConfigError(
             f"malformed store URL {redact_url(url)!r}: expected 'scheme://...', "
@@ -85,7 +107,12 @@ def parse_store_url(url: object, options: Mapping[str, Any] | None = None) -> St
 
 
 def option_int(options: Mapping[str, Any], name: str, default: int) -> int:
-    """Read an integer option given as an int or a decimal string.
+    """Read an integer option given as an int or a string of ASCII digits.
+
+    The one integer parser of every backend's URL options. ``int()`` alone
+    would also take ``" 5"``, ``"+5"``, ``"5_000"`` and other scripts' digits
+    (fullwidth ``"12"``): a URL that a reader cannot read the same way is refused. An
+    optional leading ``-`` is kept so a negative value gets its range error.
 
     Raises:
         ConfigError: the value is neither.
@@ -93,14 +120,11 @@ def option_int(options: Mapping[str, Any], name: str, default: int) -> int:
     value = options.get(name, default)
     if isinstance(value, int) and not isinstance(value, bool):
         return value
-    if isinstance(value, str):
-        try:
-            return int(value, 10)
-        except ValueError as exc:
-            raise ConfigError(
-                f"option {name} must be an integer, got {value!r}"
-            ) from exc
-    raise ConfigError(f"option {name} must be an integer, got {value!r}")
+    if isinstance(value, str) and _DECIMAL.fullmatch(value):
+        return int(value, 10)
+    raise ConfigError(
+        f"option {name} must be an integer in ASCII digits, got {value!r}"
+    )
 
 
 def option_bool(options: Mapping[str, Any], name: str, default: bool) -> bool:

@@ -24,6 +24,7 @@ from rulvar_store._failpoints import (
     marked_caller,
     set_failpoint_hook,
 )
+from rulvar_store._file_ops import FileOps, file_ops_layer
 from rulvar_store._fork import ForkGuard, fork_generation
 from rulvar_store._incremental import parse_cursor
 from rulvar_store._intake import (
@@ -49,12 +50,19 @@ from rulvar_store._intake import (
     run_id_for_write,
     text_for_read,
 )
-from rulvar_store._json import dump_record, load_record, load_records, stable_stringify
+from rulvar_store._json import (
+    dump_record,
+    load_listing,
+    load_record,
+    load_records,
+    stable_stringify,
+)
 from rulvar_store._location_records import (
     LOCATION_FEATURES,
     FreshStoreFactory,
     LocationFactory,
     LocationOpener,
+    NetworkRoute,
     StoreLocation,
 )
 from rulvar_store._locations import UrlOpener, locations_from_factory, opened_at
@@ -64,6 +72,7 @@ from rulvar_store._plugins import (
     Backend,
     hookimpl,
     hookspec,
+    install_hint,
     make_plugin_manager,
     resolve_backend,
 )
@@ -105,10 +114,12 @@ __all__ = [
     "Backend",
     "Failpoint",
     "FailpointHook",
+    "FileOps",
     "ForkGuard",
     "FreshStoreFactory",
     "LocationFactory",
     "LocationOpener",
+    "NetworkRoute",
     "StoreLocation",
     "StoreUrl",
     "UrlOpener",
@@ -121,14 +132,17 @@ __all__ = [
     "copy_blob",
     "dump_record",
     "entry_text",
+    "file_ops_layer",
     "finish_uncancelled",
     "finite_seq",
     "fork_generation",
     "hit",
     "hookimpl",
     "hookspec",
+    "install_hint",
     "is_safe_token",
     "lease_or_none",
+    "load_listing",
     "load_record",
     "load_records",
     "locations_from_factory",

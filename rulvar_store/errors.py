@@ -25,6 +25,7 @@ across process boundaries.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final, Literal
 
 __all__ = [
@@ -143,6 +144,22 @@ class UnreadableRecordError(ContractError, ValueError):
     """
 
     code = "unreadable_record"
+
+    def __init__(
+        self,
+        message: str,
+        readable: Sequence[Any] = (),
+        run_ids: Sequence[str] = (),
+    ) -> None:
+        super().__init__(message, list(readable), tuple(run_ids))
+        #: A listing's records that did read (filtered as asked), in its order.
+        self.readable: list[Any] = list(readable)
+        #: The runs whose records did not (a listing names them all).
+        self.run_ids: tuple[str, ...] = tuple(run_ids)
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return {"run_ids": list(self.run_ids)}
 
 
 class UnsafeNameError(InvalidArgumentError, JournalOrderViolation):

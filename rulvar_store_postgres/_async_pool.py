@@ -8,16 +8,25 @@ checks its own connection out, so concurrent tasks use concurrent connections.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 import psycopg
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
 from rulvar_store_postgres._config import Settings
-from rulvar_store_postgres._pool import closed_by_server, connect_failure, pool_setup
+from rulvar_store_postgres._deadline import cut
+from rulvar_store_postgres._pool import (
+    GrowthPause,
+    closed_by_server,
+    connect_failure,
+    deadline_passed,
+    pool_options,
+    session_for,
+)
 
 __all__ = ["AsyncConn", "AsyncStorePool", "make_async_pool"]
 
@@ -25,43 +34,96 @@ AsyncConn: TypeAlias = psycopg.AsyncConnection[TupleRow]
 
 
 class AsyncStorePool(AsyncConnectionPool[AsyncConn]):
-    """An AsyncConnectionPool whose connection failures reach waiting clients at once."""
+    """An AsyncConnectionPool whose connection failures reach waiting clients at once
+    when no connection is left to serve them (``GrowthPause``)."""
+
+    call_timeout_s: float = 10.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._growth = GrowthPause()
+        super().__init__(*args, **kwargs)
 
     async def _connect(self, timeout: float | None = None) -> AsyncConn:
+        # One event loop: no await between reading and changing the counter.
+        self._growth.in_flight += 1
         try:
             return await super()._connect(timeout)
         except psycopg.Error as exc:
             failure = connect_failure(exc)
-            async with self._lock:
-                waiting = list(self._waiting)
+            self._growth.failure = failure
+            fail = self._growth.fails_waiters(self._nconns)
+            waiting = list(self._waiting) if fail else []
             for client in waiting:
                 await client.fail(failure)
             if failure is exc:
                 raise
             raise failure from exc
+        finally:
+            self._growth.in_flight -= 1
+
+    async def reconnect_failed(self) -> None:
+        # See StorePool.reconnect_failed.
+        failure = self._growth.failure
+        waiting = list(self._waiting) if self._nconns == 0 and failure else []
+        for client in waiting:
+            await client.fail(failure)  # type: ignore[arg-type]
+        await super().reconnect_failed()
+
+    def _maybe_grow_pool(self) -> None:
+        # An empty pool always tries: with nothing to wait for, a caller must
+        # get a fresh attempt (and its error), never a pool timeout.
+        if self._nconns == 0 or not self._growth.paused():
+            super()._maybe_grow_pool()
 
     @asynccontextmanager
-    async def checkout(self) -> AsyncIterator[AsyncConn]:
-        """Yield a live connection; stale pooled ones are discarded, not retried."""
+    async def checkout(self, extra_s: float = 0.0) -> AsyncIterator[AsyncConn]:
+        """Yield a live connection, bounded as ``StorePool.checkout`` is.
+
+        The deadline is a timer of the running loop that cuts the socket.
+        """
+        bound_s = self.call_timeout_s
         for _ in range(self.max_size + 1):
-            conn = await self.getconn()
+            conn = await self.getconn(timeout=bound_s)
             if not closed_by_server(conn):
                 break
             await conn.close()
             await self._putconn(conn, from_getconn=True)
         else:  # pragma: no cover - every candidate was stale; let the last one fail
-            conn = await self.getconn()
+            conn = await self.getconn(timeout=bound_s)
+        fired: list[bool] = []
+
+        def expire() -> None:
+            fired.append(True)
+            cut(conn)
+
+        timer = asyncio.get_running_loop().call_later(bound_s + extra_s, expire)
         try:
-            yield conn
+            try:
+                yield conn
+            except psycopg.Error as exc:
+                if fired:
+                    raise deadline_passed(bound_s + extra_s) from exc
+                raise
+            finally:
+                timer.cancel()
         finally:
-            await self.putconn(conn)
+            if fired:
+                # Discarded the way a stale one is: replaced, no warning logged.
+                await conn.close()
+                await self._putconn(conn, from_getconn=True)
+            else:
+                await self.putconn(conn)
 
 
 def make_async_pool(settings: Settings, name: str) -> AsyncStorePool:
-    """Build (not open) the pool of one async store; ``readonly`` sessions refuse writes."""
-    session, options = pool_setup(settings, name)
+    """Build (not open) the pool of one async store (see ``make_pool``)."""
+    session = session_for(settings)
 
     async def configure(conn: AsyncConn) -> None:
         await conn.execute(session)  # no parameters: one simple-protocol round trip
 
-    return AsyncStorePool(conninfo=settings.conninfo, configure=configure, **options)
+    pool = AsyncStorePool(
+        settings.conninfo, configure=configure, **pool_options(settings, name)
+    )
+    pool.call_timeout_s = settings.call_timeout_ms / 1000
+    return pool

@@ -41,6 +41,7 @@ from rulvar_store_postgres._async_pool import make_async_pool
 from rulvar_store_postgres._config import Settings
 from rulvar_store_postgres._errors import mutation_result, translated
 from rulvar_store_postgres._handle import PostgresHandle
+from rulvar_store_postgres._interrupts import interrupts_deferred
 from rulvar_store_postgres._plans import READ_ROWS, Step
 from rulvar_store_postgres._transaction import hit_off_loop, run_mutation_async
 
@@ -103,7 +104,7 @@ class AsyncPostgresStore(PostgresHandle, AsyncClosing):
                 present = True
                 with translated("boot", self._settings.where, self._settings.secrets):
                     await self._pool.open()
-                    async with self._pool.checkout() as conn:
+                    async with self._pool.checkout(self._boot_wait_s()) as conn:
                         if not self._settings.readonly:
                             await conn.execute(self._boot_statement())
                         else:
@@ -129,6 +130,11 @@ class AsyncPostgresStore(PostgresHandle, AsyncClosing):
         return await finish_uncancelled(task)
 
     async def _run(self, step: Step[T]) -> T:
+        # A signal waits for the call's end: no connection is lost to it (P12).
+        with interrupts_deferred():
+            return await self._run_steps(step)
+
+    async def _run_steps(self, step: Step[T]) -> T:
         while True:
             if step.kind == "mutate":
                 answer: Any = await self._mutate(

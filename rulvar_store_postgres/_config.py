@@ -19,6 +19,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 from rulvar_store import DEFAULT_LEASE_TTL_MS
 from rulvar_store.backend import option_bool, option_int, redact_url, validate_ttl_ms
 from rulvar_store.errors import ConfigError
+from rulvar_store_postgres._log_mask import masked
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT_S",
@@ -26,6 +27,7 @@ __all__ = [
     "OPTION_NAMES",
     "SCHEMES",
     "Settings",
+    "default_call_timeout_ms",
     "default_idle_in_transaction_timeout_ms",
     "default_lock_timeout_ms",
     "resolve_settings",
@@ -49,14 +51,31 @@ OPTION_NAMES: Final = frozenset(
         "lock_timeout_ms",
         "idle_in_transaction_timeout_ms",
         "connect_timeout_s",
+        "call_timeout_ms",
         "readonly",
     }
+)
+
+
+_RAW_CHARACTER_HINT: Final = (
+    "a raw '@', '/', '?' or '#' in the user name or password ends the part libpq "
+    "reads as credentials; percent-encode them ('@' as %40, '/' as %2F, '?' as "
+    "%3F, '#' as %23)"
 )
 
 
 def default_lock_timeout_ms(ttl_ms: int) -> int:
     """Lock waits default to a quarter of the ttl, at most 5 s (at least 1 ms)."""
     return max(1, min(ttl_ms // 4, 5_000))
+
+
+def default_call_timeout_ms(ttl_ms: int, lock_timeout_ms: int) -> int:
+    """Half the ttl, at most 10 s, and at least a lock wait plus one second.
+
+    Below the ttl for the usual settings, so a holder whose link stalls sees its
+    renew fail before its lease expires (L10); never cutting a lock wait short.
+    """
+    return max(min(ttl_ms // 2, 10_000), lock_timeout_ms + 1_000)
 
 
 def default_idle_in_transaction_timeout_ms(ttl_ms: int) -> int:
@@ -75,6 +94,7 @@ class Settings:
     lock_timeout_ms: int
     idle_in_transaction_timeout_ms: int
     connect_timeout_s: int
+    call_timeout_ms: int  # the client-side bound of each statement (P13)
     where: str  # the target for messages: no password, ever
     secrets: tuple[str, ...]  # texts to mask if a driver message echoes them
     readonly: bool = False  # observers: no boot DDL, sessions read-only
@@ -96,9 +116,18 @@ def _split_url(url: str) -> tuple[str, dict[str, str], str, tuple[str, ...]]:
         host = parts.hostname or ""
         port = parts.port
     except ValueError as exc:
+        # The parser's text may quote a piece of the password: never shown.
         raise ConfigError(
-            f"malformed PostgreSQL URL {redact_url(url)!r}: {exc}"
+            f"malformed PostgreSQL URL {redact_url(url)!r}: {_RAW_CHARACTER_HINT}"
         ) from exc
+    userinfo = parts.netloc.rpartition("@")[0]
+    if "@" in userinfo or parts.fragment:
+        # libpq ends the user information at the FIRST '@' (and the URL at a
+        # '#'), so the rest of the password would become the host name, shown
+        # in its errors and in the pool's log lines. Refused before libpq sees it.
+        raise ConfigError(
+            f"malformed PostgreSQL URL {redact_url(url)!r}: {_RAW_CHARACTER_HINT}"
+        )
     ours: dict[str, str] = {}
     rest: list[str] = []
     secrets: list[str] = []
@@ -150,8 +179,7 @@ def _check_conninfo(conninfo: str, secrets: tuple[str, ...]) -> None:
         conninfo_to_dict(conninfo)
     except psycopg.Error as exc:
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else "invalid"
-        for secret in secrets:
-            text = text.replace(secret, "***")
+        text = masked(text, secrets)
         if "invalid URI query parameter" in text or "invalid connection option" in text:
             # An unknown name is most often a misspelt option of the store.
             text += (
@@ -231,8 +259,19 @@ def resolve_settings(
     connect_timeout_s = _positive(
         options, "connect_timeout_s", DEFAULT_CONNECT_TIMEOUT_S
     )
+    call_timeout_ms = _positive(
+        options,
+        "call_timeout_ms",
+        default_call_timeout_ms(real_ttl_ms, lock_timeout_ms),
+    )
+    if call_timeout_ms <= lock_timeout_ms:
+        raise ConfigError(
+            f"call_timeout_ms ({call_timeout_ms}) must be above lock_timeout_ms "
+            f"({lock_timeout_ms}): a call may wait that long for a run's lock"
+        )
     readonly = option_bool(options, "readonly", False)
     return Settings(
+        call_timeout_ms=call_timeout_ms,
         readonly=readonly,
         conninfo=conninfo,
         schema=schema,

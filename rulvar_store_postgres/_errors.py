@@ -26,6 +26,7 @@ from rulvar_store.errors import (
     StoreClosedError,
     StoreUnavailableError,
 )
+from rulvar_store_postgres._log_mask import masked
 from rulvar_store_postgres._pool import ConnectFailed
 
 __all__ = [
@@ -128,19 +129,12 @@ def mutation_result(row: tuple[object, ...] | None, operation: str, where: str) 
     return row[0]
 
 
-def _mask(text: str, secrets: Sequence[str]) -> str:
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "***")
-    return text
-
-
 def _detail(exc: BaseException, secrets: Sequence[str]) -> str:
     lines = str(exc).strip().splitlines()
     first = lines[0] if lines else type(exc).__name__
     state = getattr(exc, "sqlstate", None)
     prefix = f"{state}: " if state else ""
-    return prefix + _mask(first, secrets)
+    return prefix + masked(first, secrets)
 
 
 @contextmanager

@@ -46,6 +46,7 @@ class PostgresHandle:
         lock_timeout_ms: int | None = None,
         idle_in_transaction_timeout_ms: int | None = None,
         connect_timeout_s: int | None = None,
+        call_timeout_ms: int | None = None,
         readonly: bool | None = None,
     ) -> None:
         settings = resolve_settings(
@@ -58,6 +59,7 @@ class PostgresHandle:
                 "lock_timeout_ms": lock_timeout_ms,
                 "idle_in_transaction_timeout_ms": idle_in_transaction_timeout_ms,
                 "connect_timeout_s": connect_timeout_s,
+                "call_timeout_ms": call_timeout_ms,
                 "readonly": readonly,
             },
             injected_clock=now is not None,
@@ -92,11 +94,16 @@ class PostgresHandle:
                 operation,
             )
 
+    def _boot_lock_ms(self) -> int:
+        return max(_BOOT_LOCK_TIMEOUT_MS, self._settings.lock_timeout_ms)
+
     def _boot_statement(self) -> str:
         """The whole boot as one statement (``Sql.boot``), waiting for other booters."""
-        return self._sql.boot_within(
-            max(_BOOT_LOCK_TIMEOUT_MS, self._settings.lock_timeout_ms)
-        )
+        return self._sql.boot_within(self._boot_lock_ms())
+
+    def _boot_wait_s(self) -> float:
+        """How long the boot may wait for a connection: another process's boot that long."""
+        return self._boot_lock_ms() / 1000
 
     def _booted_if_present(self, present: bool, operation: str) -> None:
         """Record a finished boot; a read-only handle on an empty schema refuses (P3)."""

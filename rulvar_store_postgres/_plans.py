@@ -31,6 +31,7 @@ from rulvar_store import backend as _intake
 from rulvar_store.backend import (
     check_run_match,
     finite_seq,
+    load_listing,
     load_record,
     load_records,
     meta_matches_filter,
@@ -204,8 +205,10 @@ class Plans:
         args = [arg for arg in (statuses, name) if arg is not None]
 
         def matching(rows: list[str]) -> list[RunMeta]:
-            metas: list[RunMeta] = load_records(rows)
-            return [meta for meta in metas if meta_matches_filter(meta, run_filter)]
+            metas: list[RunMeta] = load_listing(
+                rows, lambda meta: meta_matches_filter(meta, run_filter)
+            )
+            return metas
 
         return Step("list_runs", "values", statement, args, matching)
 

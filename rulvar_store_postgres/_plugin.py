@@ -4,22 +4,23 @@ URLs: ``postgresql://user@host:5432/db`` (or ``postgres://``), libpq parameters
 in the query string as usual, plus the store's own options, which are stripped
 before libpq sees the URL: ``schema``, ``ttl_ms``, ``pool_max_size`` (alias
 ``max_size``), ``lock_timeout_ms``, ``idle_in_transaction_timeout_ms``,
-``connect_timeout_s``. Keyword options of ``open_store`` win over the query.
+``connect_timeout_s``, ``call_timeout_ms``, ``readonly``. Keyword options of ``open_store`` win over the query.
 """
 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from itertools import count
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from rulvar_store import AsyncOpenedStore, OpenedStore
 from rulvar_store.backend import (
     Backend,
     LocationFactory,
+    NetworkRoute,
     StoreLocation,
     StoreUrl,
     UrlOpener,
@@ -110,6 +111,36 @@ def _drop_schemas(
 _FAIL_FAST_LOCK_TIMEOUT_MS = 200
 
 
+def _route(
+    raw: str, settings: Settings, opener: Callable[[str], UrlOpener]
+) -> NetworkRoute | None:
+    """The server's TCP address, and openers that reach it at another address.
+
+    ``None`` for a Unix socket (no TCP link to stall) or several hosts.
+    """
+    from psycopg.conninfo import conninfo_to_dict
+
+    given = conninfo_to_dict(settings.conninfo)
+    host, port = str(given.get("host", "")), str(given.get("port", "5432"))
+    if not host or host.startswith("/") or "," in host or not port.isdigit():
+        return None
+
+    def via(new_host: str, new_port: int) -> UrlOpener:
+        return opener(_rerouted(raw, new_host, new_port))
+
+    return NetworkRoute(address=(host, int(port)), via=via)
+
+
+def _rerouted(raw: str, host: str, port: int) -> str:
+    """``raw`` with its host and port replaced (URL or key=value form)."""
+    if "://" not in raw:
+        return f"{raw} host={host} port={port}"  # later keywords win in libpq
+    parts = urlsplit(raw)
+    userinfo = parts.netloc.rpartition("@")[0]
+    netloc = (f"{userinfo}@" if userinfo else "") + f"{host}:{port}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
 @contextmanager
 def _certify(url: StoreUrl) -> Iterator[LocationFactory]:
     """Yield fresh locations, each a new schema of the URL's database.
@@ -130,15 +161,18 @@ def _certify(url: StoreUrl) -> Iterator[LocationFactory]:
     def fresh() -> StoreLocation:
         schema = f"{prefix}_{next(numbers)}"
         schemas.append(schema)
+        located = {**options, "schema": schema}
+        fail_fast = {"lock_timeout_ms": _FAIL_FAST_LOCK_TIMEOUT_MS}
         return StoreLocation(
             name=f"{url.redacted} schema {schema}",
-            opener=UrlOpener(
-                url.raw,
-                {**options, "schema": schema},
-                {"lock_timeout_ms": _FAIL_FAST_LOCK_TIMEOUT_MS},
-            ),
+            opener=UrlOpener(url.raw, located, fail_fast),
             contention=True,
             cleanup=lambda: _drop_schemas(settings, (schema,)),
+            route=_route(
+                url.raw,
+                settings,
+                lambda raw: UrlOpener(raw, located, fail_fast),
+            ),
         )
 
     try:

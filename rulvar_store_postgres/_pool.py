@@ -19,23 +19,30 @@ import logging
 import select
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, TypeAlias
+from time import monotonic
+from typing import Any, Final, TypeAlias
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import TupleRow
 from psycopg_pool import ConnectionPool
 
 from rulvar_store_postgres._config import Settings
+from rulvar_store_postgres._deadline import DeadlinePassed, libpq_bounds, watchdog
+from rulvar_store_postgres._log_mask import mask_in_logs
 from rulvar_store_postgres._schema import session_setup
 
 __all__ = [
     "Conn",
     "ConnectFailed",
+    "GrowthPause",
     "StorePool",
     "closed_by_server",
     "connect_failure",
+    "deadline_passed",
     "make_pool",
-    "pool_setup",
+    "pool_options",
+    "session_for",
 ]
 
 Conn: TypeAlias = psycopg.Connection[TupleRow]
@@ -76,27 +83,98 @@ def connect_failure(exc: psycopg.Error) -> psycopg.Error:
     return exc if exc.sqlstate else ConnectFailed(str(exc))
 
 
+# After a refused attempt to grow, the pool waits this long before trying again,
+# so a role or server connection limit is not hammered by every queued call.
+GROW_PAUSE_S: Final = 1.0
+
+
+class GrowthPause:
+    """Whether a failed connection attempt ends the wait of the queued clients.
+
+    It does only when no connection exists to serve them: the pool counts
+    connections made and attempts in flight alike (``_nconns``), so the attempts
+    in flight are counted here too and subtracted. Then a refused port or a
+    wrong host still fails every waiting client at once, while a refusal to
+    grow (a role's ``CONNECTION LIMIT``, the server's ``max_connections``)
+    leaves them queued for the connections that exist, and growth pauses a
+    moment before the next attempt.
+    """
+
+    def __init__(self) -> None:
+        self._until = 0.0
+        self.in_flight = 0
+        self.failure: psycopg.Error | None = None  # the last failed attempt's
+
+    def fails_waiters(self, nconns: int) -> bool:
+        """After a failed attempt, still counted in ``nconns`` and ``in_flight``."""
+        if nconns - self.in_flight > 0:
+            self._until = monotonic() + GROW_PAUSE_S
+            return False
+        return True
+
+    def paused(self) -> bool:
+        return monotonic() < self._until
+
+
 class StorePool(ConnectionPool[Conn]):
-    """A ConnectionPool whose connection failures reach waiting clients at once."""
+    """A ConnectionPool whose connection failures reach waiting clients at once
+    when no connection exists to serve them (``GrowthPause``)."""
+
+    call_timeout_s: float = 10.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._growth = GrowthPause()
+        super().__init__(*args, **kwargs)
 
     def _connect(self, timeout: float | None = None) -> Conn:
+        with self._lock:
+            self._growth.in_flight += 1
         try:
             return super()._connect(timeout)
         except psycopg.Error as exc:
             failure = connect_failure(exc)
             with self._lock:
-                waiting = list(self._waiting)
+                self._growth.failure = failure
+                fail = self._growth.fails_waiters(self._nconns)
+                waiting = list(self._waiting) if fail else []
             for client in waiting:
                 client.fail(failure)
             if failure is exc:
                 raise
             raise failure from exc
+        finally:
+            with self._lock:
+                self._growth.in_flight -= 1
+
+    def reconnect_failed(self) -> None:
+        # Called once a failed attempt is given up and uncounted. Attempts that
+        # failed while another one waited for its retry each saw a connection
+        # "left"; when none is, the queued clients get the last error now.
+        with self._lock:
+            failure = self._growth.failure
+            waiting = list(self._waiting) if self._nconns == 0 and failure else []
+        for client in waiting:
+            client.fail(failure)  # type: ignore[arg-type]
+        super().reconnect_failed()
+
+    def _maybe_grow_pool(self) -> None:
+        # An empty pool always tries: with nothing to wait for, a caller must
+        # get a fresh attempt (and its error), never a pool timeout.
+        if self._nconns == 0 or not self._growth.paused():
+            super()._maybe_grow_pool()
 
     @contextmanager
-    def checkout(self) -> Iterator[Conn]:
-        """Yield a live connection; stale pooled ones are discarded, not retried."""
+    def checkout(self, extra_s: float = 0.0) -> Iterator[Conn]:
+        """Yield a live connection; stale pooled ones are discarded, not retried.
+
+        The wait for a free connection and then the connection's use are each
+        bounded by the call timeout (``extra_s`` more for a statement that may
+        wait longer by design, the boot); past it the connection is cut
+        (``_deadline``) and ``DeadlinePassed`` raised.
+        """
+        bound_s = self.call_timeout_s
         for _ in range(self.max_size + 1):
-            conn = self.getconn()
+            conn = self.getconn(timeout=bound_s)
             if not closed_by_server(conn):
                 break
             conn.close()
@@ -104,11 +182,34 @@ class StorePool(ConnectionPool[Conn]):
             # replaced in the background, no warning logged.
             self._putconn(conn, from_getconn=True)
         else:  # pragma: no cover - every candidate was stale; let the last one fail
-            conn = self.getconn()
+            conn = self.getconn(timeout=bound_s)
+        cut_off = False
         try:
-            yield conn
+            watchdog.arm(conn, bound_s + extra_s)
+            try:
+                yield conn
+            except psycopg.Error as exc:
+                cut_off = watchdog.disarm(conn)
+                if cut_off:
+                    raise deadline_passed(bound_s + extra_s) from exc
+                raise
+            finally:
+                cut_off = watchdog.disarm(conn) or cut_off
         finally:
-            self.putconn(conn)
+            if cut_off:
+                # Discarded the way a stale one is: replaced, no warning logged.
+                conn.close()
+                self._putconn(conn, from_getconn=True)
+            else:
+                self.putconn(conn)
+
+
+def deadline_passed(seconds: float) -> DeadlinePassed:
+    """The error of a statement cut at its deadline (see ``_deadline``)."""
+    return DeadlinePassed(
+        f"no reply within {round(seconds * 1000)} ms (call_timeout_ms): the link "
+        "or the server stalled; the connection was discarded"
+    )
 
 
 def closed_by_server(
@@ -136,40 +237,53 @@ def closed_by_server(
     return readable
 
 
-def make_pool(settings: Settings, name: str) -> StorePool:
-    """Build (not open) the pool of one store; ``readonly`` sessions refuse writes."""
-    session, options = pool_setup(settings, name)
-
-    def configure(conn: Conn) -> None:
-        conn.execute(session)  # no parameters: one simple-protocol round trip
-
-    return StorePool(conninfo=settings.conninfo, configure=configure, **options)
-
-
-def pool_setup(settings: Settings, name: str) -> tuple[str, dict[str, Any]]:
-    """The session statement and the pool settings of one store, sync or asyncio.
-
-    The pool is built closed; every connection it makes is autocommit and runs
-    the session statement once.
-    """
-    session = session_setup(
+def session_for(settings: Settings) -> str:
+    """The session settings of a new pool's connections (read-only ones refuse
+    writes); the pool logs libpq's messages, so its passwords are masked first."""
+    mask_in_logs(settings.secrets)
+    return session_setup(
         settings.lock_timeout_ms,
         settings.idle_in_transaction_timeout_ms,
         settings.readonly,
     )
+
+
+def make_pool(settings: Settings, name: str) -> StorePool:
+    """Build (not open) the pool of one store."""
+    session = session_for(settings)
+
+    def configure(conn: Conn) -> None:
+        conn.execute(session)  # no parameters: one simple-protocol round trip
+
+    pool = StorePool(
+        settings.conninfo, configure=configure, **pool_options(settings, name)
+    )
+    pool.call_timeout_s = settings.call_timeout_ms / 1000
+    return pool
+
+
+def pool_options(settings: Settings, name: str) -> dict[str, Any]:
+    """The pool settings both stores use (sync and asyncio), built closed."""
     kwargs: dict[str, Any] = {
         "autocommit": True,
         "connect_timeout": settings.connect_timeout_s,
         "fallback_application_name": "rulvar-store-postgres",
     }
-    return session, {
+    # The URL's own keepalive or tcp_user_timeout settings win.
+    given = conninfo_to_dict(settings.conninfo)
+    kwargs.update(
+        (key, value)
+        for key, value in libpq_bounds(settings.call_timeout_ms).items()
+        if key not in given
+    )
+    return {
         "kwargs": kwargs,
         "min_size": 1,
         "max_size": settings.pool_max_size,
         "open": False,
         "name": name,
-        # A client waits this long for a free connection before StoreBusyError.
-        "timeout": float(max(10, 2 * settings.connect_timeout_s)),
+        # A client waits at most this long for a free connection (StoreBusyError).
+        "timeout": settings.call_timeout_ms / 1000,
         "reconnect_timeout": 0.0,
         "num_workers": 2,
     }

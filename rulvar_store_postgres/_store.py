@@ -22,6 +22,7 @@ from rulvar_store.ops import LeaseState
 from rulvar_store_postgres._config import Settings
 from rulvar_store_postgres._errors import mutation_result, translated
 from rulvar_store_postgres._handle import PostgresHandle
+from rulvar_store_postgres._interrupts import interrupts_deferred
 from rulvar_store_postgres._plans import READ_ROWS, Step
 from rulvar_store_postgres._pool import make_pool
 from rulvar_store_postgres._transaction import run_mutation
@@ -52,6 +53,10 @@ class PostgresStore(PostgresHandle):
       (With an injected ``now`` the ttl is test time, not real time: both
       timeouts then default to their caps and are not compared with it.)
     - ``connect_timeout_s`` (5).
+    - ``call_timeout_ms`` (ttl/2, at most 10 s, at least ``lock_timeout_ms`` + 1 s;
+      must be above ``lock_timeout_ms``): bounds the wait for a pooled connection
+      and then the statement; past it the connection is cut and discarded and the
+      call raises the retryable ``StoreUnavailableError`` (P13, ``_deadline``).
     - ``readonly`` (False): for observers. No boot (no schema, table or
       function is created; the schema must already hold a store, else the
       first call raises ``ConfigError``) and every
@@ -122,7 +127,8 @@ class PostgresStore(PostgresHandle):
                 boot = self._boot_statement()
                 with translated("boot", self._settings.where, self._settings.secrets):
                     self._pool.open()
-                    with self._pool.checkout() as conn:
+                    # The boot may wait for another process's boot that long.
+                    with self._pool.checkout(self._boot_wait_s()) as conn:
                         if not self._settings.readonly:
                             conn.execute(boot)
                             present = True
@@ -182,17 +188,21 @@ class PostgresStore(PostgresHandle):
                 the parent's connections is touched.
         """
         self._fork.check(step.operation)
-        while True:
-            if step.kind == "mutate":
-                answer: Any = self._mutate(step.operation, step.statement, step.args)
-            elif step.kind == "none":
-                answer = None
-            else:
-                answer = self._read(step)
-            result = step.finish(answer)
-            if not isinstance(result, Step):
-                return result
-            step = result
+        # A signal waits for the call's end: no connection is lost to it (P12).
+        with interrupts_deferred():
+            while True:
+                if step.kind == "mutate":
+                    answer: Any = self._mutate(
+                        step.operation, step.statement, step.args
+                    )
+                elif step.kind == "none":
+                    answer = None
+                else:
+                    answer = self._read(step)
+                result = step.finish(answer)
+                if not isinstance(result, Step):
+                    return result
+                step = result
 
     # -- journal ---------------------------------------------------------------
 

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import final
 
 import apsw
 
-from rulvar_store.errors import ConfigError
+from rulvar_store.errors import ConfigError, StoreUnavailableError
 from rulvar_store_sqlite._boot import boot_with_retry
 from rulvar_store_sqlite._errors import translate_errors
+from rulvar_store_sqlite._exact_seq import register_seq_functions
+from rulvar_store_sqlite._file_identity import refuse_orphan_wal
 from rulvar_store_sqlite._options import SYNCHRONOUS_LEVELS, SqliteOptions
 from rulvar_store_sqlite._schema import check_format_readonly
 
@@ -76,10 +81,15 @@ def open_connection(
     """
     if options.readonly:
         return _open_readonly(options, busy)
+    if not options.in_memory:
+        refuse_orphan_wal(options.path)
+        if options.private:
+            _create_private(options.path)
     # The path is in the operation so an unopenable file is named in the error.
     with translate_errors(f"open of {options.path}", opening=True):
         connection = apsw.Connection(options.path)
     try:
+        register_seq_functions(connection)
         boot_with_retry(lambda: attempt(connection, options.in_memory))
         with translate_errors("open", opening=True):
             connection.set_busy_handler(busy)
@@ -97,6 +107,40 @@ def open_connection(
         connection.close()
         raise
     return connection
+
+
+def _create_private(path: str) -> None:
+    """Create a missing database file owner-only (0600) before SQLite opens it.
+
+    SQLite gives the ``-wal`` and ``-shm`` files the mode of the database
+    file, so the three stay owner-only; they hold prompts and tool outputs.
+    An existing file keeps its mode (the operator chose it). A file another
+    process creates first is simply used; an empty file is an empty database.
+    """
+    with translate_os_errors(f"create {path}"):
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            return
+        os.close(fd)
+
+
+@contextmanager
+def translate_os_errors(operation: str) -> Iterator[None]:
+    """A missing folder or no permission: ``ConfigError``; no descriptor left: retryable."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno in (errno.EMFILE, errno.ENFILE):
+            raise StoreUnavailableError(
+                f"sqlite {operation}: {exc.strerror} (out of file descriptors: "
+                "retry once some are closed)",
+                operation,
+            ) from exc
+        raise ConfigError(
+            f"sqlite {operation}: {exc.strerror or exc} (check the database path "
+            "and permissions)"
+        ) from exc
 
 
 def _open_readonly(options: SqliteOptions, busy: BusyDeadline) -> apsw.Connection:

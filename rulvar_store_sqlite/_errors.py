@@ -10,7 +10,9 @@ Mapping (``raise ... from exc`` keeps the driver error as ``__cause__``):
 - ``apsw.TooBigError``, ``ConstraintError``, ``MismatchError``, ``RangeError``,
   ``BindingsError`` -> ``ContractError`` (the data; never retryable);
 - ``apsw.CantOpenError``, ``NotADBError``, ``PermissionsError``, ``ReadOnlyError``
-  -> ``ConfigError`` while opening;
+  -> ``ConfigError`` while opening, except a ``CantOpenError`` while the
+  process is out of file descriptors: ``StoreUnavailableError`` (retryable, as
+  PostgreSQL and the file store report it);
 - ``apsw.SQLError`` (tables of another shape), ``CorruptError``, ``NotADBError``,
   ``PermissionsError``, ``ReadOnlyError`` (except recovery in progress),
   ``AuthError``, ``FormatError`` -> ``ConfigError`` at run time (the setup);
@@ -20,6 +22,8 @@ Mapping (``raise ... from exc`` keeps the driver error as ``__cause__``):
 
 from __future__ import annotations
 
+import errno
+import os
 from types import TracebackType
 from typing import Final, final
 
@@ -34,7 +38,13 @@ from rulvar_store.errors import (
     StoreUnavailableError,
 )
 
-__all__ = ["SQLITE_BUSY", "is_busy", "translate", "translate_errors"]
+__all__ = [
+    "SQLITE_BUSY",
+    "is_busy",
+    "out_of_descriptors",
+    "translate",
+    "translate_errors",
+]
 
 SQLITE_BUSY: Final = 5
 
@@ -93,6 +103,12 @@ def translate(exc: apsw.Error, operation: str, *, opening: bool = False) -> Rulv
         return ContractError(f"{detail} (the record exceeds SQLite's size limits)")
     if isinstance(exc, _REFUSED_DATA):
         return ContractError(f"{detail} (SQLite refused the data)")
+    if opening and isinstance(exc, apsw.CantOpenError) and out_of_descriptors():
+        return StoreUnavailableError(
+            f"{detail} (this process is out of file descriptors: retry once some "
+            "are closed)",
+            operation,
+        )
     if opening and isinstance(exc, _OPEN_FAILURES):
         return ConfigError(f"{detail} (check the database path and permissions)")
     if isinstance(exc, apsw.ReadOnlyError) and _extended(exc) in _READONLY_TRANSIENT:
@@ -103,6 +119,25 @@ def translate(exc: apsw.Error, operation: str, *, opening: bool = False) -> Rulv
             "store needs; retrying cannot help)"
         )
     return StoreUnavailableError(detail, operation)
+
+
+# The process (EMFILE) or the system (ENFILE) has no descriptor left: a state
+# that passes, as on the other backends, unlike a wrong path or permission.
+_NO_DESCRIPTOR: Final = frozenset({errno.EMFILE, errno.ENFILE})
+
+
+def out_of_descriptors() -> bool:
+    """Whether opening a file fails right now for want of a descriptor.
+
+    SQLite reports every failed open as SQLITE_CANTOPEN without the errno, so
+    the cause is asked of the system directly, with one open of ``/dev/null``.
+    """
+    try:
+        fd = os.open(os.devnull, os.O_RDONLY)
+    except OSError as exc:
+        return exc.errno in _NO_DESCRIPTOR
+    os.close(fd)
+    return False
 
 
 def _extended(exc: apsw.Error) -> int | None:

@@ -88,6 +88,8 @@ from rulvar_store.errors import ContractError, StoreClosedError
 from rulvar_store_sqlite import _sql as sql
 from rulvar_store_sqlite._connection import BusyDeadline
 from rulvar_store_sqlite._errors import translate_errors
+from rulvar_store_sqlite._file_identity import FileIdentity
+from rulvar_store_sqlite._options import MEMORY_PATH
 from rulvar_store_sqlite._transaction import (
     Operation,
     fail_undecided,
@@ -183,6 +185,9 @@ class GroupCommitter:
         self.path = path
         self.grouping = grouping
         self.closed = False
+        # The file the connection opened: every write transaction checks that
+        # its path still names it (``_file_identity``).
+        self.file = FileIdentity(None if path == MEMORY_PATH else path)
         self._busy = busy
         self._mutex = threading.Lock()
         self._queue: list[Operation[Any]] = []
@@ -345,7 +350,14 @@ class GroupCommitter:
                 )
             return
         self._busy.arm()
-        run_batch(self.conn, self.cursor, batch, more, self.begin)
+        run_batch(
+            self.conn,
+            self.cursor,
+            batch,
+            more,
+            self.begin,
+            lambda: self.file.check(batch[0].name),
+        )
 
     def queued(self) -> int:
         """Operations waiting for the next batch (tests park a leader and count)."""

@@ -48,6 +48,7 @@ class SqliteOptions:
     now: Clock
     readonly: bool = False
     group_commit: bool = True
+    private: bool = True
 
 
 def _path(path: object) -> str:
@@ -90,6 +91,7 @@ def validate_options(
     now: object,
     readonly: object = False,
     group_commit: object = True,
+    private: object = True,
 ) -> SqliteOptions:
     """Return the checked options.
 
@@ -109,6 +111,8 @@ def validate_options(
         raise ConfigError(
             f"sqlite: group_commit must be a bool, got {type(group_commit).__name__}"
         )
+    if not isinstance(private, bool):
+        raise ConfigError(f"sqlite: private must be a bool, got {type(private).__name__}")
     return SqliteOptions(
         path=checked_path,
         in_memory=checked_path == MEMORY_PATH,
@@ -118,4 +122,5 @@ def validate_options(
         now=clock,
         readonly=readonly,
         group_commit=group_commit,
+        private=private,
     )

@@ -4,7 +4,8 @@ URLs: ``sqlite:///relative.db`` (relative to the working directory),
 ``sqlite:////absolute/path.db``, ``sqlite://:memory:``; options in the query
 string or as keywords: ``ttl_ms``, ``busy_timeout_ms``, ``synchronous``,
 ``readonly`` (open the existing file read-only, for observers),
-``group_commit`` (default true).
+``group_commit`` (default true), ``private`` (default true: a new database
+file is created owner-only).
 """
 
 from __future__ import annotations
@@ -39,7 +40,15 @@ __all__ = ["rulvar_store_backends"]
 
 _MEMORY: Final = ":memory:"
 _OPTIONS: Final = frozenset(
-    {"ttl_ms", "busy_timeout_ms", "synchronous", "now", "readonly", "group_commit"}
+    {
+        "ttl_ms",
+        "busy_timeout_ms",
+        "synchronous",
+        "now",
+        "readonly",
+        "group_commit",
+        "private",
+    }
 )
 # A fail-fast handle (kit contention checks) gives up on a held write lock quickly.
 _FAIL_FAST_BUSY_TIMEOUT_MS: Final = 100
@@ -84,6 +93,8 @@ def _target(url: StoreUrl) -> _Target:
         options["readonly"] = option_bool(url.options, "readonly", False)
     if "group_commit" in url.options:
         options["group_commit"] = option_bool(url.options, "group_commit", True)
+    if "private" in url.options:
+        options["private"] = option_bool(url.options, "private", True)
     if url.options.get("now") is not None:
         options["now"] = url.options["now"]  # a keyword only; SqliteStore checks it
     return _Target(location, options)

@@ -55,13 +55,17 @@ INSERT_ENTRY: Final = "INSERT INTO entries (run_id, payload) VALUES (?, ?)"
 # The A5 guard as ONE conditional insert (Q7). The CAST range is only a necessary
 # condition that lets the `entries_run_seq` index narrow the scan (truncation is
 # monotonic: t >= s implies CAST(t) >= CAST(s)); the decision is the exact numeric
-# comparison, and only numeric stored seqs count (D5: `true` is not a seq).
+# comparison, and only numeric stored seqs count (D5: `true` is not a seq). ?3 is
+# the seq as SQLite can bind it (``seq_param``), ?4 its exact text: where the
+# doubles tie, the exact comparison decides (``_exact_seq``; J6 beyond 64 bits).
 INSERT_ENTRY_ABOVE_TAIL: Final = (
     "INSERT INTO entries (run_id, payload) SELECT ?1, ?2 "
     "WHERE NOT EXISTS (SELECT 1 FROM entries WHERE run_id = ?1 "
     "AND CAST(json_extract(payload, '$.seq') AS INTEGER) >= CAST(?3 AS INTEGER) "
     "AND json_type(payload, '$.seq') IN ('integer', 'real') "
-    "AND json_extract(payload, '$.seq') >= ?3)"
+    "AND (json_extract(payload, '$.seq') > ?3 "
+    "OR (json_extract(payload, '$.seq') = ?3 "
+    "AND rulvar_py_seq_at_least(payload -> '$.seq', ?4))))"
 )
 LOAD_ENTRIES: Final = "SELECT payload FROM entries WHERE run_id = ? ORDER BY id"
 # load_since: the anchor row (the cursor's last entry, payload not re-sent) and

@@ -20,6 +20,7 @@ from rulvar_store import backend as _intake
 from rulvar_store.backend import (
     check_run_match,
     finite_seq,
+    load_listing,
     load_record,
     load_records,
     meta_matches_filter,
@@ -32,6 +33,7 @@ from rulvar_store.errors import (
 from rulvar_store.ops import LeaseState
 from rulvar_store_sqlite import _sql as sql
 from rulvar_store_sqlite._connection import BootAttempt, BusyDeadline, open_connection
+from rulvar_store_sqlite._exact_seq import seq_text
 from rulvar_store_sqlite._group_commit import GroupCommitter, OwnedRLock
 from rulvar_store_sqlite._options import (
     DEFAULT_BUSY_TIMEOUT_MS,
@@ -105,6 +107,7 @@ class SqliteStore:
         now: Clock | None = None,
         readonly: bool = False,
         group_commit: bool = True,
+        private: bool = True,
         _boot_attempt: BootAttempt = bootstrap,
     ) -> None:
         options = validate_options(
@@ -115,6 +118,7 @@ class SqliteStore:
             now=now,
             readonly=readonly,
             group_commit=group_commit,
+            private=private,
         )
         self.readonly: bool = options.readonly
         self.path: str = options.path
@@ -215,7 +219,8 @@ class SqliteStore:
                 cursor.execute(sql.INSERT_ENTRY, (run_id, text))
                 return
             cursor.execute(
-                sql.INSERT_ENTRY_ABOVE_TAIL, (run_id, text, sql.seq_param(seq))
+                sql.INSERT_ENTRY_ABOVE_TAIL,
+                (run_id, text, sql.seq_param(seq), seq_text(seq)),
             )
             if self._conn.changes() == 0:
                 raise JournalOrderViolation(
@@ -293,8 +298,11 @@ class SqliteStore:
         query = sql.list_meta_query(checked)
         if query is None:
             return []
-        metas: list[RunMeta] = load_records(self._door.read_values("list_runs", *query))
-        return [meta for meta in metas if meta_matches_filter(meta, checked)]
+        metas: list[RunMeta] = load_listing(
+            self._door.read_values("list_runs", *query),
+            lambda meta: meta_matches_filter(meta, checked),
+        )
+        return metas
 
     def delete(self, run_id: str, lease: Lease | None = None) -> None:
         """Remove entries, meta and lease row in one transaction; keep the epoch (M6, L5).

@@ -21,6 +21,7 @@ from typing import Any, Final, Generic, TypeVar, final
 import apsw
 
 from rulvar_store.backend import hit
+from rulvar_store.errors import RulvarError
 from rulvar_store_sqlite import _sql as sql
 from rulvar_store_sqlite._errors import translate
 
@@ -141,6 +142,7 @@ def run_batch(
     batch: list[Operation[Any]],
     more: Callable[[], bool],
     begin: str = sql.BEGIN,
+    verify: Callable[[], None] | None = None,
 ) -> None:
     """Run ``batch`` as ONE transaction, each operation with its own outcome.
 
@@ -149,6 +151,9 @@ def run_batch(
     meanwhile into ``batch`` (late joiners ride the same COMMIT; nobody waits
     for them), up to ``MAX_BATCH``. Decides every operation of ``batch``.
     ``begin`` is BEGIN IMMEDIATE; only a seeded defect passes another.
+    ``verify`` runs right after BEGIN, with the write lock held; an error it
+    raises fails the whole batch, nothing written (the database file's
+    identity, ``_file_identity``).
 
     BEGIN IMMEDIATE takes the write lock at once (waiting in the busy handler
     up to the deadline), never a read lock upgraded later, which SQLite would
@@ -168,9 +173,11 @@ def run_batch(
         try:
             if not conn.in_transaction:
                 cursor.execute(begin)
+                if verify is not None:
+                    verify()
             if savepoint:
                 cursor.execute(SAVEPOINT)
-        except apsw.Error as exc:
+        except (apsw.Error, RulvarError) as exc:
             _fail_all(batch, conn, cursor, exc)
             return
         try:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Final, NamedTuple
 from rulvar_conformance.harness.kit import using
 from rulvar_conformance.harness.surfaces import leasable
 from rulvar_store import JournalStore, LeasableStore, OpenedStore
-from rulvar_store.backend import LocationFactory
+from rulvar_store.backend import Backend, LocationFactory, StoreUrl
 
 if TYPE_CHECKING:
     from rulvar_conformance.harness.kit import ConformanceSuite
@@ -32,6 +32,7 @@ __all__ = [
     "CERTIFY_TTL_MS",
     "Certification",
     "SuiteSpec",
+    "by_url",
     "fresh_journal",
     "fresh_leasable",
     "fresh_store",
@@ -45,11 +46,31 @@ CERTIFY_EXPIRY_TTL_MS: Final = 600
 
 
 class Certification(NamedTuple):
-    """What a certification runs against: fresh locations, capabilities, expiry ttl."""
+    """What a certification runs against: fresh locations, capabilities, expiry ttl.
+
+    ``url`` and ``backend``, when certifying by URL, let checks open the backend
+    with URLs of their own (the URL-options rule); without them those checks
+    use the locations' own URLs, or report not run.
+    """
 
     locations: LocationFactory
     capabilities: frozenset[str]
     expiry_ttl_ms: int = CERTIFY_EXPIRY_TTL_MS
+    url: StoreUrl | None = None
+    backend: Backend | None = None
+
+
+def by_url(
+    locations: LocationFactory, url: StoreUrl, backend: Backend
+) -> Certification:
+    """The certification of ``backend`` at ``url``, over its certify()'s locations."""
+    return Certification(
+        locations,
+        backend.capabilities,
+        backend.certify_expiry_ttl_ms,
+        url=url,
+        backend=backend,
+    )
 
 
 @dataclass(frozen=True)

@@ -133,6 +133,8 @@ class CheckResult:
     error: str | None
     title: str = ""
     clauses: tuple[str, ...] = ()
+    note: str | None = None
+    """What the check did (faults injected, what survived), when it says."""
 
     @property
     def passed(self) -> bool:
@@ -176,6 +178,7 @@ def run_suites(
                 error=error,
                 title=check.title,
                 clauses=check.clauses,
+                note=None if check.note is None else check.note(),
             )
             results.append(result)
             if on_result is not None:

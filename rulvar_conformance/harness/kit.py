@@ -105,6 +105,8 @@ class ConformanceCheck:
     title: str
     run: Callable[[], None]
     clauses: tuple[str, ...] = ()
+    # What the last run did, for its report row (faults injected, figures).
+    note: Callable[[], str | None] | None = None
 
 
 @dataclass(frozen=True)

@@ -74,11 +74,12 @@ def start_module(
 
 @dataclass(frozen=True)
 class Finished:
-    """A child that is gone: exit code (negative: the signal), stderr tail."""
+    """A child that is gone: exit code (negative: the signal), stderr tail, stdout."""
 
     returncode: int | None
     stderr: str
     timed_out: bool
+    stdout: str = ""
 
 
 def finish(
@@ -87,13 +88,15 @@ def finish(
     """Feed ``stdin``, wait up to ``timeout_s``, SIGKILL a child still running."""
     timed_out = False
     try:
-        _, err = child.communicate(stdin, timeout=timeout_s)
+        out, err = child.communicate(stdin, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         timed_out = True
         child.kill()
-        _, err = child.communicate()
+        out, err = child.communicate()
     text = (err or b"").decode("utf-8", "replace")[-STDERR_CHARS:]
-    return Finished(child.returncode, text, timed_out)
+    return Finished(
+        child.returncode, text, timed_out, (out or b"").decode("utf-8", "replace")
+    )
 
 
 def ship_location(location: StoreLocation, path: Path) -> None:

@@ -31,7 +31,11 @@ REGISTERED: Final = (
     "stale_surfaces",
     "lease_lifetime",
     "data_edges",
+    "argument_rules",
+    "stalled_link",
     "kill_points",
+    "power_loss",
+    "disk_faults",
 )
 
 

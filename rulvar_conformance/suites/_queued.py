@@ -132,7 +132,7 @@ def queued_seq_race(locations: LocationFactory, caps: Caps) -> None:
             f"expected one of two appends of seq 1 through two handles to persist and "
             f"the other to raise JournalOrderViolation, observed "
             f"{[o.error or 'ok' for o in outcomes]}: the seq guard is not checked in "
-            "the write transaction (J6, Q7)",
+            "the write transaction (J6)",
         )
         seqs = [item.get("seq") for item in h.c.journal.load(run_id)]
         require(

@@ -35,12 +35,17 @@ FLOAT_AND_HUGE_STEPS: Final[tuple[tuple[int | float, bool], ...]] = (
     (2, False), (3, True), (3.0, False), (3.5, True),
     (2**53, True), (2**53 + 2, True), (2**53 + 1, False),
     (2**62, True), (2**63, True), (2**62 + 7, False),
+    (2**63 + 1, True), (2**63 + 1, False), (2**63 + 2, True),
     (2**64, True), (2**65, True), (2**64 + 1, False),
-    (10**30, True), (10**31, True), (1e300, True), (1e301, True),
+    (2**65 + 1, True), (2**65 + 1, False),
+    (10**30, True), (10**30 + 1, True), (10**30 + 1, False),
+    (10**31, True), (1e300, True), (1e301, True),
 )  # fmt: skip
 """``(seq, accepted)`` in append order: each must be accepted exactly when it is
-strictly above every earlier accepted seq. Huge neighbours are at least one
-double apart, so the answer does not depend on how a store widens the number."""
+strictly above every earlier accepted seq. Integer neighbours beyond 64 bits
+share one double (``2**63 + 1`` after ``2**63``): a store that widens them to
+floats refuses what it must accept (J6 promises exact order). No float ties an
+int here: PostgreSQL reads a float's JSON text as a decimal, Python as binary."""
 
 
 def entry(tag: str, **fields: Any) -> JournalEntry:

@@ -157,7 +157,7 @@ def refused_or_waiting(competitor: Competitor[Any], what: str, where: str) -> No
     require(
         isinstance(seen.error, StoreBusyError | LeaseHeldError),
         f"expected {what} inside the window to wait or raise the retryable "
-        f"StoreBusyError, observed {seen.error!r} (Q5, 1.6)",
+        f"StoreBusyError, observed {seen.error!r} (D16)",
     )
 
 

@@ -1,6 +1,6 @@
 """``forced_races_conformance(certification)``: check-then-act windows, forced.
 
-X3 and Q13 made deterministic with the failpoint seam: a writer's fenced call is
+X3 made deterministic with the failpoint seam: a writer's fenced call is
 paused INSIDE its window (after its fence check passed, before its commit); while
 it stands there its lease expires and a second handle tries to take the run over
 and to append the same seq. Neither may succeed inside the window: the fence
@@ -243,13 +243,13 @@ def _x3_stale_renew(locations: LocationFactory, caps: Caps) -> None:
 
 
 def forced_races_conformance(certification: Certification) -> ConformanceSuite:
-    """Build the forced-races suite over fresh shared locations with a clock (X3, Q13)."""
+    """Build the forced-races suite over fresh shared locations with a clock (X3)."""
     locations, capabilities = certification.locations, certification.capabilities
     checks = [
         build_check(
             f"x3-window-{surface.name}",
             f"a takeover cannot land inside a {surface.name}'s fence-to-commit window",
-            ("X3", "L7", "Q6", "Q13", "P4", "L6", "F3"),
+            ("X3", "L7", "L6", "F3"),
             partial(_forced_window, locations, capabilities, surface),
         )
         for surface in SURFACES
@@ -258,7 +258,7 @@ def forced_races_conformance(certification: Certification) -> ConformanceSuite:
         build_check(
             "x3-queued-seq-race",
             "an append queued behind another handle's append of the same seq fails",
-            ("J6", "Q7", "L7"),
+            ("J6", "L7"),
             partial(queued_seq_race, locations, capabilities),
         ),
         build_check(

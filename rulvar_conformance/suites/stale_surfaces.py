@@ -253,8 +253,8 @@ def stale_surfaces_conformance(certification: Certification) -> ConformanceSuite
             ("delete", SURFACES["delete"], ("F1", "X4", "L6", "F3", "M6")),
             ("blob-put", SURFACES["blob-put"], ("T6", "F6", "L6", "F3", "X2")),
             ("blob-delete", SURFACES["blob-delete"], ("T6", "X4", "L6", "F3")),
-            ("renew", SURFACES["renew"], ("L6", "Q8", "F3")),
-            ("release", SURFACES["release"], ("L6", "Q8", "F3", "X3")),
+            ("renew", SURFACES["renew"], ("L6", "F3")),
+            ("release", SURFACES["release"], ("L6", "F3", "X3")),
         )
     ]  # fmt: skip
     table += [

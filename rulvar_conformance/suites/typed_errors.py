@@ -1,6 +1,6 @@
 """``typed_errors_conformance(certification)``: contention is a typed error.
 
-Q5 and section 1.6: when a write waits for another handle's lock past its bound,
+D16 (section 1.6): when a write waits for another handle's lock past its bound,
 the caller gets the retryable ``StoreBusyError`` (code ``store_busy``) and nothing
 is written; no driver exception ever crosses the SPI. The check holds the lock
 deterministically: handle ``b`` is paused inside its own write, at its
@@ -52,7 +52,7 @@ def _busy(outcome: Outcome[Any], what: str) -> None:
         isinstance(error, StoreBusyError),
         f"{what} while another handle held the run's write lock: expected the "
         f"retryable StoreBusyError, observed {type(error).__module__}."
-        f"{type(error).__name__}: {error} (Q5, 1.6: no driver exception crosses "
+        f"{type(error).__name__}: {error} (D16: no driver exception crosses "
         "the SPI)",
     )
     assert isinstance(error, RulvarError)
@@ -123,12 +123,12 @@ def _contention(locations: LocationFactory, caps: frozenset[str]) -> None:
 
 
 def typed_errors_conformance(certification: Certification) -> ConformanceSuite:
-    """Build the typed-errors suite (Q5, 1.6) over fresh locations."""
+    """Build the typed-errors suite (D16) over fresh locations."""
     locations, capabilities = certification.locations, certification.capabilities
     check = build_check(
         "contention-is-store-busy",
         "a write blocked by another handle's lock raises retryable StoreBusyError",
-        ("Q5",),
+        ("D16",),
         partial(_contention, locations, capabilities),
     )
     return ConformanceSuite("typed-errors", (check,))
@@ -139,5 +139,5 @@ SPEC: Final = SuiteSpec(
     typed_errors_conformance,
     "leases",
     True,
-    "contention surfaces as the retryable StoreBusyError (Q5)",
+    "contention surfaces as the retryable StoreBusyError (D16)",
 )

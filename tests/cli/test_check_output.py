@@ -82,5 +82,5 @@ def test_not_run_rows_show_their_reason_in_the_table() -> None:
     )  # fmt: skip
     (row,) = json.loads(as_json.stdout)["results"]
     assert row["status"] == "not-run"
-    assert row["clauses"] == [{"id": "Q5", "text": CLAUSES["Q5"]}]
+    assert row["clauses"] == [{"id": "D16", "text": CLAUSES["D16"]}]
     assert "fail-fast handle" in row["reason"]

@@ -15,7 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from rulvar_conformance import Certification, ConformanceSuite, certification_suites
+from rulvar_conformance import (
+    CLAUSES,
+    Certification,
+    ConformanceSuite,
+    certification_suites,
+)
 from rulvar_store.backend import StoreLocation
 
 PLAIN_TEST = "def test_plain():\n    pass\n"
@@ -213,6 +218,20 @@ def test_conftest_factory_of_a_broken_store_fails_the_named_item(
     assert done.returncode == 1, done.stdout + done.stderr
     assert "1 failed" in done.stdout
     assert "store-conformance a2-total-order:" in done.stdout
+
+
+def test_a_failed_kit_item_reports_the_clause_texts_not_a_kit_traceback(
+    tmp_path: Path,
+) -> None:
+    """The failure reads like rulvar check's row: title, each clause's text, detail."""
+    write(tmp_path, "conftest.py", REORDERING_CONFTEST)
+    done = run_pytest(tmp_path, "--rulvar-certify", "-q", "-k", "test_journal and a2")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"J2: {CLAUSES['J2']}" in done.stdout
+    assert f"J6: {CLAUSES['J6']}" in done.stdout
+    assert "concurrent appends serialize into one stable order" in done.stdout
+    assert "failed: " in done.stdout
+    assert "harness/kit.py" not in done.stdout  # no traceback into the kit
 
 
 def test_certify_flag_without_a_factory_is_a_usage_error(tmp_path: Path) -> None:

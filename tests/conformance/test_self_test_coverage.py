@@ -34,6 +34,13 @@ TABLE_SUITES: Final[dict[str, str]] = {
     # A broken store per (operation, failpoint) row would test the harness, not
     # the kit. The scenario rows are proven in-process by the K9 self-tests.
     "kill-points": "tests/kill_points/test_broken_stores.py",
+    # The fault suites' rows are one harness each over the real store, proven
+    # row by row where a defect is realistic: power-loss-sqlite-full (synchronous
+    # off, acknowledging before the commit), power-loss-file (a forgotten folder
+    # or file fsync), disk-faults-sqlite and -file (a raw OSError leaking). The
+    # NORMAL row shares the FULL row's harness; the read-only row is a probe.
+    "power-loss": "tests/faults/test_power_loss.py",
+    "disk-faults": "tests/faults/test_disk_faults.py",
 }
 
 ORIGINAL_CHECKS_WITHOUT_SELF_TEST: Final[frozenset[str]] = frozenset(
@@ -65,6 +72,11 @@ def self_test_modules() -> list[Path]:
         *sorted(SELFTEST_DIR.glob("test_*.py")),
         ORIGINAL_SELF_TESTS,
         KILL_POINT_SELF_TESTS,
+        *(
+            ROOT / module
+            for suite, module in TABLE_SUITES.items()
+            if suite != "kill-points"
+        ),
     ]
 
 

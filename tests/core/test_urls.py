@@ -40,3 +40,61 @@ def test_typed_option_readers() -> None:
         option_int({"n": "twelve"}, "n", 0)
     with pytest.raises(ConfigError):
         option_bool({"b": "maybe"}, "b", False)
+
+
+_NOT_ASCII_DECIMAL = (
+    " 5",
+    "5 ",
+    "+5",
+    "\uff11\uff12",
+    "5_000",
+    "0x10",
+    "",
+    "5\n",
+    "\u0661\u0662",
+)
+
+
+@pytest.mark.parametrize("text", _NOT_ASCII_DECIMAL)
+def test_an_integer_option_takes_ascii_digits_only(text: str) -> None:
+    """``int()`` takes all of these; a URL option must be readable one way only."""
+    with pytest.raises(ConfigError, match="ASCII digits"):
+        option_int({"n": text}, "n", 0)
+
+
+@pytest.mark.parametrize("text", _NOT_ASCII_DECIMAL)
+@pytest.mark.parametrize(
+    "url",
+    [
+        "memory://?ttl_ms={}",
+        "sqlite://:memory:?ttl_ms={}",
+        "sqlite://:memory:?busy_timeout_ms={}",
+    ],
+)
+def test_every_backend_refuses_a_non_ascii_integer_option(url: str, text: str) -> None:
+    from urllib.parse import quote
+
+    from rulvar_store import open_store
+
+    with pytest.raises(ConfigError, match="ASCII digits"):
+        open_store(url.format(quote(text)))
+
+
+def test_a_plain_or_negative_integer_option_still_parses() -> None:
+    assert option_int({"n": "007"}, "n", 0) == 7
+    assert option_int({"n": "-3"}, "n", 0) == -3  # its range check names it
+
+
+@pytest.mark.parametrize("text", _NOT_ASCII_DECIMAL)
+@pytest.mark.parametrize("name", ["ttl_ms", "pool_max_size", "lock_timeout_ms"])
+def test_postgres_settings_refuse_a_non_ascii_integer_option(
+    name: str, text: str
+) -> None:
+    """PostgreSQL reads its integer options with the same parser (no connection made)."""
+    from urllib.parse import quote
+
+    pytest.importorskip("psycopg")
+    from rulvar_store_postgres._config import resolve_settings
+
+    with pytest.raises(ConfigError, match="ASCII digits"):
+        resolve_settings(f"postgresql://u@127.0.0.1/db?{name}={quote(text)}", {})

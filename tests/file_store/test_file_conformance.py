@@ -66,9 +66,12 @@ def test_file_backend_certifies_with_exactly_its_declared_capabilities(
             certification_suites(Certification(locations, capabilities))
         )
     assert [r.error for r in results if r.status == "failed"] == []
-    # Only a check that does not apply (T7: a file journal has no twin) is not run.
+    # Only checks that do not apply are not run: T7 (a file journal has no twin),
+    # and the owner and ttl rules of a store without leases.
     assert [r.check_id for r in results if r.status == "not-run"] == [
-        "data-transcripts-twin"
+        "data-transcripts-twin",
+        "args-owners",
+        "args-ttl",
     ]
     assert {r.suite for r in results} == {
         spec.name for spec in suite_specs() if spec.default and spec.capability is None

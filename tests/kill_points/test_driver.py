@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from typing import Any, cast
 
@@ -250,14 +251,24 @@ def test_a_failed_renew_cancels_before_the_next_provider_call() -> None:
     store = MemoryStore(ttl_ms=30)
     broken = Wrapped(store)
 
+    # The renew fails only once the first paid call is under way, and that call
+    # returns only after the failure (plus a grace for the renewer to record it):
+    # ordered by events, so a loaded machine cannot move the failure before it.
+    call_started = threading.Event()
+    renew_failed = threading.Event()
+
     def renew(lease: Any) -> None:
+        call_started.wait(10)
+        renew_failed.set()
         raise LeaseHeldError("superseded", RUN, None, None)
 
     broken.renew = renew  # type: ignore[attr-defined]  # instance override
 
     class SlowFirstCall:
         def call(self, prompt: str) -> None:
-            time.sleep(0.2)  # the renewer (every 10 ms) fails meanwhile
+            call_started.set()
+            renew_failed.wait(10)
+            time.sleep(0.2)
 
         def tool(self, target: str) -> None:
             """The workflow under test calls no tool."""

@@ -51,6 +51,8 @@ class Place:
     opener: Callable[..., OpenedStore]
     corrupt_meta_text: Callable[[str, str], None] | None = None
     corrupt_journal: Callable[[str], None] | None = None
+    # Stores an entry's text as another writer would: (run id, text).
+    foreign_entry: Callable[[str, str], None] | None = None
     # Meta text this backend can hold that Python's json cannot parse (None: the
     # backend's own expression indexes refuse such a row, so it cannot occur).
     unparsable_meta: str | None = None
@@ -92,12 +94,17 @@ def _file_place(root: Path) -> Place:
     def corrupt_meta_text(run_id: str, text: str) -> None:
         (root / run_id / "meta.json").write_text(text)
 
+    def foreign_entry(run_id: str, text: str) -> None:
+        with (root / run_id / "journal.jsonl").open("a", encoding="utf-8") as file:
+            file.write(text + "\n")
+
     return Place(
         "file",
         url,
         lambda **options: open_store(url, **options),
         corrupt_meta_text=corrupt_meta_text,
         corrupt_journal=corrupt_journal,
+        foreign_entry=foreign_entry,
         unparsable_meta='{"runId": "run-a", "status": ',
         path=root,
     )
@@ -137,6 +144,9 @@ def _sqlite_place(path: Path) -> Place:
         corrupt_journal=lambda run_id: raw(
             "INSERT INTO entries (run_id, payload) VALUES (?, ?)",
             (run_id, "{seq: 99, kind: 'step'}"),
+        ),
+        foreign_entry=lambda run_id, text: raw(
+            "INSERT INTO entries (run_id, payload) VALUES (?, ?)", (run_id, text)
         ),
         unparsable_meta="{runId: 'run-a', status: 'ok'}",
         fingerprint=lambda: sqlite_fingerprint(path),
@@ -182,6 +192,10 @@ def _postgres_place(admin_url: str, schema: str) -> Place:
         corrupt_journal=lambda run_id: raw(
             f'INSERT INTO "{schema}".rulvar_entries (run_id, payload) VALUES (%s, %s)',
             (run_id, "[99, 100]"),
+        ),
+        foreign_entry=lambda run_id, text: raw(
+            f'INSERT INTO "{schema}".rulvar_entries (run_id, payload) VALUES (%s, %s)',
+            (run_id, text),
         ),
         fingerprint=lambda: postgres_fingerprint(admin_url, schema),
         admin_url=admin_url,

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
+import psycopg.sql
 import pytest
 
 from rulvar_store_postgres import PostgresStore
@@ -88,3 +89,54 @@ def new_schema(pg_url: str) -> Iterator[Callable[[], str]]:
 
     yield make
     drop_schemas(pg_url, names)
+
+
+RoleFactory = Callable[..., str]
+_ROLE_GRANTS_LOCK = 0x726F6C65  # advisory lock key: one role grant at a time
+
+
+@pytest.fixture
+def make_role(pg_url: str) -> Iterator[RoleFactory]:
+    """Create real login roles (a password, a connection limit); dropped afterwards.
+
+    Each role may create schemas in the database. Its sessions are ended and
+    everything it owns is dropped before the role itself.
+    """
+    names: list[str] = []
+
+    def make(password: str, connection_limit: int = -1) -> str:
+        name = new_schema_name("rulvar_role")
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute(
+                psycopg.sql.SQL(
+                    "CREATE ROLE {} LOGIN PASSWORD {} CONNECTION LIMIT {}"
+                ).format(
+                    psycopg.sql.Identifier(name),
+                    psycopg.sql.Literal(password),
+                    psycopg.sql.Literal(connection_limit),
+                )
+            )
+            names.append(name)
+            database = conn.info.dbname
+            # Grants on the database rewrite its catalog row: tests running in
+            # parallel take turns ("tuple concurrently updated" otherwise).
+            conn.execute("SELECT pg_advisory_lock(%s)", (_ROLE_GRANTS_LOCK,))
+            conn.execute(
+                psycopg.sql.SQL("GRANT CREATE ON DATABASE {} TO {}").format(
+                    psycopg.sql.Identifier(database), psycopg.sql.Identifier(name)
+                )
+            )
+        return name
+
+    yield make
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", (_ROLE_GRANTS_LOCK,))
+        for name in names:
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE usename = %s",
+                (name,),
+            )
+            role = psycopg.sql.Identifier(name)
+            conn.execute(psycopg.sql.SQL("DROP OWNED BY {} CASCADE").format(role))
+            conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(role))

@@ -114,3 +114,23 @@ def test_the_harness_reaches_suites_only_through_the_registry(path: Path) -> Non
         if module.startswith("rulvar_conformance.suites.")
     }
     assert reached == HARNESS_SUITE_IMPORTS.get(path.name, set())
+
+
+BACKEND_FAMILIES: Final = ("Q", "P")
+"""SQLite's and PostgreSQL's own clauses: a third-party store can meet none of them."""
+
+
+def test_generic_checks_cite_generic_clauses_only() -> None:
+    """A check every backend runs cites no backend's clause (those live in its tests)."""
+    from rulvar_conformance.clauses import clause_family
+
+    every = frozenset({"leases", "meta_lookup", "fenced_writes", "fenced_transcripts"})
+    certification = Certification(_never_opened, every)
+    cited = {
+        f"{spec.name}/{check.id}": clause
+        for spec in suite_specs()
+        for check in spec.build(certification).checks
+        for clause in check.clauses
+        if clause_family(clause) in BACKEND_FAMILIES
+    }
+    assert cited == {}

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests._pip_target import install_into
+
 PLUGIN_SOURCE = Path(__file__).resolve().parent.parent / "plugin_dist"
 
 
@@ -21,22 +23,7 @@ def plugin_site(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     source = work / "src"
     shutil.copytree(PLUGIN_SOURCE, source)  # builds write into the source tree
     site = work / "site"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--no-build-isolation",
-            "--target",
-            str(site),
-            str(source),
-        ],
-        check=True,
-        capture_output=True,
-    )
+    install_into(source, site)
     path = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
     return {**os.environ, "PYTHONPATH": path}
 
@@ -98,3 +85,101 @@ def test_check_of_a_broken_plugin_fails_and_names_the_check(
     assert result.returncode == 1
     failing = [line for line in result.stdout.splitlines() if "FAIL" in line]
     assert any("fencing-stale-epoch" in line for line in failing), result.stdout
+
+
+@pytest.mark.clause("C4")
+def test_isolate_fails_the_check_that_crashed_its_process_and_runs_the_rest(
+    plugin_site: dict[str, str],
+) -> None:
+    """--isolate: a segfault inside get_meta is one FAIL row naming SIGSEGV."""
+    result = _rulvar(
+        plugin_site, "check", "crashing-example://", "--suite", "journal", "--isolate"
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    rows = {
+        line.split()[2]: line.split()[0]
+        for line in result.stdout.splitlines()
+        if line.startswith("  ")
+        and len(line.split()) > 2
+        and line.split()[0] in ("PASS", "FAIL")
+    }
+    assert rows["meta-separation"] == "FAIL"
+    assert rows["a1-append-atomicity"] == "PASS"
+    assert rows["abandon-derived-skip"] == "PASS"  # the checks after the crash ran
+    assert "died by SIGSEGV" in result.stdout  # the child's last words follow
+
+
+def test_a_crash_without_isolate_names_the_running_check(
+    plugin_site: dict[str, str],
+) -> None:
+    """The process dies, but its last words say which check was running."""
+    result = _rulvar(plugin_site, "check", "crashing-example://", "--suite", "journal")
+    assert result.returncode == -11  # SIGSEGV: nothing could catch it
+    running = [
+        line
+        for line in result.stderr.splitlines()
+        if line.startswith("rulvar check: running")
+    ]
+    assert running[-1] == "rulvar check: running journal meta-separation"
+
+
+def test_a_plugin_whose_certify_raises_exits_2_under_pytest(
+    plugin_site: dict[str, str], tmp_path: Path
+) -> None:
+    """The plugin's own bug stops the session with exit 2, in one line."""
+    (tmp_path / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+    env = {k: v for k, v in plugin_site.items() if not k.startswith("PYTEST_")}
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "--rulvar-store=buggy-certify-example://",
+            "-q",
+            "-k",
+            "a1",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    shown = result.stdout + result.stderr
+    assert "backend 'buggy-certify-example' failed in its own certify()" in shown
+    assert "RuntimeError: scratch folder setting missing" in shown
+
+
+def test_check_of_a_plugin_whose_certify_raises_exits_2(
+    plugin_site: dict[str, str],
+) -> None:
+    result = _rulvar(plugin_site, "check", "buggy-certify-example://")
+    assert result.returncode == 2
+    assert "failed in its own certify()" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_stores_shows_what_to_install_for_a_missing_driver(
+    plugin_site: dict[str, str],
+) -> None:
+    """A backend whose driver is missing says so, in the table and in JSON."""
+    hint = (
+        "needs rulvar_example_missing_driver, which is not installed: "
+        "install rulvar_example_missing_driver"
+    )
+    table = _rulvar(plugin_site, "stores")
+    assert table.returncode == 0, table.stderr
+    line = next(
+        line
+        for line in table.stdout.splitlines()
+        if "missing-driver-example://" in line
+    )
+    assert f"(not usable: {hint})" in line
+    listed = _rulvar(plugin_site, "stores", "--json")
+    rows = {row["name"]: row for row in json.loads(listed.stdout)["backends"]}
+    assert rows["missing-driver-example"]["install"] == hint
+    assert rows["example"]["install"] is None

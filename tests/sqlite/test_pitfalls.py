@@ -83,6 +83,7 @@ def _window_op(name: str) -> Callable[[SqliteStore, Lease], None]:
 
 
 @pytest.mark.clause("X3")
+@pytest.mark.clause("Q13")
 @pytest.mark.parametrize("operation", ["append", "release", "blob put"])
 def test_takeover_cannot_land_between_fence_check_and_mutation(
     db_path: str, clock: Clock, operation: str
@@ -125,6 +126,7 @@ def test_takeover_cannot_land_between_fence_check_and_mutation(
 
 
 @pytest.mark.clause("X3")
+@pytest.mark.clause("Q8")
 def test_stale_renew_after_takeover_never_extends_the_successor(
     store: SqliteStore, other: SqliteStore, clock: Clock
 ) -> None:

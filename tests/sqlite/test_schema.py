@@ -75,12 +75,14 @@ def test_reopening_is_idempotent_and_keeps_data(db_path: str) -> None:
 @pytest.mark.clause("Q2")
 def test_seq_guard_uses_the_format_index(db_path: str) -> None:
     """The A5 guard's range test is served by entries_run_seq, not a run scan."""
+    from rulvar_store_sqlite._exact_seq import register_seq_functions
     from rulvar_store_sqlite._sql import INSERT_ENTRY_ABOVE_TAIL
 
     SqliteStore(db_path).close()
     conn = apsw.Connection(db_path)
+    register_seq_functions(conn)
     plan = conn.execute(
-        "EXPLAIN QUERY PLAN " + INSERT_ENTRY_ABOVE_TAIL, ("run", "{}", 3)
+        "EXPLAIN QUERY PLAN " + INSERT_ENTRY_ABOVE_TAIL, ("run", "{}", 3, "3")
     ).fetchall()
     conn.close()
     assert any("entries_run_seq" in str(row[3]) for row in plan), plan

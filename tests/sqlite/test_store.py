@@ -53,6 +53,17 @@ def test_mutating_inputs_and_loaded_records_never_changes_history(
         (-1.2, -1.5, False),
         (2**62, 2**62 + 1, True),  # exact int64, no detour through doubles
         (2**63 + 10, 2**62, False),
+        # Beyond int64 both sides are one double: the exact text decides (J6).
+        (2**63, 2**63 + 1, True),
+        (2**63 + 1, 2**63, False),
+        (2**63 + 1, 2**63 + 1, False),
+        (-(2**63) - 2, -(2**63) - 1, True),
+        (10**40, 10**40 + 1, True),
+        (10**40 + 1, 10**40, False),
+        (1e300, 10**300, False),  # the double 1e300 is 10**300 + 5.25e283
+        (10**300, 1e300, True),
+        (2.0**70, 2**70, False),  # equal values: not strictly above
+        (2**70, 2**70 + 1.0, False),  # the float is 2**70 again
         ("9", 1, True),  # a string seq is not a seq (D5)
     ],
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
@@ -56,3 +57,25 @@ def not_run_reason(locations: LocationFactory, suite: str, check_id: str) -> str
     except CheckNotRun as skipped:
         return skipped.reason
     raise AssertionError(f"{check_id} ran although it should not")
+
+
+RACE_RUNS: Final = 3
+"""Runs a real-thread race check gets to catch a broken store (see below)."""
+
+
+def race_failure_of(
+    locations_for_run: Callable[[int], LocationFactory], suite: str, check_id: str
+) -> str:
+    """``failure_of`` for a check that races real threads under a time budget.
+
+    On a loaded machine the budget may pass without the racing thread landing in
+    the window: the broken store must lose within RACE_RUNS runs of the check
+    (each on fresh locations), not always in the first.
+    """
+    for run in range(RACE_RUNS):
+        try:
+            return failure_of(locations_for_run(run), suite, check_id)
+        except AssertionError as passed:
+            if "passed against the broken store" not in str(passed):
+                raise
+    raise AssertionError(f"{check_id} passed against the broken store {RACE_RUNS}x")

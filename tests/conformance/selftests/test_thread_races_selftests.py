@@ -8,7 +8,8 @@ from typing import Final
 import pytest
 
 from rulvar_conformance.harness.surfaces import SURFACES
-from tests.conformance.selftests._support import broken_locations, failure_of
+from rulvar_store.backend import LocationFactory
+from tests.conformance.selftests._support import broken_locations, race_failure_of
 
 SUITE: Final = "thread-races"
 
@@ -32,21 +33,6 @@ SELF_TESTED: frozenset[str] = frozenset(
 )
 
 
-RUNS: Final = 3
-
-
-def _failure_within_runs(broken: str, check_id: str, tmp_path: Path) -> str:
-    for run in range(RUNS):
-        directory = tmp_path / f"run-{run}"
-        directory.mkdir()
-        try:
-            return failure_of(broken_locations(broken, directory), SUITE, check_id)
-        except AssertionError as passed:
-            if "passed against the broken store" not in str(passed):
-                raise
-    raise AssertionError(f"{check_id} passed against {broken} in {RUNS} runs")
-
-
 @pytest.mark.clause("C4")
 @pytest.mark.parametrize(
     ("check_id", "broken"), CASES, ids=[f"{c}-{b}" for c, b in CASES]
@@ -54,13 +40,14 @@ def _failure_within_runs(broken: str, check_id: str, tmp_path: Path) -> str:
 def test_broken_store_fails_the_named_thread_race(
     check_id: str, broken: str, tmp_path: Path
 ) -> None:
-    """A store whose fence and write are apart loses a real race against a takeover.
+    """A store whose fence and write are apart loses a real race against a takeover."""
 
-    The check has a time budget, and on a loaded machine a budget may pass
-    without the racing thread landing in the window: the broken store must lose
-    within RUNS runs of the check (each a fresh store), not always in the first.
-    """
-    detail = _failure_within_runs(broken, check_id, tmp_path)
+    def locations_for_run(run: int) -> LocationFactory:
+        directory = tmp_path / f"run-{run}"
+        directory.mkdir()
+        return broken_locations(broken, directory)
+
+    detail = race_failure_of(locations_for_run, SUITE, check_id)
     assert "superseded" in detail or "successor" in detail or "began after" in detail
 
 

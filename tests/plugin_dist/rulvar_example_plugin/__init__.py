@@ -1,16 +1,24 @@
-"""A third-party backend plugin: ``example://`` (honest) and ``broken-example://``.
+"""A third-party backend plugin: ``example://`` (honest) and seeded defects.
 
-The broken backend forgets the fence on append, so certifying it must fail the
-kit's ``fencing-stale-epoch`` check.
+- ``broken-example://`` forgets the fence on append, so certifying it must fail
+  the kit's ``fencing-stale-epoch`` check;
+- ``crashing-example://`` segfaults its own process in ``get_meta`` (the kit's
+  ``meta-separation`` check calls it), as a driver racing ``close()`` can;
+- ``buggy-certify-example://`` raises in its own ``certify()``: a plugin bug;
+- ``missing-driver-example://`` needs a module nobody installed.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 from typing import Literal
 
 from rulvar_store import (
+    ConfigError,
     JournalEntry,
     Lease,
     MemoryStore,
@@ -25,6 +33,7 @@ from rulvar_store.backend import (
     StoreUrl,
     hookimpl,
     locations_from_factory,
+    option_int,
 )
 
 CAPABILITIES = frozenset(
@@ -71,16 +80,52 @@ class ForgetfulFenceStore:
         self._inner.release(lease)
 
 
+class CrashingMetaStore(ForgetfulFenceStore):
+    """Honest, except that ``get_meta`` kills the process with SIGSEGV."""
+
+    def append(
+        self, run_id: str, entry: JournalEntry, lease: Lease | None = None
+    ) -> None:
+        self._inner.append(run_id, entry, lease)
+
+    def get_meta(self, run_id: str) -> RunMeta | None:
+        os.kill(os.getpid(), signal.SIGSEGV)  # what a crashing driver does
+        return None
+
+
+def _crashing(ttl_ms: int | None) -> OpenedStore:
+    store = MemoryStore(ttl_ms=60_000 if ttl_ms is None else ttl_ms)
+    return OpenedStore(
+        journal=CrashingMetaStore(store), transcripts=store.transcripts()
+    )
+
+
+@contextmanager
+def _buggy_certify(url: StoreUrl) -> Iterator[LocationFactory]:
+    raise RuntimeError("scratch folder setting missing")  # the plugin's own bug
+    yield  # type: ignore[unreachable]  # a generator, as a certify() is
+
+
 def _honest(ttl_ms: int | None) -> OpenedStore:
-    store = MemoryStore(ttl_ms=ttl_ms or 60_000)
+    store = MemoryStore(ttl_ms=60_000 if ttl_ms is None else ttl_ms)
     return OpenedStore(journal=store, transcripts=store.transcripts())
 
 
 def _broken(ttl_ms: int | None) -> OpenedStore:
-    store = MemoryStore(ttl_ms=ttl_ms or 60_000)
+    store = MemoryStore(ttl_ms=60_000 if ttl_ms is None else ttl_ms)
     return OpenedStore(
         journal=ForgetfulFenceStore(store), transcripts=store.transcripts()
     )
+
+
+def _open_url(make: FreshStoreFactory, url: StoreUrl) -> OpenedStore:
+    """Open by URL: the one option is ttl_ms, read as an int (D15)."""
+    unknown = sorted(set(url.options) - {"ttl_ms"})
+    if unknown:
+        raise ConfigError(
+            f"{url.scheme}:// takes only ttl_ms, not {', '.join(unknown)}"
+        )
+    return make(option_int(url.options, "ttl_ms", 60_000))
 
 
 def _certifier(factory: FreshStoreFactory):  # type: ignore[no-untyped-def]  # returns a decorated generator
@@ -99,7 +144,7 @@ def rulvar_store_backends() -> Sequence[Backend]:
         Backend(
             name="example",
             schemes=("example",),
-            open=lambda url: _honest(None),
+            open=partial(_open_url, _honest),
             capabilities=CAPABILITIES,
             certify=_certifier(_honest),
             description="third-party example backend (honest)",
@@ -107,9 +152,33 @@ def rulvar_store_backends() -> Sequence[Backend]:
         Backend(
             name="broken-example",
             schemes=("broken-example",),
-            open=lambda url: _broken(None),
+            open=partial(_open_url, _broken),
             capabilities=CAPABILITIES,
             certify=_certifier(_broken),
             description="third-party example backend whose append ignores the fence",
+        ),
+        Backend(
+            name="crashing-example",
+            schemes=("crashing-example",),
+            open=partial(_open_url, _crashing),
+            capabilities=CAPABILITIES,
+            certify=_certifier(_crashing),
+            description="third-party example backend whose get_meta segfaults",
+        ),
+        Backend(
+            name="buggy-certify-example",
+            schemes=("buggy-certify-example",),
+            open=partial(_open_url, _honest),
+            capabilities=CAPABILITIES,
+            certify=_buggy_certify,
+            description="third-party example backend whose certify() raises",
+        ),
+        Backend(
+            name="missing-driver-example",
+            schemes=("missing-driver-example",),
+            open=partial(_open_url, _honest),
+            capabilities=CAPABILITIES,
+            requires=("rulvar_example_missing_driver",),
+            description="third-party example backend whose driver is not installed",
         ),
     ]

@@ -1,0 +1,1 @@
+"""Faults beyond process death: power loss and disk faults (CONTRACT W, E)."""

@@ -1,0 +1,114 @@
+"""The pool under pressure: a refused growth (P14) and interrupts at any moment (P12)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from rulvar_store import RulvarError
+from rulvar_store_postgres import AsyncPostgresStore, PostgresStore
+
+pytestmark = pytest.mark.postgres
+
+
+def _role_url(pg_url: str, role: str) -> str:
+    server = pg_url.rpartition("@")[2] if "@" in pg_url else pg_url.split("://", 1)[1]
+    return f"postgresql://{role}@{server}"
+
+
+@pytest.mark.clause("P14")
+def test_a_refused_growth_fails_no_caller_while_connections_work(
+    pg_url: str, schema: str, make_role: Callable[..., str]
+) -> None:
+    """Role limit 2, pool of 8, 8 threads: the server refuses the third
+    connection, and every caller is still served by the two that exist."""
+    role = make_role("pw", connection_limit=2)
+    threads, per_thread = 8, 40
+    with PostgresStore(
+        _role_url(pg_url, role), schema=schema, pool_max_size=8
+    ) as store:
+        store.get_meta("boot")
+
+        def work(worker: int) -> list[str]:
+            failures = []
+            for seq in range(per_thread):
+                try:
+                    store.append(f"run-{worker}", {"seq": seq})
+                except RulvarError as exc:
+                    failures.append(f"{type(exc).__name__}: {exc}")
+            return failures
+
+        with ThreadPoolExecutor(threads) as executor:
+            failed = [f for fs in executor.map(work, range(threads)) for f in fs]
+        assert not failed, f"{len(failed)} of {threads * per_thread}: {failed[:3]}"
+        for worker in range(threads):
+            assert [e["seq"] for e in store.load(f"run-{worker}")] == list(
+                range(per_thread)
+            )
+
+
+@pytest.mark.clause("P14")
+def test_a_refused_growth_fails_no_task_while_connections_work(
+    pg_url: str, schema: str, make_role: Callable[..., str]
+) -> None:
+    """The asyncio twin: 8 tasks on a pool of 8 under a role limit of 2."""
+    role = make_role("pw", connection_limit=2)
+    tasks, per_task = 8, 40
+
+    async def main() -> list[str]:
+        url = _role_url(pg_url, role)
+        async with AsyncPostgresStore(url, schema=schema, pool_max_size=8) as store:
+            await store.get_meta("boot")
+
+            async def work(worker: int) -> list[str]:
+                failures = []
+                for seq in range(per_task):
+                    try:
+                        await store.append(f"run-{worker}", {"seq": seq})
+                    except RulvarError as exc:
+                        failures.append(f"{type(exc).__name__}: {exc}")
+                return failures
+
+            results = await asyncio.gather(*(work(w) for w in range(tasks)))
+            for worker in range(tasks):
+                seqs = [e["seq"] for e in await store.load(f"run-{worker}")]
+                assert seqs == list(range(per_task))
+            return [f for fs in results for f in fs]
+
+    failed = asyncio.run(main())
+    assert not failed, f"{len(failed)} of {tasks * per_task}: {failed[:3]}"
+
+
+_STORM = Path(__file__).with_name("interrupt_storm.py")
+
+
+@pytest.mark.clause("P12")
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_interrupts_at_random_moments_leave_no_connection_checked_out(
+    kind: str, pg_url: str, schema: str
+) -> None:
+    """Hundreds of real SIGINT (KeyboardInterrupt) and SIGUSR1 (SystemExit) land
+    anywhere in calls on a pool of 2; afterwards nothing is checked out and the
+    pool serves every call. In a child process: interrupts that leave an event
+    loop upset CPython's own recursion bookkeeping in the interpreter they hit.
+    """
+    done = subprocess.run(
+        [sys.executable, str(_STORM), kind, pg_url, schema],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["sent"] == result["signals"], result
+    assert result["interrupted"] > result["signals"] // 4, result
+    assert result["checked_out"] == 0, result
+    assert result["after"] == 20, result
