@@ -31,7 +31,6 @@ Every journal is read back at the end and checked complete and in order.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import statistics
@@ -39,8 +38,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
-import apsw
 
 # The project root, so the sibling bench imports as ``bench.bench_group_commit``.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -50,7 +47,12 @@ from bench.bench_group_commit import (
     StoreThreads,
     Timed,
     Variant,
+    alternate,
     entry,
+    mean_batch,
+    rep_file,
+    setup_line,
+    slice_args,
     spread,
 )
 from rulvar_store_sqlite import AsyncSqliteStore
@@ -132,8 +134,7 @@ class Coroutines(Timed):
         self.done += sum(self.seqs) - before
 
     def batch(self) -> float:
-        door = self.store._door
-        return door.operations / max(1, door.batches)
+        return mean_batch(self.store)
 
     def check_and_close(self) -> None:
         async def check() -> None:
@@ -147,20 +148,9 @@ class Coroutines(Timed):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reps", type=int, default=5)
-    parser.add_argument("--rounds", type=int, default=12)
-    parser.add_argument("--slice", type=float, default=0.125)
-    parser.add_argument("--coroutines", type=int, default=8)
-    parser.add_argument("--synchronous", default="FULL", choices=["FULL", "NORMAL"])
-    args = parser.parse_args()
-    n, sync = args.coroutines, args.synchronous
-    print(
-        f"apsw {apsw.apsw_version()}, SQLite {apsw.sqlite_lib_version()}, WAL + "
-        f"synchronous={sync}, {os.cpu_count()} CPUs, load average "
-        f"{os.getloadavg()[0]:.1f}; {args.reps} reps x {args.rounds} rounds x "
-        f"{args.slice:g} s per variant"
-    )
+    args = slice_args(__doc__.splitlines()[0], 12, "coroutines")
+    n, sync = args.callers, args.synchronous
+    print(setup_line(args))
     absolute: list[float] = []
     shares: list[float] = []
     speedups: list[float] = []
@@ -169,10 +159,7 @@ def main() -> None:
     idle_stalls_ms: list[float] = []
     with tempfile.TemporaryDirectory(prefix="rulvar-async-") as scratch:
         for rep in range(args.reps):
-
-            def file(tag: str, rep: int = rep) -> Path:
-                return Path(scratch, f"{tag}-{rep}.db")
-
+            file = rep_file(scratch, rep)
             one = Coroutines("async 1", file("a1"), 1, sync)
             many = Coroutines(f"async {n}", file("an"), n, sync)
             sync_one = StoreThreads("sync 1", file("s1"), 1, sync, True)
@@ -180,10 +167,7 @@ def main() -> None:
             raw_many = RawBatches(f"raw batch {n}", file("rn"), sync, n)
             idle = IdleTicker()
             variants: list[Variant] = [one, many, sync_one, raw_one, raw_many, idle]
-            for turn in range(args.rounds):
-                shift = turn % len(variants)
-                for variant in variants[shift:] + variants[:shift]:
-                    variant.slice(args.slice)
+            alternate(variants, args.rounds, args.slice)
             absolute.append(many.rate() / raw_many.rate())
             speedups.append(many.rate() / one.rate())
             shares.append(speedups[-1] / (raw_many.rate() / raw_one.rate()))

@@ -39,6 +39,7 @@ import statistics
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -59,6 +60,12 @@ def entry(seq: int) -> dict[str, Any]:
         "status": "ok",
         "value": {"n": seq, "pad": "x" * 200},
     }
+
+
+def mean_batch(store: Any) -> float:
+    """Operations per transaction so far through a store's group-commit door."""
+    door = store._door
+    return float(door.operations / max(1, door.batches))
 
 
 class Variant(Protocol):
@@ -131,8 +138,7 @@ class StoreThreads(Timed):
         self.done += sum(self.seqs) - before
 
     def batch(self) -> float:
-        door = self.store._door
-        return door.operations / max(1, door.batches)
+        return mean_batch(self.store)
 
     def check_and_close(self) -> None:
         for n, lease in enumerate(self.leases):  # complete and ordered, nothing lost
@@ -217,32 +223,51 @@ def spread(values: list[float]) -> str:
     return f"{statistics.median(values):.2f}x [{min(values):.2f}-{max(values):.2f}]"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def slice_args(description: str, rounds: int, callers: str) -> argparse.Namespace:
+    """The options every alternating-slice SQLite bench takes; ``callers`` names N."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--reps", type=int, default=5)
-    parser.add_argument("--rounds", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=rounds)
     parser.add_argument("--slice", type=float, default=0.125)
-    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument(f"--{callers}", dest="callers", type=int, default=8)
     parser.add_argument("--synchronous", default="FULL", choices=["FULL", "NORMAL"])
-    args = parser.parse_args()
-    n = args.threads
-    print(
+    return parser.parse_args()
+
+
+def setup_line(args: argparse.Namespace) -> str:
+    """The first line of a slice bench: library versions, durability, machine, plan."""
+    return (
         f"apsw {apsw.apsw_version()}, SQLite {apsw.sqlite_lib_version()}, WAL + "
         f"synchronous={args.synchronous}, {os.cpu_count()} CPUs, load average "
         f"{os.getloadavg()[0]:.1f}; {args.reps} reps x {args.rounds} rounds x "
-        f"{args.slice:g} s per variant; waking a thread costs "
-        f"{thread_wake_us():.0f} us"
+        f"{args.slice:g} s per variant"
     )
+
+
+def rep_file(scratch: str, rep: int) -> Callable[[str], Path]:
+    """A fresh database path per variant tag within one repetition."""
+    return lambda tag: Path(scratch, f"{tag}-{rep}.db")
+
+
+def alternate(variants: list[Variant], rounds: int, seconds: float) -> None:
+    """Run every variant for ``rounds`` slices in rotating order: the disk's swings hit all alike."""
+    for turn in range(rounds):
+        shift = turn % len(variants)
+        for variant in variants[shift:] + variants[:shift]:
+            variant.slice(seconds)
+
+
+def main() -> None:
+    args = slice_args(__doc__.splitlines()[0], 16, "threads")
+    n = args.callers
+    print(f"{setup_line(args)}; waking a thread costs {thread_wake_us():.0f} us")
     ratios: list[float] = []
     off_ratios: list[float] = []
     ceilings: list[float] = []
     shares: list[float] = []
     with tempfile.TemporaryDirectory(prefix="rulvar-gc-") as scratch:
         for rep in range(args.reps):
-
-            def file(tag: str, rep: int = rep) -> Path:
-                return Path(scratch, f"{tag}-{rep}.db")
-
+            file = rep_file(scratch, rep)
             one = StoreThreads("1 thread", file("one"), 1, args.synchronous, True)
             many = StoreThreads(f"{n} threads", file("many"), n, args.synchronous, True)
             off = StoreThreads("off", file("off"), n, args.synchronous, False)
@@ -251,10 +276,7 @@ def main() -> None:
                 f"raw batch {n}", file("raw-many"), args.synchronous, n
             )
             variants: list[Variant] = [one, many, off, raw_one, raw_many]
-            for turn in range(args.rounds):
-                shift = turn % len(variants)
-                for variant in variants[shift:] + variants[:shift]:
-                    variant.slice(args.slice)
+            alternate(variants, args.rounds, args.slice)
             ratios.append(many.rate() / one.rate())
             off_ratios.append(off.rate() / one.rate())
             ceilings.append(raw_many.rate() / raw_one.rate())

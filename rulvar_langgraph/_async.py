@@ -17,8 +17,8 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from rulvar_langgraph import _plans
-from rulvar_langgraph._core import STRIPES, SaverCore, check_stores, renew_interval_s
-from rulvar_langgraph._hold import AsyncRenewer, held_config
+from rulvar_langgraph._core import STRIPES, SaverCore
+from rulvar_langgraph._hold import AsyncRenewer
 from rulvar_langgraph._layout import run_for_thread
 from rulvar_langgraph._plans import Plan, T
 from rulvar_store import (
@@ -48,20 +48,20 @@ class AsyncRulvarSaver(SaverCore):
         owner: str,
         serde: SerializerProtocol | None = None,
     ) -> None:
-        super().__init__(owner=owner, serde=serde)
-        if not (is_async_store(journal) and is_async_store(transcripts)):
-            raise ConfigError(
-                "AsyncRulvarSaver needs asyncio stores (open_store_async); "
-                "use RulvarSaver over sync ones"
-            )
-        check_stores(journal, transcripts)
-        self._renew_every_s = renew_interval_s(journal)
+        super().__init__(journal, transcripts, owner=owner, serde=serde)
         # Typed Any: check_stores saw acquire/renew/release and get_meta, which
         # the base async protocol does not name.
         self.journal: Any = journal
         self.transcripts = transcripts
         self._locks = [asyncio.Lock() for _ in range(STRIPES)]
         self.loop = asyncio.get_running_loop()
+
+    def _check_api(self, journal: object, transcripts: object) -> None:
+        if not (is_async_store(journal) and is_async_store(transcripts)):
+            raise ConfigError(
+                "AsyncRulvarSaver needs asyncio stores (open_store_async); "
+                "use RulvarSaver over sync ones"
+            )
 
     @classmethod
     @asynccontextmanager
@@ -112,13 +112,12 @@ class AsyncRulvarSaver(SaverCore):
         run_id = run_for_thread(thread_id)
         lease = await self.journal.acquire(run_id, self.owner)
         renewer = AsyncRenewer(self.journal.renew, lease, self._renew_every_s)
-        self._holding[run_id] = lease
         try:
-            yield held_config(thread_id, lease, config)
+            yield self._hold_begun(thread_id, lease, config)
         finally:
-            del self._holding[run_id]
+            release = self._hold_ended(lease)  # no write joins the hold from here on
             await renewer.stop()
-            await self._run(_plans.release(lease))
+            await self._run(release)
 
     # --- BaseCheckpointSaver, async -------------------------------------------------------
 

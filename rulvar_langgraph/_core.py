@@ -39,6 +39,7 @@ __all__ = [
     "Locked",
     "SaverCore",
     "check_stores",
+    "held_config",
     "renew_interval_s",
 ]
 
@@ -54,6 +55,19 @@ Locked = tuple[str, Plan[None]]
 
 STRIPES: Final = 64
 """Per-thread locks are striped: memory stays flat however many threads a saver touches."""
+
+
+def held_config(
+    thread_id: str, lease: Lease, config: RunnableConfig | None
+) -> RunnableConfig:
+    """The caller's config with the thread and the lease every checkpoint write carries."""
+    base: dict[str, Any] = dict(config or {})
+    base["configurable"] = {
+        **(base.get("configurable") or {}),
+        "thread_id": thread_id,
+        LEASE_KEY: lease,
+    }
+    return base  # type: ignore[return-value]  # RunnableConfig is a total=False TypedDict
 
 
 def check_stores(journal: object, blobs: object) -> None:
@@ -103,22 +117,49 @@ def renew_interval_s(journal: object) -> float:
 
 
 class SaverCore(BaseCheckpointSaver[int]):
-    """Config parsing and (de)serialization, free of I/O."""
+    """Config parsing, store checks, hold bookkeeping and (de)serialization, free of I/O."""
 
     owner: str
 
-    def __init__(self, *, owner: str, serde: SerializerProtocol | None = None) -> None:
+    def __init__(
+        self,
+        journal: object,
+        transcripts: object,
+        *,
+        owner: str,
+        serde: SerializerProtocol | None = None,
+    ) -> None:
         super().__init__(serde=serde)
         if not isinstance(owner, str) or not owner:
             raise ConfigError(f"owner must be a non-empty string, got {owner!r}")
         self.owner = owner
+        self._check_api(journal, transcripts)
+        check_stores(journal, transcripts)
+        self._renew_every_s = renew_interval_s(journal)
         # The leases of this saver's open holds, by run: bounded by the holds
         # open at once, never by the threads the saver has touched.
         self._holding: dict[str, Lease] = {}
 
+    def _check_api(self, journal: object, transcripts: object) -> None:
+        """Refuse stores of the other API (sync or asyncio); the savers say which."""
+
     def _lease(self, run_id: str, config: RunnableConfig) -> Lease | None:
         """The config's lease, else this saver's open hold of the thread, else none."""
         return self._held(config) or self._holding.get(run_id)
+
+    # --- holds (the I/O, acquire, renewals and release, is each saver's own) -------
+
+    def _hold_begun(
+        self, thread_id: str, lease: Lease, config: RunnableConfig | None
+    ) -> RunnableConfig:
+        """Record the hold's lease; return the config its invocation writes with."""
+        self._holding[lease.run_id] = lease
+        return held_config(thread_id, lease, config)
+
+    def _hold_ended(self, lease: Lease) -> Plan[None]:
+        """Forget the hold's lease; return the plan that releases it."""
+        del self._holding[lease.run_id]
+        return _plans.release(lease)
 
     # --- config ---------------------------------------------------------------
 

@@ -6,27 +6,10 @@ import asyncio
 import threading
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
-from typing import Any
 
-from langchain_core.runnables import RunnableConfig
-
-from rulvar_langgraph._core import LEASE_KEY
 from rulvar_store import Lease, RulvarError
 
-__all__ = ["AsyncRenewer", "Renewer", "held_config"]
-
-
-def held_config(
-    thread_id: str, lease: Lease, config: RunnableConfig | None
-) -> RunnableConfig:
-    """The caller's config with the thread and the lease every checkpoint write carries."""
-    base: dict[str, Any] = dict(config or {})
-    base["configurable"] = {
-        **(base.get("configurable") or {}),
-        "thread_id": thread_id,
-        LEASE_KEY: lease,
-    }
-    return base  # type: ignore[return-value]  # RunnableConfig is a total=False TypedDict
+__all__ = ["AsyncRenewer", "Renewer"]
 
 
 class Renewer:

@@ -18,8 +18,8 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from rulvar_langgraph import _plans
-from rulvar_langgraph._core import STRIPES, SaverCore, check_stores, renew_interval_s
-from rulvar_langgraph._hold import Renewer, held_config
+from rulvar_langgraph._core import STRIPES, SaverCore
+from rulvar_langgraph._hold import Renewer
 from rulvar_langgraph._layout import run_for_thread
 from rulvar_langgraph._plans import Plan, T
 from rulvar_store import JournalStore, OpenedStore, TranscriptStore, open_store
@@ -44,9 +44,7 @@ class RulvarSaver(SaverCore):
         owner: str,
         serde: SerializerProtocol | None = None,
     ) -> None:
-        super().__init__(owner=owner, serde=serde)
-        check_stores(journal, transcripts)
-        self._renew_every_s = renew_interval_s(journal)
+        super().__init__(journal, transcripts, owner=owner, serde=serde)
         self.journal = journal
         self.transcripts = transcripts
         self._locks = [threading.Lock() for _ in range(STRIPES)]
@@ -102,13 +100,12 @@ class RulvarSaver(SaverCore):
         run_id = run_for_thread(thread_id)
         lease = self.journal.acquire(run_id, self.owner)  # type: ignore[attr-defined]  # check_stores saw acquire
         renewer = Renewer(self.journal.renew, lease, self._renew_every_s)  # type: ignore[attr-defined]  # check_stores saw leases
-        self._holding[run_id] = lease
         try:
-            yield held_config(thread_id, lease, config)
+            yield self._hold_begun(thread_id, lease, config)
         finally:
-            del self._holding[run_id]
+            release = self._hold_ended(lease)  # no write joins the hold from here on
             renewer.stop()
-            _plans.drive(_plans.release(lease), self.journal, self.transcripts)
+            self._run(release)
 
     # --- BaseCheckpointSaver ----------------------------------------------------------
 

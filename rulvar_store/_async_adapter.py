@@ -25,9 +25,9 @@ import contextvars
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
-from types import TracebackType
-from typing import Any, Final, Self, TypeVar, cast
+from typing import Any, Final, TypeVar, cast
 
+from rulvar_store._async_closing import AsyncClosing, finish_uncancelled
 from rulvar_store._async_protocols import (
     AsyncJournalStore,
     AsyncOpenedStore,
@@ -51,31 +51,12 @@ from rulvar_store._records import BlobInput, JournalEntry, Lease, RunFilter, Run
 from rulvar_store._urls import StoreUrl
 from rulvar_store.errors import StoreClosedError
 
-__all__ = ["DEFAULT_WORKERS", "adapt_opened", "finish_uncancelled", "open_adapted"]
+__all__ = ["DEFAULT_WORKERS", "adapt_opened", "open_adapted"]
 
 DEFAULT_WORKERS: Final = 8
 """Worker threads per adapted handle: enough for group commit to batch 8 writers."""
 
 T = TypeVar("T")
-
-
-async def finish_uncancelled(future: asyncio.Future[T]) -> T:
-    """Await ``future``; if the caller is cancelled, let it finish first, then re-raise.
-
-    The caller's ``CancelledError`` therefore always means "the call is over,
-    its outcome unknown to you", never "the call is still running".
-    """
-    try:
-        return await asyncio.shield(future)
-    except asyncio.CancelledError:
-        while not future.done():
-            try:
-                await asyncio.wait((future,))
-            except asyncio.CancelledError:
-                continue  # a second cancel: the hop still has to end first
-        if not future.cancelled():
-            future.exception()  # retrieved: the caller gets CancelledError instead
-        raise
 
 
 class _Hop:
@@ -126,25 +107,7 @@ class _Hop:
         )
 
 
-class _Closing:
-    _hop: _Hop
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        raise NotImplementedError
-
-
-class _AsyncJournal(_Closing):
+class _AsyncJournal(AsyncClosing):
     """The always-present journal calls of an adapted store."""
 
     async_api: Final = True
@@ -234,7 +197,7 @@ def _journal_class(meta: bool, leases: bool, incremental: bool) -> type[_AsyncJo
     return type(name, tuple(chosen), {})
 
 
-class AsyncTranscriptAdapter(_Closing):
+class AsyncTranscriptAdapter(AsyncClosing):
     """An adapted blob store; it shares its journal's worker threads and closed state."""
 
     async_api: Final = True

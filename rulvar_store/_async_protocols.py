@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol, Self, runtime_checkable
 
+from rulvar_store._async_closing import AsyncClosing
 from rulvar_store._incremental import JournalTail
 from rulvar_store._records import BlobInput, JournalEntry, Lease, RunFilter, RunMeta
 
@@ -136,7 +137,7 @@ class AsyncTranscriptStore(_AsyncClosing, Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class AsyncOpenedStore:
+class AsyncOpenedStore(AsyncClosing):
     """An async journal store and the async transcript store that belongs with it.
 
     ``aclose`` (or leaving ``async with``) runs ``closers`` in order, once each.
@@ -150,14 +151,3 @@ class AsyncOpenedStore:
         """Close what the opener opened, transcripts first (the twin shares the journal)."""
         for close in self.closers:
             await close()
-
-    async def __aenter__(self) -> AsyncOpenedStore:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()

@@ -5,12 +5,14 @@ and ``hookimpl`` marker, URL and option parsing, the location family the kit and
 the soak open stores through, the argument rules every store applies before any
 storage work (``rulvar_store/_intake.py``: wrong types become
 ``InvalidArgumentError``), the run-match and live-lease refusals, cursor parsing,
-the JSON codecs and the failpoints the kill points drive.
+the JSON codecs, the failpoints the kill points drive, and the pieces every
+async handle shares (``AsyncClosing``, ``finish_uncancelled``, ``wait_out``).
 
 Store users import from ``rulvar_store``; operators from ``rulvar_store.ops``.
 """
 
-from rulvar_store._async_adapter import adapt_opened, finish_uncancelled
+from rulvar_store._async_adapter import adapt_opened
+from rulvar_store._async_closing import AsyncClosing, finish_uncancelled, wait_out
 from rulvar_store._durability import (
     DurabilityReport,
     ReportsDurability,
@@ -113,6 +115,7 @@ __all__ = [
     "MAX_REF_LENGTH",
     "MAX_RUN_ID_LENGTH",
     "MAX_SAFE_TOKEN_LENGTH",
+    "AsyncClosing",
     "Backend",
     "DurabilityReport",
     "Failpoint",
@@ -180,4 +183,5 @@ __all__ = [
     "system_clock_ms",
     "text_for_read",
     "validate_ttl_ms",
+    "wait_out",
 ]

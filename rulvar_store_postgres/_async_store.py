@@ -20,19 +20,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from types import TracebackType
-from typing import Any, Final, Literal, Self, TypeVar, final
+from typing import Any, Literal, TypeVar, final
 
 from rulvar_store import (
     BlobInput,
-    Clock,
     JournalEntry,
     JournalTail,
     Lease,
     RunFilter,
     RunMeta,
 )
-from rulvar_store.backend import ForkGuard, finish_uncancelled
+from rulvar_store.backend import AsyncClosing, finish_uncancelled
 from rulvar_store.errors import (
     StoreBusyError,
     StoreClosedError,
@@ -40,29 +38,20 @@ from rulvar_store.errors import (
 )
 from rulvar_store.ops import LeaseState
 from rulvar_store_postgres._async_pool import make_async_pool
-from rulvar_store_postgres._config import resolve_settings
-from rulvar_store_postgres._errors import (
-    mutation_result,
-    no_store,
-    retry_delay,
-    schema_gone,
-    translated,
-)
+from rulvar_store_postgres._config import Settings
+from rulvar_store_postgres._errors import mutation_result, translated
+from rulvar_store_postgres._handle import PostgresHandle
 from rulvar_store_postgres._interrupts import interrupts_deferred
-from rulvar_store_postgres._plans import READ_ROWS, Plans, Step
-from rulvar_store_postgres._schema import Sql
+from rulvar_store_postgres._plans import READ_ROWS, Step
 from rulvar_store_postgres._transaction import hit_off_loop, run_mutation_async
 
 __all__ = ["AsyncPostgresFencedTranscriptStore", "AsyncPostgresStore"]
 
 T = TypeVar("T")
 
-# The boot waits this long (at least) for other processes booting the same schema.
-_BOOT_LOCK_TIMEOUT_MS: Final = 30_000
-
 
 @final
-class AsyncPostgresStore:
+class AsyncPostgresStore(PostgresHandle, AsyncClosing):
     """Fenced, leasable, meta-lookup journal store in a PostgreSQL schema, awaited.
 
     Takes the URL and options of ``PostgresStore`` (see there). Nothing connects
@@ -77,51 +66,11 @@ class AsyncPostgresStore:
     async_api: Literal[True] = True
     fenced_writes: Literal[True] = True
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        schema: str | None = None,
-        ttl_ms: int | None = None,
-        pool_max_size: int | None = None,
-        max_size: int | None = None,
-        now: Clock | None = None,
-        lock_timeout_ms: int | None = None,
-        idle_in_transaction_timeout_ms: int | None = None,
-        connect_timeout_s: int | None = None,
-        call_timeout_ms: int | None = None,
-        readonly: bool | None = None,
-    ) -> None:
-        settings = resolve_settings(
-            url,
-            {
-                "schema": schema,
-                "ttl_ms": ttl_ms,
-                "pool_max_size": pool_max_size,
-                "max_size": max_size,
-                "lock_timeout_ms": lock_timeout_ms,
-                "idle_in_transaction_timeout_ms": idle_in_transaction_timeout_ms,
-                "connect_timeout_s": connect_timeout_s,
-                "call_timeout_ms": call_timeout_ms,
-                "readonly": readonly,
-            },
-            injected_clock=now is not None,
-        )
-        self._settings = settings
-        self.schema: Final = settings.schema
-        self.lease_ttl_ms: Final = settings.ttl_ms
-        self._sql = Sql(settings.schema)
-        self._plans = Plans(self._sql, settings.ttl_ms, now)
+    def _start(self, settings: Settings) -> None:
         self._pool = make_async_pool(settings, f"rulvar-async-{settings.schema}")
-        self._fork = ForkGuard(f"AsyncPostgresStore({settings.where})")
         self._boot_lock: asyncio.Lock | None = None
-        self._booted = False
-        self._closed = False
         self._calls: set[asyncio.Task[Any]] = set()
         self._twin: AsyncPostgresFencedTranscriptStore | None = None
-
-    def __repr__(self) -> str:
-        return f"AsyncPostgresStore({self._settings.where})"
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -144,17 +93,6 @@ class AsyncPostgresStore:
             await asyncio.gather(*self._calls, return_exceptions=True)
         await self._pool.close()
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
     async def _ensure_booted(self, operation: str) -> None:
         """Create the schema's objects once per instance (P3), as the sync store does."""
         if self._booted:
@@ -166,25 +104,14 @@ class AsyncPostgresStore:
                 present = True
                 with translated("boot", self._settings.where, self._settings.secrets):
                     await self._pool.open()
-                    async with self._pool.checkout(
-                        max(_BOOT_LOCK_TIMEOUT_MS, self._settings.lock_timeout_ms)
-                        / 1000
-                    ) as conn:
+                    async with self._pool.checkout(self._boot_wait_s()) as conn:
                         if not self._settings.readonly:
-                            boot = self._sql.boot_within(
-                                max(
-                                    _BOOT_LOCK_TIMEOUT_MS,
-                                    self._settings.lock_timeout_ms,
-                                )
-                            )
-                            await conn.execute(boot)
+                            await conn.execute(self._boot_statement())
                         else:
                             cursor = await conn.execute(self._sql.store_present)
                             row = await cursor.fetchone()
                             present = row is not None and row[0] is True
-                if not present:
-                    raise no_store(operation, self._settings.where, self.schema)
-                self._booted = True
+                self._booted_if_present(present, operation)
 
     # -- the executor ------------------------------------------------------------
 
@@ -196,11 +123,7 @@ class AsyncPostgresStore:
         and its connection is back in the pool outside any transaction.
         """
         self._fork.check(step.operation)
-        if self._closed:
-            raise StoreClosedError(
-                f"{step.operation} on {self._settings.where}: the store is closed",
-                step.operation,
-            )
+        self._refuse_if_closed(step.operation)
         task = asyncio.ensure_future(self._run(step))
         self._calls.add(task)
         task.add_done_callback(self._calls.discard)
@@ -238,15 +161,11 @@ class AsyncPostgresStore:
                         row = await run_mutation_async(conn, operation, call, args)
                 result = mutation_result(row, operation, where)
             except StoreBusyError as exc:
-                delay = retry_delay(exc, attempt)
-                if delay is None:
-                    raise
+                await asyncio.sleep(self._busy_delay(exc, attempt))
                 attempt += 1
-                await asyncio.sleep(delay)
                 continue
             except StoreUnavailableError as exc:
-                if schema_gone(exc):
-                    self._booted = False
+                self._note_unavailable(exc)
                 raise
             await hit_off_loop(operation, "after-commit")
             return result
@@ -315,7 +234,7 @@ class AsyncPostgresStore:
 
 
 @final
-class AsyncPostgresFencedTranscriptStore:
+class AsyncPostgresFencedTranscriptStore(AsyncClosing):
     """Blobs in ``rulvar_blobs`` for asyncio callers; leased writes are fenced (T6).
 
     Obtain it from ``AsyncPostgresStore.transcripts()``; it closes with that
@@ -361,14 +280,3 @@ class AsyncPostgresFencedTranscriptStore:
 
     async def aclose(self) -> None:
         """Nothing to release: the pool belongs to, and closes with, the store."""
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()

@@ -15,26 +15,16 @@ import time
 from collections.abc import Sequence
 from typing import Any, Final, Literal, TypeVar, final
 
-from rulvar_store import Clock, JournalEntry, JournalTail, Lease, RunFilter, RunMeta
-from rulvar_store.backend import DurabilityReport, ForkGuard, hit
-from rulvar_store.errors import (
-    StoreBusyError,
-    StoreClosedError,
-    StoreUnavailableError,
-)
+from rulvar_store import JournalEntry, JournalTail, Lease, RunFilter, RunMeta
+from rulvar_store.backend import DurabilityReport, hit
+from rulvar_store.errors import StoreBusyError, StoreUnavailableError
 from rulvar_store.ops import LeaseState
-from rulvar_store_postgres._config import resolve_settings
-from rulvar_store_postgres._errors import (
-    mutation_result,
-    no_store,
-    retry_delay,
-    schema_gone,
-    translated,
-)
+from rulvar_store_postgres._config import Settings
+from rulvar_store_postgres._errors import mutation_result, translated
+from rulvar_store_postgres._handle import PostgresHandle
 from rulvar_store_postgres._interrupts import interrupts_deferred
-from rulvar_store_postgres._plans import READ_ROWS, Plans, Step
+from rulvar_store_postgres._plans import READ_ROWS, Step
 from rulvar_store_postgres._pool import make_pool
-from rulvar_store_postgres._schema import Sql
 from rulvar_store_postgres._transaction import run_mutation
 from rulvar_store_postgres._transcripts import PostgresFencedTranscriptStore
 
@@ -44,12 +34,9 @@ T = TypeVar("T")
 
 SHOW_SYNCHRONOUS_COMMIT: Final = "SHOW synchronous_commit"
 
-# The boot waits this long (at least) for other processes booting the same schema.
-_BOOT_LOCK_TIMEOUT_MS: Final = 30_000
-
 
 @final
-class PostgresStore:
+class PostgresStore(PostgresHandle):
     """Fenced, leasable, meta-lookup journal store in a PostgreSQL schema.
 
     ``url`` is a ``postgresql://`` (or ``postgres://``) URL or a libpq
@@ -95,56 +82,10 @@ class PostgresStore:
 
     fenced_writes: Literal[True] = True
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        schema: str | None = None,
-        ttl_ms: int | None = None,
-        pool_max_size: int | None = None,
-        max_size: int | None = None,
-        now: Clock | None = None,
-        lock_timeout_ms: int | None = None,
-        idle_in_transaction_timeout_ms: int | None = None,
-        connect_timeout_s: int | None = None,
-        call_timeout_ms: int | None = None,
-        readonly: bool | None = None,
-    ) -> None:
-        settings = resolve_settings(
-            url,
-            {
-                "schema": schema,
-                "ttl_ms": ttl_ms,
-                "pool_max_size": pool_max_size,
-                "max_size": max_size,
-                "lock_timeout_ms": lock_timeout_ms,
-                "idle_in_transaction_timeout_ms": idle_in_transaction_timeout_ms,
-                "connect_timeout_s": connect_timeout_s,
-                "call_timeout_ms": call_timeout_ms,
-                "readonly": readonly,
-            },
-            injected_clock=now is not None,
-        )
-        self._settings = settings
-        self.schema: Final = settings.schema
-        self.lease_ttl_ms: Final = settings.ttl_ms
-        self.pool_max_size: Final = settings.pool_max_size
-        self.lock_timeout_ms: Final = settings.lock_timeout_ms
-        self.idle_in_transaction_timeout_ms: Final = (
-            settings.idle_in_transaction_timeout_ms
-        )
-        self._now = now
-        self._sql = Sql(settings.schema)
-        self._plans = Plans(self._sql, settings.ttl_ms, now)
+    def _start(self, settings: Settings) -> None:
         self._pool = make_pool(settings, f"rulvar-{settings.schema}")
         self._state_lock = threading.Lock()
-        self._booted = False
-        self._closed = False
         self._twin: PostgresFencedTranscriptStore | None = None
-        self._fork = ForkGuard(f"PostgresStore({settings.where})")
-
-    def __repr__(self) -> str:
-        return f"PostgresStore({self._settings.where})"
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -183,27 +124,20 @@ class PostgresStore:
         if self._booted:
             return
         with self._state_lock:
-            if self._closed:
-                raise StoreClosedError(
-                    f"{operation} on {self._settings.where}: the store is closed",
-                    operation,
-                )
+            self._refuse_if_closed(operation)
             if self._booted is False:  # another thread may have booted meanwhile
-                boot_lock_ms = max(_BOOT_LOCK_TIMEOUT_MS, self.lock_timeout_ms)
-                boot = self._sql.boot_within(boot_lock_ms)
+                boot = self._boot_statement()
                 with translated("boot", self._settings.where, self._settings.secrets):
                     self._pool.open()
                     # The boot may wait for another process's boot that long.
-                    with self._pool.checkout(boot_lock_ms / 1000) as conn:
+                    with self._pool.checkout(self._boot_wait_s()) as conn:
                         if not self._settings.readonly:
                             conn.execute(boot)
                             present = True
                         else:
                             row = conn.execute(self._sql.store_present).fetchone()
                             present = row is not None and row[0] is True
-                if not present:
-                    raise no_store(operation, self._settings.where, self.schema)
-                self._booted = True
+                self._booted_if_present(present, operation)
 
     # -- the one transaction path ----------------------------------------------
 
@@ -227,15 +161,11 @@ class PostgresStore:
                     row = run_mutation(conn, operation, call, args)
                 result = mutation_result(row, operation, where)
             except StoreBusyError as exc:
-                delay = retry_delay(exc, attempt)
-                if delay is None:
-                    raise
+                time.sleep(self._busy_delay(exc, attempt))
                 attempt += 1
-                time.sleep(delay)
                 continue
             except StoreUnavailableError as exc:
-                if schema_gone(exc):
-                    self._booted = False  # the schema was dropped: boot again next time
+                self._note_unavailable(exc)
                 raise
             # Outside the retry and translation: whatever a hook does after the
             # commit can never re-run the committed transaction.

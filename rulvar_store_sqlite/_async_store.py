@@ -31,8 +31,7 @@ import asyncio
 import contextvars
 from collections.abc import Callable
 from functools import partial
-from types import TracebackType
-from typing import Any, Final, Literal, Self, TypeVar, final
+from typing import Any, Final, Literal, TypeVar, final
 
 from rulvar_store import (
     BlobInput,
@@ -42,7 +41,12 @@ from rulvar_store import (
     RunFilter,
     RunMeta,
 )
-from rulvar_store.backend import armed
+from rulvar_store.backend import (
+    AsyncClosing,
+    armed,
+    finish_uncancelled,
+    wait_out,
+)
 from rulvar_store_sqlite._group_commit import GroupCommitter
 from rulvar_store_sqlite._store import SqliteStore
 from rulvar_store_sqlite._transaction import Operation
@@ -63,14 +67,16 @@ async def _write(door: GroupCommitter, op: Operation[T]) -> T:
         await asyncio.shield(future)
     except asyncio.CancelledError:
         if not door.withdraw_queued(op):
-            await _finish(future)  # a batch carries it: it ends whole first
+            await wait_out(future)  # a batch carries it: it ends whole first
         raise
     result = op.outcome()
     if armed():
         # The caller's own after-commit failpoint, in its context but never on
         # the loop (a hook may pause or kill) nor on the door's worker thread
         # (a paused caller must not hold up the store's other writers).
-        await _whole(loop.run_in_executor(None, op.context.run, door.after_commit, op))
+        await finish_uncancelled(
+            loop.run_in_executor(None, op.context.run, door.after_commit, op)
+        )
     return result
 
 
@@ -79,47 +85,13 @@ async def _call(door: GroupCommitter, operation: str, call: Callable[[], T]) -> 
     door.ensure_open(operation)
     loop = asyncio.get_running_loop()
     context = contextvars.copy_context()
-    return await _whole(loop.run_in_executor(door.worker(), context.run, call))
-
-
-async def _whole(future: asyncio.Future[T]) -> T:
-    """Await a hop to a thread; a cancelled caller waits for it to end, then re-raises."""
-    try:
-        return await asyncio.shield(future)
-    except asyncio.CancelledError:
-        await _finish(future)
-        raise
-
-
-async def _finish(future: asyncio.Future[Any]) -> None:
-    """Wait until ``future`` is done, whatever cancels the waiter meanwhile."""
-    while not future.done():
-        try:
-            await asyncio.wait((future,))
-        except asyncio.CancelledError:
-            continue  # a second cancel: the call still has to end first
-    if not future.cancelled():
-        future.exception()  # retrieved: the caller gets CancelledError instead
-
-
-class _Closing:
-    async def aclose(self) -> None:
-        raise NotImplementedError
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
+    return await finish_uncancelled(
+        loop.run_in_executor(door.worker(), context.run, call)
+    )
 
 
 @final
-class AsyncSqliteStore(_Closing):
+class AsyncSqliteStore(AsyncClosing):
     """Leasable, fenced, meta-lookup journal store in one SQLite file, for asyncio.
 
     Takes ``SqliteStore``'s arguments (``ttl_ms``, ``busy_timeout_ms``,
@@ -147,11 +119,11 @@ class AsyncSqliteStore(_Closing):
         loop = asyncio.get_running_loop()
         future = loop.run_in_executor(None, partial(cls, path, **options))
         try:
-            return await _whole(future)
+            return await finish_uncancelled(future)
         except asyncio.CancelledError:
             if not future.cancelled() and future.exception() is None:
                 store = future.result().sync_store
-                await _finish(loop.run_in_executor(None, store.close))
+                await wait_out(loop.run_in_executor(None, store.close))
             raise
 
     @property
@@ -179,7 +151,7 @@ class AsyncSqliteStore(_Closing):
         if door.fork.forked:
             door.close()  # marks it closed only: the connection is the parent's
             return
-        await _finish(
+        await wait_out(
             asyncio.get_running_loop().run_in_executor(door.worker(), door.close)
         )
 
@@ -226,7 +198,7 @@ class AsyncSqliteStore(_Closing):
 
 
 @final
-class AsyncSqliteTranscriptStore(_Closing):
+class AsyncSqliteTranscriptStore(AsyncClosing):
     """The fenced blob twin of an ``AsyncSqliteStore``: its writes share the door."""
 
     async_api: Final = True
