@@ -100,6 +100,16 @@ class Settings:
     readonly: bool = False  # observers: no boot DDL, sessions read-only
 
 
+def _unreadable_part(exc: ValueError) -> str:
+    """Name the part of the URL the parser refused, without quoting any of it."""
+    text = str(exc)
+    if "out of range" in text:
+        return "its port is out of range (0-65535)"
+    if "Port" in text:
+        return "its port is not an integer"
+    return "its host or port cannot be read"
+
+
 def _positive(options: Mapping[str, Any], name: str, default: int) -> int:
     value = option_int(options, name, default)
     if value < 1:
@@ -116,9 +126,11 @@ def _split_url(url: str) -> tuple[str, dict[str, str], str, tuple[str, ...]]:
         host = parts.hostname or ""
         port = parts.port
     except ValueError as exc:
-        # The parser's text may quote a piece of the password: never shown.
+        # The parser's text may quote a piece of the password: never shown, only
+        # which part failed, in our words.
         raise ConfigError(
-            f"malformed PostgreSQL URL {redact_url(url)!r}: {_RAW_CHARACTER_HINT}"
+            f"malformed PostgreSQL URL {redact_url(url)!r}: {_unreadable_part(exc)}; "
+            f"{_RAW_CHARACTER_HINT}"
         ) from exc
     userinfo = parts.netloc.rpartition("@")[0]
     if "@" in userinfo or parts.fragment:

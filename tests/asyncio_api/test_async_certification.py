@@ -11,6 +11,7 @@ import pytest
 
 from rulvar_conformance import Certification, run_suites
 from rulvar_conformance.harness.async_certify import async_suites
+from rulvar_conformance.harness.certification import by_url
 from rulvar_conformance.harness.certify import CheckResult
 from rulvar_conformance.harness.site import FEATURE_REASONS
 from rulvar_conformance.suites.cancellation import cancellation_conformance
@@ -36,10 +37,8 @@ def _certify_async(url: str) -> list[CheckResult]:
     backend = resolve_backend(parsed)
     assert backend.certify is not None
     with backend.certify(parsed) as locations:
-        certification = Certification(
-            locations, backend.capabilities, backend.certify_expiry_ttl_ms
-        )
-        return run_suites(async_suites(certification))
+        # As `rulvar check URL` does: the URL-options checks open URLs of their own.
+        return run_suites(async_suites(by_url(locations, parsed, backend)))
 
 
 def _assert_certified(results: list[CheckResult], *, cancellation_runs: bool) -> None:

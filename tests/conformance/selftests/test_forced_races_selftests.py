@@ -26,7 +26,7 @@ CASES: Final = (
        for name in DATA_SURFACES]
     + [
         ("x3-window-append", "DeferredBegin", "not one transaction"),
-        ("x3-queued-seq-race", "SeqGuardBeforeBegin", "(J6, Q7)"),
+        ("x3-queued-seq-race", "SeqGuardBeforeBegin", "transaction (J6)"),
         ("x3-queued-epoch-race", "EpochReadBeforeBegin", "(L2, L3)"),
         ("x3-queued-acquire-race", "AcquireCheckBeforeBegin", "L1, L2)"),
         ("x3-stale-renew", "UnpinnedLeaseRow", "the stale renew (X3)"),
