@@ -30,6 +30,8 @@ class AsyncClosing:
 
     async def aclose(self) -> None:
         """Release what the handle holds; each handle says what, and is idempotent."""
+        # Abstract: every subclass overrides it (no ABCMeta, which slotted
+        # dataclass handles and the async protocols would have to share).
         raise NotImplementedError
 
     async def __aenter__(self) -> Self:

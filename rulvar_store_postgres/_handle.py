@@ -82,6 +82,7 @@ class PostgresHandle:
 
     def _start(self, settings: Settings) -> None:
         """Build the pool (closed) and the subclass's own state; nothing connects."""
+        # Abstract: the sync and the asyncio store each build their own pool.
         raise NotImplementedError
 
     def __repr__(self) -> str:

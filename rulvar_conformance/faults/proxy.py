@@ -106,7 +106,7 @@ class FaultProxy:
                     time.sleep(host.delay_s)
                 sink.sendall(data)
         except OSError:
-            pass
+            pass  # either side reset or closed (a reset is one of the faults): stop
         finally:
             for sock in (source, sink):
                 with contextlib.suppress(OSError):

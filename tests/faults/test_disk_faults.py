@@ -7,6 +7,7 @@ with the reason elsewhere, and CI (``CI=true``) runs as root.
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 from collections.abc import Iterator
@@ -74,8 +75,9 @@ def _fill(folder: Path) -> Path:
             while True:
                 file.write(b"\0" * 65536)
                 file.flush()
-        except OSError:
-            pass
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC:
+                raise  # only a full disk ends the filling
     return filler
 
 

@@ -50,7 +50,7 @@ _CHILD = textwrap.dedent(
             try:
                 found[name] = os.readlink(f"/proc/self/fd/{name}")
             except OSError:
-                pass
+                pass  # the descriptor listdir itself used, closed by now
         return found
 
     base = fds()
