@@ -74,6 +74,7 @@ CLAUSES: Final[dict[str, str]] = {
     "T8": "File and in-memory blob stores are single-writer, undeclared, and refuse unsafe names.",
     "T9": "Run ids of file-backed stores are safe tokens, refused with ConfigError otherwise.",
     "T10": "No symbolic link inside a file store's root is followed: a call that would pass through one raises ConfigError and touches nothing outside the root.",
+    "T11": "A blob store offering put_many stores a batch of one run's (ref, blob) pairs all or nothing under one fence check (a lease that is not live refuses the whole batch and no blob changes; other handles see all of it or none), refuses a ref named twice or refs of two runs with InvalidArgumentError, and does nothing for an empty batch; the file store's batch is single-writer and atomic per blob only.",
     # 6. SQLite
     "Q1": "SqliteStore validates its ttl before opening the database.",
     "Q2": "The SQLite schema has five idempotently created tables with the listed indexes.",
@@ -185,6 +186,7 @@ CLAUSES: Final[dict[str, str]] = {
     "G11": "A LangGraph thread is an ordinary run: rulvar runs list, show, audit and delete work on it.",
     "G12": "LangGraph's own checkpointer conformance suite passes at FULL for the async saver.",
     "G13": "An unheld put that continues a checkpoint of a deleted thread is refused and the thread stays deleted.",
+    "G14": "Inside a hold, once the hold knows a namespace, put is one fenced write and no read, and what the hold remembers lives only as long as the hold and is cleared by its own deletes, prunes and copies.",
     # 16. Power loss
     "W1": "After a power cut at any point (unsynced writes dropped or torn by sector), the SQLite store reopens with integrity_check ok.",
     "W2": "At synchronous=FULL every write acknowledged before a power cut survives it.",

@@ -18,17 +18,19 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from rulvar_langgraph import _plans
+from rulvar_langgraph._hold_cache import HoldCache
 from rulvar_langgraph._layout import (
     CheckpointRecord,
     StoredWrite,
     run_for_thread,
     thread_for_run,
 )
-from rulvar_langgraph._plans import Found, Plan
+from rulvar_langgraph._plans import Found, Plan, T
 from rulvar_store import (
     ConfigError,
     InvalidArgumentError,
     Lease,
+    has_batch_put,
     has_fenced_writes,
     has_meta_lookup,
 )
@@ -136,9 +138,13 @@ class SaverCore(BaseCheckpointSaver[int]):
         self._check_api(journal, transcripts)
         check_stores(journal, transcripts)
         self._renew_every_s = renew_interval_s(journal)
-        # The leases of this saver's open holds, by run: bounded by the holds
-        # open at once, never by the threads the saver has touched.
+        # Checkpoint and pointer in one fenced write where the blob store can.
+        self._batched = has_batch_put(transcripts)
+        # The leases of this saver's open holds, by run, and what each hold
+        # knows of its thread: bounded by the holds open at once, never by the
+        # threads the saver has touched.
         self._holding: dict[str, Lease] = {}
+        self._caches: dict[str, HoldCache] = {}
 
     def _check_api(self, journal: object, transcripts: object) -> None:
         """Refuse stores of the other API (sync or asyncio); the savers say which."""
@@ -147,6 +153,24 @@ class SaverCore(BaseCheckpointSaver[int]):
         """The config's lease, else this saver's open hold of the thread, else none."""
         return self._held(config) or self._holding.get(run_id)
 
+    def _cache(self, run_id: str, lease: Lease | None) -> HoldCache | None:
+        """The memory of this saver's hold of the thread, if ``lease`` is that hold's."""
+        cache = self._caches.get(run_id)
+        return cache if cache is not None and cache.lease == lease else None
+
+    def _forgetting(self, run_id: str | None, plan: Plan[T]) -> Plan[T]:
+        """Run ``plan``, then clear the holds' memory of ``run_id`` (``None``: every run).
+
+        Cleared when the plan ends, inside the thread's lock, so no put that
+        read the memory before the change can refill it with a stale value.
+        """
+        try:
+            return (yield from plan)
+        finally:
+            for run, cache in self._caches.items():
+                if run_id is None or run == run_id:
+                    cache.clear()
+
     # --- holds (the I/O, acquire, renewals and release, is each saver's own) -------
 
     def _hold_begun(
@@ -154,11 +178,13 @@ class SaverCore(BaseCheckpointSaver[int]):
     ) -> RunnableConfig:
         """Record the hold's lease; return the config its invocation writes with."""
         self._holding[lease.run_id] = lease
+        self._caches[lease.run_id] = HoldCache(lease)
         return held_config(thread_id, lease, config)
 
     def _hold_ended(self, lease: Lease) -> Plan[None]:
         """Forget the hold's lease; return the plan that releases it."""
         del self._holding[lease.run_id]
+        del self._caches[lease.run_id]
         return _plans.release(lease)
 
     # --- config ---------------------------------------------------------------
@@ -234,7 +260,14 @@ class SaverCore(BaseCheckpointSaver[int]):
         record = self._record(config, checkpoint, metadata)
         lease = self._lease(run_id, config)
         return run_id, _plans.put(
-            run_id, ns, checkpoint["id"], record, lease, self.owner
+            run_id,
+            ns,
+            checkpoint["id"],
+            record,
+            lease,
+            self.owner,
+            self._cache(run_id, lease),
+            self._batched,
         )
 
     def _put_writes_plan(
@@ -248,20 +281,26 @@ class SaverCore(BaseCheckpointSaver[int]):
         stored = self._writes(writes, task_id, task_path)
         lease = self._lease(run_id, config)
         plan = _plans.put_writes(
-            run_id, ns, str(checkpoint_id), stored, lease, self.owner
+            run_id,
+            ns,
+            str(checkpoint_id),
+            stored,
+            lease,
+            self.owner,
+            self._cache(run_id, lease),
         )
         return run_id, plan
 
     def _delete_thread_plan(self, thread_id: str) -> Locked:
         run_id = run_for_thread(thread_id)
-        return run_id, _plans.delete_thread(
-            run_id, self._holding.get(run_id), self.owner
-        )
+        plan = _plans.delete_thread(run_id, self._holding.get(run_id), self.owner)
+        return run_id, self._forgetting(run_id, plan)
 
     def _delete_for_runs_plan(self, run_ids: Sequence[str]) -> Plan[None]:
-        return _plans.delete_for_runs(
+        plan = _plans.delete_for_runs(
             run_ids, self._metadata_run_id, self._holding.get, self.owner
         )
+        return self._forgetting(None, plan)
 
     def _copy_plan(self, source_thread_id: str, target_thread_id: str) -> Locked:
         source, target = (
@@ -269,7 +308,8 @@ class SaverCore(BaseCheckpointSaver[int]):
             run_for_thread(target_thread_id),
         )
         held = self._holding.get(target)
-        return target, _plans.copy_thread(source, target, held, self.owner)
+        plan = _plans.copy_thread(source, target, held, self.owner)
+        return target, self._forgetting(target, plan)
 
     def _prune_plans(
         self, thread_ids: Sequence[str], strategy: str
@@ -277,10 +317,8 @@ class SaverCore(BaseCheckpointSaver[int]):
         strategy = self._strategy(strategy)
         for thread_id in thread_ids:
             run_id = run_for_thread(thread_id)
-            yield (
-                run_id,
-                _plans.prune(run_id, strategy, self._holding.get(run_id), self.owner),
-            )
+            plan = _plans.prune(run_id, strategy, self._holding.get(run_id), self.owner)
+            yield run_id, self._forgetting(run_id, plan)
 
     # --- serialization ----------------------------------------------------------
 

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any, Literal, TypeAlias, TypeVar
 
+from rulvar_langgraph._hold_cache import HoldCache
 from rulvar_langgraph._layout import (
     META_NAME,
     META_TAG,
@@ -151,6 +152,17 @@ def _ensure_meta(run_id: str, lease: Lease) -> Plan[None]:
         yield ("journal", "put_meta", (thread_meta(run_id), lease))
 
 
+def _put_blobs(
+    items: list[tuple[str, bytes]], lease: Lease, batched: bool
+) -> Plan[None]:
+    """One fenced ``put_many`` where the store has it, else one ``put`` per item in order."""
+    if batched:
+        yield ("blobs", "put_many", (items, lease))
+        return
+    for ref, blob in items:
+        yield ("blobs", "put", (ref, blob, lease))
+
+
 def put(
     run_id: str,
     checkpoint_ns: str,
@@ -158,19 +170,27 @@ def put(
     record: CheckpointRecord,
     held: Lease | None,
     owner: str,
+    cache: HoldCache | None = None,
+    batched: bool = False,
 ) -> Plan[None]:
-    """Store one checkpoint, then move the namespace's pointer if it is the newest.
+    """Store one checkpoint and move the namespace's pointer if it is the newest.
 
-    The checkpoint blob lands before the pointer, so the pointer never names a
-    checkpoint that is not there. An unheld put that names a parent in a
-    namespace without a pointer is a late write into a deleted thread and is
-    refused (G13); under a hold the fence already refuses a pre-delete lease (G5).
+    Both blobs land in one ``put_many`` where the store has it; otherwise the
+    checkpoint lands before the pointer, so the pointer never names a
+    checkpoint that is not there. A hold's ``cache`` knows the pointer after
+    its first put of a namespace, so a held put is ONE write, no read. An
+    unheld put that names a parent in a namespace without a pointer is a late
+    write into a deleted thread and is refused (G13); under a hold the fence
+    already refuses a pre-delete lease (G5).
     """
     blob = encode_checkpoint(record)
 
     def body(lease: Lease) -> Plan[None]:
         ref = pointer_ref(run_id, checkpoint_ns)
-        current: bytes | None = yield ("blobs", "get", (ref,))
+        current = None if cache is None else cache.pointers.pop(checkpoint_ns, None)
+        if current is None:
+            stored: bytes | None = yield ("blobs", "get", (ref,))
+            current = None if stored is None else stored.decode()
         if current is None and held is None and record.parent_id is not None:
             raise ThreadGoneError(
                 f"thread {thread_for_run(run_id)!r} has no checkpoint in namespace "
@@ -179,13 +199,15 @@ def put(
                 "a checkpoint_id, or hold it",
                 run_id,
             )
-        yield (
-            "blobs",
-            "put",
-            (checkpoint_ref(run_id, checkpoint_ns, checkpoint_id), blob, lease),
-        )
-        if current is None or checkpoint_id > current.decode():
-            yield ("blobs", "put", (ref, checkpoint_id.encode(), lease))
+        items = [(checkpoint_ref(run_id, checkpoint_ns, checkpoint_id), blob)]
+        newest = current is None or checkpoint_id > current
+        if newest:
+            items.append((ref, checkpoint_id.encode()))
+        yield from _put_blobs(items, lease, batched)
+        if cache is not None:
+            cache.pointers[checkpoint_ns] = (
+                checkpoint_id if newest or current is None else current
+            )
         if current is None:
             yield from _ensure_meta(run_id, lease)
 
@@ -215,18 +237,28 @@ def put_writes(
     new: Sequence[StoredWrite],
     held: Lease | None,
     owner: str,
+    cache: HoldCache | None = None,
 ) -> Plan[None]:
     """Merge ``new`` into the checkpoint's writes blob; always a fenced write.
 
     Callers serialize this read-modify-write per thread inside one saver; across
-    savers the lease does, since only its holder can write.
+    savers the lease does, since only its holder can write. A hold's ``cache``
+    keeps the namespace's latest merged writes, so repeated writes to one
+    checkpoint read nothing.
     """
     ref = writes_ref(run_id, checkpoint_ns, checkpoint_id)
 
     def body(lease: Lease) -> Plan[None]:
-        blob: bytes | None = yield ("blobs", "get", (ref,))
-        merged = merge_writes(decode_writes(blob), new)
+        known = None if cache is None else cache.writes.pop(checkpoint_ns, None)
+        if known is not None and known[0] == checkpoint_id:
+            stored = known[1]
+        else:
+            blob: bytes | None = yield ("blobs", "get", (ref,))
+            stored = decode_writes(blob)
+        merged = merge_writes(stored, new)
         yield ("blobs", "put", (ref, encode_writes(merged), lease))
+        if cache is not None:
+            cache.writes[checkpoint_ns] = (checkpoint_id, merged)
 
     return (yield from _leased(run_id, held, owner, body))
 

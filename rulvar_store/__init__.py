@@ -28,8 +28,14 @@ from rulvar_store._async_protocols import (
     AsyncTranscriptStore,
     is_async_store,
 )
+from rulvar_store._batch import (
+    AsyncBatchTranscriptStore,
+    BatchTranscriptStore,
+    BlobBatch,
+)
 from rulvar_store._capabilities import (
     assert_fenced_writes,
+    has_batch_put,
     has_fenced_writes,
     has_incremental_read,
     has_meta_lookup,
@@ -84,6 +90,7 @@ from rulvar_store.errors import (
 __all__ = [
     "DEFAULT_LEASE_TTL_MS",
     "MAX_LEASE_TTL_MS",
+    "AsyncBatchTranscriptStore",
     "AsyncIncrementalReadStore",
     "AsyncJournalStore",
     "AsyncLeasableStore",
@@ -92,6 +99,8 @@ __all__ = [
     "AsyncStoreOpening",
     "AsyncTranscriptStore",
     "BackendInfo",
+    "BatchTranscriptStore",
+    "BlobBatch",
     "BlobInput",
     "Clock",
     "ConfigError",
@@ -130,6 +139,7 @@ __all__ = [
     "UnreadableRecordError",
     "UnsafeNameError",
     "assert_fenced_writes",
+    "has_batch_put",
     "has_fenced_writes",
     "has_incremental_read",
     "has_meta_lookup",

@@ -33,7 +33,9 @@ from rulvar_store._async_protocols import (
     AsyncOpenedStore,
     AsyncTranscriptStore,
 )
+from rulvar_store._batch import BatchTranscriptStore, BlobBatch
 from rulvar_store._capabilities import (
+    has_batch_put,
     has_fenced_writes,
     has_incremental_read,
     has_meta_lookup,
@@ -226,6 +228,22 @@ class AsyncTranscriptAdapter(AsyncClosing):
         await self._hop.run("delete", self.sync_store.delete, ref, lease)
 
 
+class AsyncBatchTranscriptAdapter(AsyncTranscriptAdapter):
+    """An adapted blob store whose sync store offers ``put_many`` (T11)."""
+
+    async def put_many(self, items: BlobBatch, lease: Lease | None = None) -> None:
+        put_many = cast(BatchTranscriptStore, self.sync_store).put_many
+        await self._hop.run("put_many", put_many, items, lease)
+
+
+def _transcripts(store: TranscriptStore, hop: _Hop) -> AsyncTranscriptAdapter:
+    # put_many is offered only where the sync store has it: has_batch_put is
+    # its declaration, so an adapter must not claim what it cannot do whole.
+    if has_batch_put(store):
+        return AsyncBatchTranscriptAdapter(store, hop)
+    return AsyncTranscriptAdapter(store, hop)
+
+
 def adapt_opened(
     opened: OpenedStore, *, label: str = "store", workers: int = DEFAULT_WORKERS
 ) -> AsyncOpenedStore:
@@ -240,9 +258,7 @@ def adapt_opened(
     journal = journal_class(store, hop, opened.close)
     return AsyncOpenedStore(
         journal=cast(AsyncJournalStore, journal),
-        transcripts=cast(
-            AsyncTranscriptStore, AsyncTranscriptAdapter(opened.transcripts, hop)
-        ),
+        transcripts=cast(AsyncTranscriptStore, _transcripts(opened.transcripts, hop)),
         closers=(journal.aclose,),
     )
 

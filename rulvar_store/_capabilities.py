@@ -11,6 +11,7 @@ from rulvar_store.errors import ConfigError
 
 __all__ = [
     "assert_fenced_writes",
+    "has_batch_put",
     "has_fenced_writes",
     "has_incremental_read",
     "has_meta_lookup",
@@ -58,3 +59,15 @@ def read_run_meta(store: JournalStore, run_id: str) -> RunMeta | None:
 def has_incremental_read(store: object) -> TypeGuard[IncrementalReadStore]:
     """Return whether ``store`` offers ``load_since`` (see ``_incremental``)."""
     return callable(getattr(store, "load_since", None))
+
+
+def has_batch_put(store: object) -> bool:
+    """Return whether the blob store ``store`` offers ``put_many`` (see ``_batch``, T11).
+
+    Sync and asyncio stores alike (so a plain ``bool``, not a guard naming one
+    of the two protocols, ``BatchTranscriptStore`` or
+    ``AsyncBatchTranscriptStore``): the method is the declaration, as for
+    ``get_meta`` and ``load_since``; the asyncio adapter offers it only over a
+    sync store that does.
+    """
+    return callable(getattr(store, "put_many", None))

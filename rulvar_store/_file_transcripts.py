@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Final, final
 
 from rulvar_store import _intake
+from rulvar_store._batch import BlobBatch, blob_batch
 from rulvar_store._failpoints import hit
 from rulvar_store._file_io import (
     BLOBS_DIR,
@@ -135,6 +136,26 @@ class FileTranscriptStore(GuardedHandle):
                 ) from exc
             write_atomic(path, data, "blob_put", self._modes[0])
             hit("blob_put", "after-commit")
+
+    def put_many(self, items: BlobBatch, lease: Lease | None = None) -> None:
+        """Store every ``(ref, blob)`` of one run, in order, each as ``put`` does (T11).
+
+        Single-writer and NOT atomic across the batch: every blob lands
+        atomically (temp file, fsync, rename), but a crash between two of them
+        leaves the ones before it written. Every argument is checked, and every
+        path resolved, before the first blob is written. ``lease`` is only
+        type-checked, as by ``put``.
+
+        Raises:
+            InvalidArgumentError: the batch breaks a ``_batch`` rule.
+            UnsafeNameError: a segment of a ref is not a safe token (T8).
+            ContractError: as ``put``; the blobs before the colliding one stay.
+        """
+        batch = blob_batch(items, lease)
+        for ref, _ in batch.items:
+            self._path(ref, "blob put_many")
+        for ref, data in batch.items:
+            self.put(ref, data)
 
     def get(self, ref: str) -> bytes | None:
         """Return the blob's bytes, or ``None`` for a missing ref (T2)."""

@@ -21,6 +21,7 @@ from itertools import count
 from typing import Literal, final
 
 from rulvar_store import _intake
+from rulvar_store._batch import BlobBatch, blob_batch
 from rulvar_store._fork import ForkGuard, holding
 from rulvar_store._incremental import JournalTail, parse_cursor
 from rulvar_store._json import load_listing, load_record, load_records
@@ -302,6 +303,16 @@ class MemoryFencedTranscriptStore:
                 self._journal._assert_fencing(lease)
             self._domain.blobs[ref] = data
 
+    def put_many(self, items: BlobBatch, lease: Lease | None = None) -> None:
+        """Store every ``(ref, blob)`` of one run under one fence check (T11)."""
+        batch = blob_batch(items, lease)
+        if not batch.items:
+            return
+        with self._journal._entered("blob put_many"):
+            if batch.lease is not None:
+                self._journal._assert_fencing(batch.lease)
+            self._domain.blobs.update(batch.items)
+
     def get(self, ref: str) -> bytes | None:
         _intake.ref_for_read(ref, "blob get")
         with self._journal._entered("blob get"):
@@ -349,6 +360,14 @@ class MemoryTranscriptStore:
         data = _intake.blob_bytes(blob, "blob put")
         with self._entered("blob put"):
             self._blobs[ref] = data
+
+    def put_many(self, items: BlobBatch, lease: Lease | None = None) -> None:
+        """Store every ``(ref, blob)`` of one run at once; ``lease`` is only type-checked."""
+        batch = blob_batch(items, lease)
+        if not batch.items:
+            return
+        with self._entered("blob put_many"):
+            self._blobs.update(batch.items)
 
     def get(self, ref: str) -> bytes | None:
         _intake.ref_for_read(ref, "blob get")

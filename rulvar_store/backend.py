@@ -13,6 +13,7 @@ Store users import from ``rulvar_store``; operators from ``rulvar_store.ops``.
 
 from rulvar_store._async_adapter import adapt_opened
 from rulvar_store._async_closing import AsyncClosing, finish_uncancelled, wait_out
+from rulvar_store._batch import CheckedBatch, blob_batch
 from rulvar_store._durability import (
     DurabilityReport,
     ReportsDurability,
@@ -117,6 +118,7 @@ __all__ = [
     "MAX_SAFE_TOKEN_LENGTH",
     "AsyncClosing",
     "Backend",
+    "CheckedBatch",
     "DurabilityReport",
     "Failpoint",
     "FailpointHook",
@@ -132,6 +134,7 @@ __all__ = [
     "UrlOpener",
     "adapt_opened",
     "armed",
+    "blob_batch",
     "blob_bytes",
     "caller_identity",
     "check_run_match",

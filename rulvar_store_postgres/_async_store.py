@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import Any, Literal, TypeVar, final
 
 from rulvar_store import (
+    BlobBatch,
     BlobInput,
     JournalEntry,
     JournalTail,
@@ -44,6 +45,7 @@ from rulvar_store_postgres._handle import PostgresHandle
 from rulvar_store_postgres._interrupts import interrupts_deferred
 from rulvar_store_postgres._plans import READ_ROWS, Step
 from rulvar_store_postgres._transaction import hit_off_loop, run_mutation_async
+from rulvar_store_postgres._transcripts import put_many_step
 
 __all__ = ["AsyncPostgresFencedTranscriptStore", "AsyncPostgresStore"]
 
@@ -262,6 +264,13 @@ class AsyncPostgresFencedTranscriptStore(AsyncClosing):
         """Store ``blob`` under ``ref`` (T1); a leased put is fenced on the ref's run."""
         store = self._open("blob put")
         await store._call(store._plans.blob_put(ref, blob, lease))
+
+    async def put_many(self, items: BlobBatch, lease: Lease | None = None) -> None:
+        """Store every ``(ref, blob)`` of one run in ONE fenced transaction (T11)."""
+        store = self._open("blob put_many")
+        step = put_many_step(store._plans, items, lease)
+        if step is not None:
+            await store._call(step)
 
     async def get(self, ref: str) -> bytes | None:
         """Return the blob, or ``None`` (T2)."""

@@ -2,15 +2,74 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import TYPE_CHECKING, Literal, final
 
-from rulvar_store import BlobInput, Lease
+from rulvar_store import BlobBatch, BlobInput, Lease
+from rulvar_store.backend import blob_batch, not_live_lease
 from rulvar_store.errors import StoreClosedError
+from rulvar_store_postgres._plans import Plans, Step
+from rulvar_store_postgres._schema import (
+    LOCK_SEED,
+    STATUS_OK,
+    run_lock_key,
+)
 
 if TYPE_CHECKING:
     from rulvar_store_postgres._store import PostgresStore
 
-__all__ = ["PostgresFencedTranscriptStore"]
+__all__ = ["PostgresFencedTranscriptStore", "put_many_step"]
+
+
+@lru_cache(maxsize=64)
+def put_many_statement(quoted_schema: str, count: int) -> str:
+    """ONE statement that calls ``rulvar_py_blob_put`` once per item of a batch (T11).
+
+    The run's lock is taken first and the lease clock read once after it (the
+    ``FROM`` subquery, kept apart by ``OFFSET 0``, runs before any call), and
+    every call gets that reading as its ``p_now``: under the lock nobody can
+    change the run's lease row, so with one reading every call reaches the same
+    verdict, all stored or none (a reading per call could see the lease expire
+    between two calls). The function and the rows it stores are exactly
+    ``put``'s (Appendix P); the statement is one implicit transaction on the
+    autocommit connection, one round trip. It returns the sum of the statuses:
+    0 when every call stored its blob. Scalar calls rather than ``unnest`` of
+    arrays: arrays cost more to send than the parameters they hold.
+    """
+    call = (
+        f"{quoted_schema}.rulvar_py_blob_put(%s::text, %s::text, %s::bytea, "
+        "%s::text, %s::bigint, c.t)"
+    )
+    return (
+        f"SELECT {' + '.join([call] * count)} FROM (SELECT coalesce(%s::bigint, "
+        "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint) AS t "
+        f"FROM (SELECT pg_advisory_xact_lock(hashtextextended(%s::text, {LOCK_SEED}))) "
+        "AS locked OFFSET 0) AS c"
+    )
+
+
+def put_many_step(
+    plans: Plans, items: BlobBatch, lease: Lease | None
+) -> Step[None] | None:
+    """The plan of ``put_many`` (sync and asyncio twins), ``None`` for an empty batch."""
+    batch = blob_batch(items, lease)
+    if not batch.items:
+        return None
+    presented = batch.lease
+    owner, epoch = (
+        (None, None) if presented is None else (presented.owner, presented.epoch)
+    )
+
+    def done(status: int) -> None:
+        if status != STATUS_OK and presented is not None:
+            raise not_live_lease("blob put_many", presented)
+
+    args: list[object] = []
+    for ref, data in batch.items:
+        args += (batch.run_id, ref, data, owner, epoch)
+    args += (plans.clock(), run_lock_key(plans.sql.schema, batch.run_id))
+    statement = put_many_statement(plans.sql.quoted, len(batch.items))
+    return Step("blob_put_many", "mutate", statement, args, done)
 
 
 @final
@@ -44,6 +103,17 @@ class PostgresFencedTranscriptStore:
         """Store ``blob`` under ``ref`` (T1); a leased put is fenced on the ref's run."""
         self._ensure_open("blob put")
         self._store._run(self._store._plans.blob_put(ref, blob, lease))
+
+    def put_many(self, items: BlobBatch, lease: Lease | None = None) -> None:
+        """Store every ``(ref, blob)`` of one run in ONE fenced transaction (T11).
+
+        One statement, one round trip (``put_many_statement``); a lease that is
+        not live refuses the whole batch. An empty batch sends nothing.
+        """
+        self._ensure_open("blob put_many")
+        step = put_many_step(self._store._plans, items, lease)
+        if step is not None:
+            self._store._run(step)
 
     def get(self, ref: str) -> bytes | None:
         """Return the blob, or ``None`` (T2)."""

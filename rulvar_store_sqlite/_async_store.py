@@ -34,6 +34,7 @@ from functools import partial
 from typing import Any, Final, Literal, TypeVar, final
 
 from rulvar_store import (
+    BlobBatch,
     BlobInput,
     JournalEntry,
     JournalTail,
@@ -213,6 +214,12 @@ class AsyncSqliteTranscriptStore(AsyncClosing):
 
     async def put(self, ref: str, blob: BlobInput, lease: Lease | None = None) -> None:
         await _write(self._door, self.sync_store._put_op(ref, blob, lease))
+
+    async def put_many(self, items: BlobBatch, lease: Lease | None = None) -> None:
+        """``put_many`` through the door: the batch is ONE operation of a commit (T11)."""
+        op = self.sync_store._put_many_op(items, lease)
+        if op is not None:
+            await _write(self._door, op)
 
     async def delete(self, ref: str, lease: Lease | None = None) -> None:
         await _write(self._door, self.sync_store._delete_op(ref, lease))

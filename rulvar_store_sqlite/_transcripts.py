@@ -7,9 +7,9 @@ from typing import Literal, final
 
 import apsw
 
-from rulvar_store import Lease
+from rulvar_store import BlobBatch, Lease
 from rulvar_store import backend as _intake
-from rulvar_store.backend import check_run_match
+from rulvar_store.backend import blob_batch, check_run_match
 from rulvar_store_sqlite import _sql as sql
 from rulvar_store_sqlite._group_commit import GroupCommitter
 from rulvar_store_sqlite._transaction import Operation, one_statement
@@ -62,6 +62,37 @@ class SqliteFencedTranscriptStore:
             one_statement(sql.UPSERT_BLOB, (ref, run_id, data)),
             atomic=True,
         )
+
+    def put_many(self, items: BlobBatch, lease: Lease | None = None) -> None:
+        """Store every ``(ref, blob)`` of one run in ONE fenced transaction (T11).
+
+        One ``BEGIN IMMEDIATE``, one fence check, the upserts, one COMMIT: a
+        lease that is not live refuses the whole batch, and other handles see
+        all of it or none. An empty batch submits nothing.
+
+        Raises:
+            InvalidArgumentError: the batch breaks a ``_batch`` rule.
+            LeaseHeldError: the lease names another run (F2) or is not live.
+        """
+        op = self._put_many_op(items, lease)
+        if op is not None:
+            self._door.submit(op)
+
+    def _put_many_op(
+        self, items: BlobBatch, lease: Lease | None = None
+    ) -> Operation[None] | None:
+        """The operation of ``put_many``, or ``None`` for an empty batch."""
+        batch = blob_batch(items, lease)
+        if not batch.items:
+            return None
+        rows = [(ref, batch.run_id, data) for ref, data in batch.items]
+
+        def upsert(cursor: apsw.Cursor) -> None:
+            cursor.executemany(sql.UPSERT_BLOB, rows)
+
+        # Several statements: not atomic by itself, so the door gives it a
+        # savepoint and a failed upsert undoes the ones before it.
+        return Operation("blob_put_many", self._fence(batch.lease), upsert)
 
     def get(self, ref: str) -> bytes | None:
         """Return the blob, or ``None`` for a missing ref (T2)."""

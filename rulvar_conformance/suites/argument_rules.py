@@ -57,6 +57,7 @@ from rulvar_store import (
     Lease,
     NotJsonError,
     OpenedStore,
+    has_batch_put,
     has_meta_lookup,
 )
 from rulvar_store.backend import StoreUrl, UrlOpener, parse_store_url
@@ -251,6 +252,34 @@ def _put_blob(blob: Any, s: _Seeded) -> object:
     return s.blobs.put("good-run/other", blob)
 
 
+def _put_many(items: Any, s: _Seeded, lease: Any = None) -> object:
+    return s.blobs.put_many(items, lease)
+
+
+def _batch_cases(seeded: _Seeded) -> list[_Case]:
+    """put_many's own rules (T11): its items' shape, one run, no ref twice."""
+    if not has_batch_put(seeded.blobs):
+        return []
+    other = "good-run/other"
+    shapes: dict[str, object] = {
+        "a str": "good-run/x",
+        "a dict": {other: b"x"},
+        "an item that is no pair": [(other,)],
+        "an item of three": [(other, b"x", b"y")],
+        "a ref twice": [(other, b"x"), (other, b"y")],
+        "refs of two runs": [(other, b"x"), ("fresh-run/x", b"y")],
+    }
+    return [
+        _Case(
+            f"put_many(items={name})",
+            partial(_put_many, items),
+            "items",
+            touches=("ref", other),
+        )
+        for name, items in shapes.items()
+    ]
+
+
 def _with_lease(method: str, lease: Any, s: _Seeded) -> object:
     """One fenced call presenting ``lease``."""
     if method == "append":
@@ -263,6 +292,8 @@ def _with_lease(method: str, lease: Any, s: _Seeded) -> object:
         return s.blobs.put(GOOD_REF, b"new", lease)
     if method == "blob delete":
         return s.blobs.delete(GOOD_REF, lease)
+    if method == "put_many":
+        return s.blobs.put_many([(GOOD_REF, b"new")], lease)
     return getattr(s.journal, method)(lease)  # renew, release
 
 
@@ -317,6 +348,16 @@ def _ref_cases(seeded: _Seeded) -> list[_Case]:
         )
         for name, ref in BAD_WRITE_REFS.items()
     ]
+    if has_batch_put(seeded.blobs):
+        cases += [
+            _Case(
+                f"put_many(ref={name})",
+                partial(_put_many, [(ref, b"x")]),
+                "ref",
+                touches=("ref", ref) if isinstance(ref, str) else None,
+            )
+            for name, ref in BAD_WRITE_REFS.items()
+        ]
     for name, ref in BAD_READ_REFS.items():
         for method in ("get", "delete"):
             cases.append(
@@ -387,7 +428,9 @@ def _record_cases(seeded: _Seeded) -> list[_Case]:
 
 def _lease_filter_blob_cases(seeded: _Seeded) -> list[_Case]:
     methods = ["append", "put_meta", "delete", "put", "blob delete"]
-    cases: list[_Case] = []
+    if has_batch_put(seeded.blobs):
+        methods.append("put_many")
+    cases: list[_Case] = _batch_cases(seeded)
     if seeded.leases:
         methods += ["renew", "release"]
         cases += [
@@ -414,6 +457,16 @@ def _lease_filter_blob_cases(seeded: _Seeded) -> list[_Case]:
         )
         for name, blob in BAD_BLOBS.items()
     ]
+    if has_batch_put(seeded.blobs):
+        cases += [
+            _Case(
+                f"put_many(blob={name})",
+                partial(_put_many, [("good-run/other", blob)]),
+                "blob",
+                touches=("ref", "good-run/other"),
+            )
+            for name, blob in BAD_BLOBS.items()
+        ]
     return cases
 
 
@@ -547,7 +600,7 @@ def argument_rules_conformance(certification: Certification) -> ConformanceSuite
         ("args-records", "entries and metas that are not JSON dicts are refused",
          ("D2", "D13", "D14"), partial(_require_all_refused, certification, _record_cases)),
         ("args-leases-filters-blobs", "a presented lease, filter or blob of the wrong shape",
-         ("D14",), partial(_require_all_refused, certification, _lease_filter_blob_cases)),
+         ("D14", "T11"), partial(_require_all_refused, certification, _lease_filter_blob_cases)),
         ("args-ttl", "ttl_ms outside 1..2^31-1 or not an int is a ConfigError",
          ("D9",), partial(_ttl_refused, certification)),
         ("args-url-options", "an unknown or mistyped URL option is a ConfigError",

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from rulvar_conformance.harness.certification import (
     CERTIFY_TTL_MS,
@@ -29,13 +29,17 @@ from rulvar_conformance.harness.kit import (
     attempt,
     build_check,
     each_fresh,
+    not_run,
     require,
 )
 from rulvar_conformance.harness.surfaces import leasable
 from rulvar_store import (
+    BatchTranscriptStore,
+    InvalidArgumentError,
     LeasableStore,
     LeaseHeldError,
     TranscriptStore,
+    has_batch_put,
     has_fenced_writes,
 )
 
@@ -151,6 +155,85 @@ def _unleased_passthrough(stores: Fresh[FencedTranscriptsFixture]) -> None:
         require(again.ok, f"deleting a missing blob raised {again.error!r}")
 
 
+BATCH_REFS: Final = ("fenced-run/ckpt/7", "fenced-run/p/latest", "fenced-run/w/7")
+
+
+def batching(pair: FencedTranscriptsFixture) -> BatchTranscriptStore:
+    """The twin as a batch store, or the check is not run (T11 is optional)."""
+    blobs = pair.transcripts
+    if has_batch_put(blobs):
+        return cast(BatchTranscriptStore, blobs)
+    not_run("the blob twin offers no put_many (an optional ability, T11)")
+    raise AssertionError("not_run returns only by raising")
+
+
+def _blobs_are(
+    pair: FencedTranscriptsFixture, expected: dict[str, bytes | None], when: str
+) -> None:
+    for ref, value in expected.items():
+        _blob_is(pair, ref, value, when)
+
+
+def _batch_stale_refused(stores: Fresh[FencedTranscriptsFixture]) -> None:
+    with stores() as pair:
+        blobs = batching(pair)
+        stale = pair.journal.acquire(RUN, "writer-a")
+        blobs.put_many([(BATCH_REFS[0], blob(1)), (BATCH_REFS[1], blob(1))], stale)
+        pair.journal.release(stale)
+        fresh = pair.journal.acquire(RUN, "writer-b")
+        blobs.put_many([(BATCH_REFS[0], blob(3))], fresh)
+        before = {BATCH_REFS[0]: blob(3), BATCH_REFS[1]: blob(1), BATCH_REFS[2]: None}
+        late = attempt(
+            lambda: blobs.put_many([(ref, blob(2)) for ref in BATCH_REFS], stale)
+        )
+        _rejected(late, "a superseded owner's put_many")
+        _blobs_are(pair, before, "after the stale batch (no blob of it may land)")
+        own = attempt(
+            lambda: blobs.put_many([(ref, blob(4)) for ref in BATCH_REFS], fresh)
+        )
+        require(own.ok, f"the holder's put_many raised {own.error!r}")
+        _blobs_are(pair, dict.fromkeys(BATCH_REFS, blob(4)), "after the holder's batch")
+
+
+def _batch_arguments(stores: Fresh[FencedTranscriptsFixture]) -> None:
+    with stores() as pair:
+        blobs = batching(pair)
+        lease = pair.journal.acquire(RUN, "writer-a")
+        blobs.put_many([(BATCH_REFS[0], blob(1))], lease)
+        before = {BATCH_REFS[0]: blob(1), BATCH_REFS[1]: None, BATCH_REFS[2]: None}
+        refused: list[tuple[str, object, type[Exception]]] = [
+            ("a ref named twice",
+             [(BATCH_REFS[1], blob(2)), (BATCH_REFS[1], blob(3))], InvalidArgumentError),
+            ("refs of two runs",
+             [(BATCH_REFS[1], blob(2)), (f"{OTHER_RUN}/x", blob(2))], LeaseHeldError),
+            ("a last item that is not bytes",
+             [(BATCH_REFS[1], blob(2)), (BATCH_REFS[2], "text")], InvalidArgumentError),
+            ("a last item that is no pair",
+             [(BATCH_REFS[1], blob(2)), (BATCH_REFS[2],)], InvalidArgumentError),
+        ]  # fmt: skip
+        for what, items, error in refused:
+            outcome = attempt(partial(blobs.put_many, items, lease))  # type: ignore[arg-type]  # malformed on purpose
+            require(
+                isinstance(outcome.error, error),
+                f"put_many with {what} raised {outcome.error!r}, not {error.__name__}",
+            )
+            _blobs_are(pair, before, f"after the refused batch with {what}")
+        two_runs = attempt(
+            lambda: blobs.put_many(
+                [(BATCH_REFS[1], blob(2)), (f"{OTHER_RUN}/x", blob(2))]
+            )
+        )
+        require(
+            isinstance(two_runs.error, InvalidArgumentError),
+            f"an unleased put_many over two runs raised {two_runs.error!r}, "
+            "not InvalidArgumentError",
+        )
+        _blob_is(pair, f"{OTHER_RUN}/x", None, "after the refused two-run batch")
+        empty = attempt(lambda: blobs.put_many([], lease))
+        require(empty.ok, f"an empty put_many raised {empty.error!r}")
+        _blobs_are(pair, before, "after an empty batch")
+
+
 def fenced_transcripts_conformance(mk: Mk) -> ConformanceSuite:
     """Build the fenced-transcripts suite over ``mk`` (fresh journal + twin pairs)."""
     return _suite(each_fresh(mk))
@@ -182,6 +265,12 @@ def _suite(stores: Fresh[FencedTranscriptsFixture]) -> ConformanceSuite:
          ("T6", "F2", "T3"), _run_match),
         ("fenced-transcripts-unleased-passthrough", "blob calls without a lease work",
          ("T1", "T2", "T4", "F4"), _unleased_passthrough),
+        ("fenced-transcripts-batch-stale-refused",
+         "a superseded owner's put_many writes no blob of its batch",
+         ("T11", "L6", "F3"), _batch_stale_refused),
+        ("fenced-transcripts-batch-arguments",
+         "a refused batch (bad item, duplicate ref, two runs) leaves every blob as it was",
+         ("T11", "D14", "F2"), _batch_arguments),
     ]  # fmt: skip
     checks = tuple(
         build_check(check_id, title, clauses, partial(body, stores))

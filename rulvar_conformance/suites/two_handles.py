@@ -38,6 +38,7 @@ from rulvar_conformance.harness.surfaces import (
     require_capability,
     stale_everywhere,
 )
+from rulvar_conformance.suites._batch_handles import batch_seen_whole
 from rulvar_conformance.suites._handle_races import (
     epochs_concurrent,
     seq_guard_race,
@@ -291,6 +292,9 @@ def two_handles_conformance(certification: Certification) -> ConformanceSuite:
         ("two-handles-across-processes",
          "a lease taken in a spawned child holds for this process's handle",
          ("L1", "L3", "J3"), across_processes),
+        ("two-handles-batch-seen-whole",
+         "a second handle sees each put_many whole, and nothing of a refused one",
+         ("T11", "F3", "L6"), batch_seen_whole),
         ("x7-shared-instance-threads",
          "8 threads on one instance: fenced appends and renews, complete journals",
          ("X7",), x7_shared_instance),

@@ -199,4 +199,4 @@ def test_memory_backend_certifies_through_its_registry_entry() -> None:
         )
     assert [r.check_id for r in results if not r.passed] == []
     assert {r.suite for r in results} == set(classic)
-    assert len(results) == 27
+    assert len(results) == 29

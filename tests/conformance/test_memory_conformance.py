@@ -101,6 +101,8 @@ def test_check_ids_match_the_contract_tables() -> None:
             "fenced-transcripts-stale-delete-rejected",
             "fenced-transcripts-run-match",
             "fenced-transcripts-unleased-passthrough",
+            "fenced-transcripts-batch-stale-refused",
+            "fenced-transcripts-batch-arguments",
         ],
     }
 

@@ -124,7 +124,7 @@ def test_plugin_adds_nothing_unless_asked(tmp_path: Path) -> None:
 
 @pytest.mark.clause("C2")
 def test_store_url_certifies_memory_with_every_suite(tmp_path: Path) -> None:
-    """--rulvar-store=memory:// runs all 27 checks as items named by suite and check."""
+    """--rulvar-store=memory:// runs all 29 checks as items named by suite and check."""
     done = run_pytest(tmp_path, "--rulvar-store=memory://", "-v", *CLASSIC)
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"{classic_check_count(EVERY_CAPABILITY)} passed" in done.stdout
@@ -160,7 +160,7 @@ def test_clause_ids_select_kit_items(tmp_path: Path) -> None:
     marked = run_pytest(tmp_path, "--rulvar-store=memory://", "--collect-only", "-q",
                         "-m", "clause", *CLASSIC)  # fmt: skip
     marked_items = [line for line in marked.stdout.splitlines() if "::" in line]
-    assert len(marked_items) == classic_check_count(EVERY_CAPABILITY) == 27
+    assert len(marked_items) == classic_check_count(EVERY_CAPABILITY) == 29
 
 
 def test_unknown_store_url_is_a_usage_error(tmp_path: Path) -> None:

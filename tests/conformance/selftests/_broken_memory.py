@@ -140,6 +140,11 @@ class Twin:
     ) -> None:
         self.inner.put(ref, blob, lease)
 
+    def put_many(
+        self, items: list[tuple[str, bytes]], lease: Lease | None = None
+    ) -> None:
+        self.inner.put_many(items, lease)
+
     def get(self, ref: str) -> bytes | None:
         return self.inner.get(ref)
 

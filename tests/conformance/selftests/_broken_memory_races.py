@@ -11,9 +11,11 @@ domain, so only the seeded defect differs).
 
 from __future__ import annotations
 
+import time
 from itertools import count
 
 from rulvar_store import (
+    BlobBatch,
     BlobInput,
     Clock,
     JournalEntry,
@@ -171,6 +173,21 @@ class _UnfencedTwin(MemoryFencedTranscriptStore):  # type: ignore[misc]  # final
 
     def delete(self, ref: str, lease: Lease | None = None) -> None:
         super().delete(ref, None)
+
+
+class SplitBatch(MemoryStore):  # type: ignore[misc]  # final
+    """put_many lands its blobs one by one, each under its own fence check (T11)."""
+
+    def transcripts(self) -> MemoryFencedTranscriptStore:
+        return _SplitBatchTwin(self)
+
+
+class _SplitBatchTwin(MemoryFencedTranscriptStore):  # type: ignore[misc]  # final
+    def put_many(self, items: BlobBatch, lease: Lease | None = None) -> None:
+        for ref, blob in items:
+            self.put(ref, blob, lease)
+            # What a per-blob commit leaves: a moment with part of the batch out.
+            time.sleep(0.002)
 
 
 class EpochReadThenUnlock(MemoryStore):  # type: ignore[misc]  # final

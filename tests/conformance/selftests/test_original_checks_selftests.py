@@ -227,6 +227,33 @@ class LeasedOnlyBlobDelete(Handle):
     twin_class = LeasedOnlyBlobDeleteTwin
 
 
+class UnfencedBatchTwin(Twin):
+    def put_many(
+        self, items: list[tuple[str, bytes]], lease: Lease | None = None
+    ) -> None:
+        self.inner.put_many(items)
+
+
+class UnfencedBatch(Handle):
+    """put_many checks the run match but never the lease's liveness (T11)."""
+
+    twin_class = UnfencedBatchTwin
+
+
+class PartialBatchTwin(Twin):
+    def put_many(
+        self, items: list[tuple[str, bytes]], lease: Lease | None = None
+    ) -> None:
+        for ref, blob in items:
+            self.inner.put(ref, blob, lease)
+
+
+class PartialBatch(Handle):
+    """put_many is a loop of puts: a bad item late in the batch strands the earlier ones."""
+
+    twin_class = PartialBatchTwin
+
+
 BROKEN: Final[tuple[tuple[type[Handle], str, str], ...]] = (
     (StaleReadCache, "journal", "a3-read-your-writes"),
     (CheckThenInsert, "journal", "a5-stale-tail-race"),
@@ -255,6 +282,8 @@ BROKEN: Final[tuple[tuple[type[Handle], str, str], ...]] = (
         "fenced-transcripts",
         "fenced-transcripts-unleased-passthrough",
     ),
+    (UnfencedBatch, "fenced-transcripts", "fenced-transcripts-batch-stale-refused"),
+    (PartialBatch, "fenced-transcripts", "fenced-transcripts-batch-arguments"),
 )
 
 SELF_TESTED: Final = frozenset(check_id for _, _, check_id in BROKEN)

@@ -28,12 +28,14 @@ CASES: Final = [
     ("two-handles-seq-guard-race", "SeqGuardBeforeBegin", "(J6)"),
     ("two-handles-seq-guard-race", "SeqGuardThenUnlock", "(J6)"),
     ("x7-shared-instance-threads", "NoInstanceLock", "(X7, Q9)"),
+    ("two-handles-batch-seen-whole", "SplitBatch", "saw part of a batch"),
     ("two-handles-across-processes", "ProcessLocalLeases", "not in one process: L1"),
 ]
 
 SELF_TESTED: frozenset[str] = frozenset(
     {
         "two-handles-across-processes",
+        "two-handles-batch-seen-whole",
         "two-handles-epochs-after-expiry",
         "two-handles-epochs-concurrent",
         "two-handles-epochs-interleaved",

@@ -1,0 +1,253 @@
+"""What a held write costs and what a hold remembers (G14, T11, G13).
+
+The savers run over real stores of each backend; the blob store is wrapped only to
+write down which of its methods the saver calls, so "one write, no read" is an
+observed fact about the calls that reach the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from typing import Any, cast
+
+import pytest
+from langgraph.checkpoint.base import empty_checkpoint
+
+from rulvar_langgraph import AsyncRulvarSaver, RulvarSaver
+from rulvar_store import OpenedStore
+from rulvar_store.backend import LocationFactory, adapt_opened
+
+BLOB_CALLS = ("put", "put_many", "get", "list_refs", "delete")
+
+
+class Recording:
+    """A real blob store that writes down each call; ``batch=False`` hides put_many."""
+
+    def __init__(self, inner: Any, *, batch: bool = True) -> None:
+        self._inner = inner
+        self._batch = batch
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "put_many" and not self._batch:
+            raise AttributeError(name)
+        attr = getattr(self._inner, name)
+        if name not in BLOB_CALLS:
+            return attr
+
+        def recorded(*args: Any) -> Any:
+            self.calls.append(name)
+            return attr(*args)
+
+        return recorded
+
+    def take(self) -> list[str]:
+        calls, self.calls = self.calls, []
+        return calls
+
+
+@pytest.fixture
+def opened(locations: LocationFactory) -> Iterator[OpenedStore]:
+    location = locations()
+    try:
+        store = location.open(None)
+        try:
+            yield store
+        finally:
+            store.close()
+    finally:
+        location.remove()
+
+
+def _config(thread: str) -> Any:
+    return {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+
+
+class Chain:
+    """Chained checkpoints of one thread through one saver (sync or async)."""
+
+    def __init__(self, saver: Any, config: Any) -> None:
+        self.saver = saver
+        self.config = dict(config)
+        self.ids: list[str] = []
+
+    def _args(self, step: int) -> tuple[Any, Any, Any]:
+        checkpoint = empty_checkpoint()
+        checkpoint["channel_values"] = {"step": step}
+        checkpoint["channel_versions"] = {"step": step + 1}
+        return checkpoint, {"source": "loop", "step": step}, {"step": step + 1}
+
+    def _moved(self, stored: Any) -> None:
+        self.config = {
+            **self.config,
+            "configurable": {
+                **self.config["configurable"],
+                **stored["configurable"],
+            },
+        }
+        self.ids.append(stored["configurable"]["checkpoint_id"])
+
+    def put(self, step: int) -> None:
+        self._moved(self.saver.put(self.config, *self._args(step)))
+
+    async def aput(self, step: int) -> None:
+        self._moved(await self.saver.aput(self.config, *self._args(step)))
+
+    def put_writes(self, task: str) -> None:
+        self.saver.put_writes(self.config, [("step", task)], task)
+
+
+def _saver(opened: OpenedStore, *, batch: bool = True) -> tuple[RulvarSaver, Recording]:
+    blobs = Recording(opened.transcripts, batch=batch)
+    return RulvarSaver(opened.journal, cast(Any, blobs), owner="worker"), blobs
+
+
+def _latest_id(saver: RulvarSaver, thread: str) -> str:
+    found = saver.get_tuple(_config(thread))
+    assert found is not None
+    return str(found.config["configurable"]["checkpoint_id"])
+
+
+@pytest.mark.clause("G14")
+@pytest.mark.clause("T11")
+def test_a_held_put_is_one_put_many_and_no_read_once_the_hold_knows_the_namespace(
+    opened: OpenedStore,
+) -> None:
+    """The first held put reads the pointer; every later one is one put_many."""
+    saver, blobs = _saver(opened)
+    with saver.hold("t") as config:
+        chain = Chain(saver, config)
+        chain.put(0)
+        assert "get" in blobs.take()
+        for step in range(1, 4):
+            chain.put(step)
+            assert blobs.take() == ["put_many"], step
+    assert _latest_id(saver, "t") == chain.ids[-1]
+    assert len(list(saver.list(_config("t")))) == 4
+
+
+@pytest.mark.clause("G14")
+def test_held_put_writes_to_one_checkpoint_read_its_writes_once(
+    opened: OpenedStore,
+) -> None:
+    """The hold keeps the latest merged writes: the second write reads nothing."""
+    saver, blobs = _saver(opened)
+    with saver.hold("t") as config:
+        chain = Chain(saver, config)
+        chain.put(0)
+        blobs.take()
+        chain.put_writes("task-a")
+        assert blobs.take() == ["get", "put"]
+        chain.put_writes("task-b")
+        assert blobs.take() == ["put"]
+    found = saver.get_tuple(_config("t"))
+    assert found is not None
+    assert sorted(task for task, _, _ in found.pending_writes or []) == [
+        "task-a",
+        "task-b",
+    ]
+
+
+@pytest.mark.clause("G14")
+def test_the_hold_forgets_at_exit(opened: OpenedStore) -> None:
+    """Nothing of a hold outlives it: the next hold reads the pointer again."""
+    saver, blobs = _saver(opened)
+    with saver.hold("t") as config:
+        chain = Chain(saver, config)
+        chain.put(0)
+        chain.put(1)
+    assert saver._caches == {}
+    blobs.take()
+    with saver.hold("t") as config:
+        later = Chain(saver, config)
+        later.put(2)
+        assert "get" in blobs.take()
+    assert _latest_id(saver, "t") == later.ids[-1]
+
+
+@pytest.mark.clause("G14")
+def test_prune_and_copy_inside_a_hold_clear_what_it_remembers(
+    opened: OpenedStore,
+) -> None:
+    """prune re-points a namespace; the next held put reads the pointer afresh."""
+    saver, blobs = _saver(opened)
+    with saver.hold("t") as config:
+        chain = Chain(saver, config)
+        for step in range(3):
+            chain.put(step)
+        saver.prune(["t"])
+        blobs.take()
+        chain.put(3)
+        assert "get" in blobs.take()
+        saver.copy_thread("other", "t")
+        blobs.take()
+        chain.put(4)
+        assert "get" in blobs.take()
+    assert _latest_id(saver, "t") == chain.ids[-1]
+
+
+@pytest.mark.clause("T11")
+@pytest.mark.clause("G14")
+def test_without_put_many_the_saver_writes_the_checkpoint_then_the_pointer(
+    opened: OpenedStore,
+) -> None:
+    """A blob store without put_many still serves: two puts, checkpoint first."""
+    saver, blobs = _saver(opened, batch=False)
+    refs: list[str] = []
+    original = blobs._inner.put
+
+    def put(ref: str, blob: bytes, lease: Any = None) -> None:
+        refs.append(ref.split("/")[1])
+        original(ref, blob, lease)
+
+    blobs._inner = _Patched(blobs._inner, put)
+    with saver.hold("t") as config:
+        chain = Chain(saver, config)
+        chain.put(0)
+        chain.put(1)
+    assert refs[-2:] == ["c", "p"]
+    assert _latest_id(saver, "t") == chain.ids[-1]
+
+
+class _Patched:
+    """The real store with its ``put`` seen first by ``put``."""
+
+    def __init__(self, inner: Any, put: Callable[..., None]) -> None:
+        self._inner = inner
+        self.put = put
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+@pytest.mark.clause("G13")
+def test_an_unheld_put_still_reads_the_pointer(opened: OpenedStore) -> None:
+    """Outside a hold nothing is remembered: every put reads the pointer (G13)."""
+    saver, blobs = _saver(opened)
+    chain = Chain(saver, _config("t"))
+    chain.put(0)
+    blobs.take()
+    chain.put(1)
+    assert "get" in blobs.take()
+
+
+@pytest.mark.clause("G14")
+def test_the_async_saver_shares_the_one_write_put(opened: OpenedStore) -> None:
+    """aput in a hold is one put_many too (the plans are the sync saver's)."""
+
+    async def scenario() -> list[str]:
+        served = adapt_opened(opened)
+        try:
+            blobs = Recording(served.transcripts)
+            saver = AsyncRulvarSaver(served.journal, cast(Any, blobs), owner="worker")
+            async with saver.hold("t") as config:
+                chain = Chain(saver, config)
+                await chain.aput(0)
+                blobs.take()
+                await chain.aput(1)
+                return blobs.take()
+        finally:
+            await served.aclose()  # closes ``opened`` too; its fixture close is a no-op
+
+    assert asyncio.run(scenario()) == ["put_many"]
