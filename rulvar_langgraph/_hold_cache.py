@@ -10,6 +10,11 @@ Bounded: one pointer and one writes list per namespace the hold wrote; dropped
 when the hold ends and cleared by the saver's own deletes, prunes and copies
 into the thread. An entry is removed before each write and set again only once
 the write succeeded, so an unknown outcome (a lost connection) reads afresh.
+
+The memory belongs to the saver that made the hold, and is used only for
+writes that carry that hold's lease through that saver. A hold's config handed
+to a second saver object lets that saver write under the same lease behind
+this memory's back; a config is meant for the saver that made it.
 """
 
 from __future__ import annotations

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from rulvar_store import (
+    BatchTranscriptStore,
     FileTranscriptStore,
     JournalStore,
     JsonlFileStore,
@@ -13,8 +16,9 @@ from rulvar_store import (
     MemoryTranscriptStore,
     MetaLookupStore,
     TranscriptStore,
+    has_batch_put,
 )
-from rulvar_store_postgres import PostgresStore
+from rulvar_store_postgres import PostgresFencedTranscriptStore, PostgresStore
 from rulvar_store_sqlite import SqliteStore
 
 
@@ -74,3 +78,33 @@ def test_postgres_store_class_has_the_protocol_methods() -> None:
     ):
         assert callable(getattr(PostgresStore, name))
     assert callable(_postgres_pair)
+
+
+def _batch_stores(
+    tmp_path: Path, sqlite: SqliteStore, postgres: PostgresStore
+) -> list[BatchTranscriptStore]:
+    """Checked by mypy: every blob store of the package offers put_many (T11)."""
+    return [
+        MemoryStore().transcripts(),
+        MemoryTranscriptStore(),
+        FileTranscriptStore(tmp_path),
+        sqlite.transcripts(),
+        postgres.transcripts(),
+    ]
+
+
+@pytest.mark.clause("T11")
+def test_every_blob_store_is_a_batch_store(tmp_path: Path) -> None:
+    """At run time too: the in-process ones pass the protocol and has_batch_put."""
+    with SqliteStore(":memory:") as sqlite:
+        stores = [
+            MemoryStore().transcripts(),
+            MemoryTranscriptStore(),
+            FileTranscriptStore(tmp_path),
+            sqlite.transcripts(),
+        ]
+        for store in stores:
+            assert isinstance(store, BatchTranscriptStore)
+            assert has_batch_put(store)
+    assert callable(PostgresFencedTranscriptStore.put_many)
+    assert callable(_batch_stores)
