@@ -12,14 +12,21 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from rulvar_conformance.kill_points.child import (
     KillPointWorkerConfig,
     ReportWriter,
     sigkill_self,
 )
-from rulvar_store import LeasableStore, Lease, OpenedStore, read_run_meta
+from rulvar_store import (
+    BatchTranscriptStore,
+    LeasableStore,
+    Lease,
+    OpenedStore,
+    has_batch_put,
+    read_run_meta,
+)
 from rulvar_store.backend import (
     LocationOpener,
     StoreLocation,
@@ -53,6 +60,8 @@ __all__ = [
 
 RUN: Final = "kp-store"
 REF: Final = f"{RUN}/ckpt/1"
+# The second blob of the batch row: a kill must leave both old or both new (T11).
+BATCH_REF: Final = f"{RUN}/ckpt/2"
 CHILD_TTL_MS: Final = 30_000
 # A renew waits this long after its acquire, so the two expiries lie far apart.
 RENEW_GAP_MS: Final = 400
@@ -65,6 +74,7 @@ OPERATIONS: Final = (
     "renew",
     "release",
     "blob_put",
+    "blob_put_many",
     "blob_delete",
 )
 LEASE_OPERATIONS: Final = frozenset({"acquire", "renew", "release"})
@@ -95,6 +105,7 @@ _CLAUSES: Final[Mapping[str, tuple[str, ...]]] = {
     "renew": ("L8", "L7"),
     "release": ("L6", "L4"),
     "blob_put": ("T1", "T6", "F3"),
+    "blob_put_many": ("T11", "T6", "F3"),
     "blob_delete": ("T6", "F3"),
 }
 
@@ -120,7 +131,7 @@ STORE_CASES: Final[tuple[StoreCase, ...]] = tuple(
     for operation in OPERATIONS
     for point in (*TRANSACTION_POINTS, *FILE_POINTS.get(operation, ()))
 )
-"""Every operation at every failpoint any reference store has (49 cases)."""
+"""Every operation at every failpoint any reference store has (54 cases)."""
 
 OLD_META: Final = {"runId": RUN, "status": "running", "updatedAt": "t0", "mark": "old"}
 NEW_META: Final = {"runId": RUN, "status": "ok", "updatedAt": "t1", "mark": "new"}
@@ -149,6 +160,10 @@ def _perform(opened: OpenedStore, operation: str, lease: Lease | None) -> None:
         journal.delete(RUN, lease)
     elif operation == "blob_put":
         blobs.put(REF, b"new", lease)
+    elif operation == "blob_put_many" and has_batch_put(blobs):
+        cast(BatchTranscriptStore, blobs).put_many(
+            [(REF, b"new"), (BATCH_REF, b"new")], lease
+        )
     elif operation == "blob_delete":
         blobs.delete(REF, lease)
     elif leases is not None and operation == "acquire":
@@ -220,6 +235,8 @@ def probe_points(location: StoreLocation, operation: str) -> frozenset[str] | No
         with location.open() as opened:
             if operation in LEASE_OPERATIONS and leasable_of(opened) is None:
                 return None
+            if operation == "blob_put_many" and not has_batch_put(opened.transcripts):
+                return None
             prepare_run(opened)
             lease = _take_child_lease(opened, operation)
             previous = set_failpoint_hook(
@@ -267,6 +284,8 @@ def expected_states(operation: str) -> tuple[State, State]:
         journal, meta = [], None
     elif operation == "blob_put":
         blobs = {REF: b"new".hex()}
+    elif operation == "blob_put_many":
+        blobs = {REF: b"new".hex(), BATCH_REF: b"new".hex()}
     elif operation == "blob_delete":
         blobs = {}
     return old, _state(journal, meta, blobs)
