@@ -33,6 +33,7 @@ from rulvar_store import (
     JournalStore,
     OpenedStore,
     TranscriptStore,
+    has_batch_put,
     has_fenced_writes,
     open_store_async,
 )
@@ -178,7 +179,10 @@ def facade_opened(opened: AsyncOpenedStore, loop: EventLoopThread) -> OpenedStor
         if callable(getattr(opened.journal, name, None))
     )
     journal = _facade_class(journal_calls)(opened.journal, loop)
-    blobs = _facade_class(_BLOB_CALLS)(opened.transcripts, loop)
+    blob_calls = _BLOB_CALLS + (
+        ("put_many",) if has_batch_put(opened.transcripts) else ()
+    )
+    blobs = _facade_class(blob_calls)(opened.transcripts, loop)
     return OpenedStore(
         journal=cast(JournalStore, journal),
         transcripts=cast(TranscriptStore, blobs),
