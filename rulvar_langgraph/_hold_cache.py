@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rulvar_langgraph._layout import StoredWrite
+from rulvar_langgraph._pending import PendingWrites
 from rulvar_store import Lease
 
 __all__ = ["HoldCache"]
@@ -34,7 +34,7 @@ class HoldCache:
     lease: Lease
     pointers: dict[str, str] = field(default_factory=dict)
     """Namespace -> the checkpoint id its pointer names."""
-    writes: dict[str, tuple[str, list[StoredWrite]]] = field(default_factory=dict)
+    writes: dict[str, tuple[str, PendingWrites]] = field(default_factory=dict)
     """Namespace -> (checkpoint id, its stored writes): the latest written only."""
 
     def clear(self) -> None:

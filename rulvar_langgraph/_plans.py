@@ -25,12 +25,12 @@ from rulvar_langgraph._layout import (
     decode_checkpoint,
     decode_writes,
     encode_checkpoint,
-    encode_writes,
     pointer_ref,
     split_ref,
     thread_for_run,
     writes_ref,
 )
+from rulvar_langgraph._pending import PendingWrites
 from rulvar_store import Lease, LeaseHeldError, RulvarError, RunFilter, RunMeta
 
 __all__ = [
@@ -214,22 +214,6 @@ def put(
     return (yield from _leased(run_id, held, owner, body))
 
 
-def merge_writes(
-    stored: list[StoredWrite], new: Iterable[StoredWrite]
-) -> list[StoredWrite]:
-    """Regular writes insert-or-ignore by (task, idx); special (negative) ones replace."""
-    merged = list(stored)
-    slots = {(w.task_id, w.idx): i for i, w in enumerate(merged)}
-    for write in new:
-        slot = slots.get((write.task_id, write.idx))
-        if slot is None:
-            slots[(write.task_id, write.idx)] = len(merged)
-            merged.append(write)
-        elif write.idx < 0:
-            merged[slot] = write
-    return merged
-
-
 def put_writes(
     run_id: str,
     checkpoint_ns: str,
@@ -251,14 +235,14 @@ def put_writes(
     def body(lease: Lease) -> Plan[None]:
         known = None if cache is None else cache.writes.pop(checkpoint_ns, None)
         if known is not None and known[0] == checkpoint_id:
-            stored = known[1]
+            pending = known[1]
         else:
             blob: bytes | None = yield ("blobs", "get", (ref,))
-            stored = decode_writes(blob)
-        merged = merge_writes(stored, new)
-        yield ("blobs", "put", (ref, encode_writes(merged), lease))
+            pending = PendingWrites.decoded(blob)
+        pending.merge(new)
+        yield ("blobs", "put", (ref, pending.blob(), lease))
         if cache is not None:
-            cache.writes[checkpoint_ns] = (checkpoint_id, merged)
+            cache.writes[checkpoint_ns] = (checkpoint_id, pending)
 
     return (yield from _leased(run_id, held, owner, body))
 
