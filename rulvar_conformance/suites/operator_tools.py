@@ -38,8 +38,8 @@ from rulvar_conformance.harness.kit import (
     require,
 )
 from rulvar_conformance.harness.site import Site, at_fresh_location
-from rulvar_conformance.suites._ops_repair import repair_sound_under_lease
 from rulvar_conformance.harness.surfaces import entry, expect_refused, leasable, meta
+from rulvar_conformance.suites._ops_repair import repair_sound_under_lease
 from rulvar_store import JournalEntry, Lease, OpenedStore
 from rulvar_store.backend import LocationFactory
 from rulvar_store.ops import audit_runs, delete_run, prune_run, sweep_runs
