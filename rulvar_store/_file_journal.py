@@ -143,6 +143,10 @@ class JsonlFileStore(GuardedHandle):
             ``False`` leaves modes to the umask (0666/0777 before it).
     """
 
+    # X13: torn-tail repair, metas (and the twin's blobs) replaced by rename, the
+    # delete intent. Read through ``has_single_writer_files``.
+    single_writer_files: Final = True
+
     def __init__(
         self, root: str | os.PathLike[str], *, repair: bool = True, private: bool = True
     ) -> None:
