@@ -33,7 +33,6 @@ from rulvar_store._capabilities import (
     has_fenced_writes,
     has_incremental_read,
     has_meta_lookup,
-    has_single_writer_files,
     read_run_meta,
 )
 from rulvar_store._file_journal import CorruptFileError, JsonlFileStore, TornTail
@@ -134,7 +133,6 @@ __all__ = [
     "has_fenced_writes",
     "has_incremental_read",
     "has_meta_lookup",
-    "has_single_writer_files",
     "is_async_store",
     "list_backends",
     "open_store",

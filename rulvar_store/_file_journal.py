@@ -479,8 +479,7 @@ class JsonlFileStore(GuardedHandle):
                 return sorted(
                     item.name
                     for item in scan
-                    if is_safe_token(item.name)
-                    and item.is_dir(follow_symlinks=False)
+                    if is_safe_token(item.name) and item.is_dir(follow_symlinks=False)
                 )
         except FileNotFoundError:
             return []
@@ -495,7 +494,7 @@ class JsonlFileStore(GuardedHandle):
                         item.name
                         for item in scan
                         if is_safe_token(item.name)
-                    and item.is_dir(follow_symlinks=False)
+                        and item.is_dir(follow_symlinks=False)
                     )
             except FileNotFoundError:
                 return []

@@ -50,8 +50,8 @@ from rulvar_conformance.suites._file_children import (
     renames_until_killed,
     torn_append,
 )
-from rulvar_store import OpenedStore, has_single_writer_files, read_run_meta
-from rulvar_store.backend import LocationFactory
+from rulvar_store import OpenedStore, read_run_meta
+from rulvar_store.backend import LocationFactory, has_single_writer_files
 
 __all__ = ["SPEC", "file_machinery_conformance"]
 
