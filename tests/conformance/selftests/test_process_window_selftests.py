@@ -85,8 +85,11 @@ def schema_blind(pg_url: str) -> Iterator[LocationFactory]:
 @pytest.mark.postgres
 @pytest.mark.clause("C4")
 def test_a_per_process_lock_key_fails_the_cross_process_window(
-    process_hash: LocationFactory,
+    process_hash: LocationFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # A fixed PYTHONHASHSEED would give the child this process's hash(); unset,
+    # the spawned child draws its own, as separate worker processes do.
+    monkeypatch.delenv("PYTHONHASHSEED", raising=False)
     detail = failure_of(process_hash, SUITE, ACROSS)
     assert "from another process" in detail, detail
 
