@@ -61,7 +61,7 @@ batch-mates' operations go back, undecided, to the front of the queue for the
 next leader, unless COMMIT had already returned, in which case they succeeded.
 
 asyncio callers (``AsyncSqliteStore``) queue the same operations with
-``enqueue``; the door's one worker thread (``_worker.DoorWorker``) leads their
+``enqueue``; the door's one worker thread (``HopThreads``) leads their
 batches, and each batch's coroutines are resumed with one
 ``call_soon_threadsafe`` per event loop, after the COMMIT. Sync threads and
 coroutines may share one batch.
@@ -83,7 +83,7 @@ from typing import Any, ClassVar, TypeVar, final
 
 import apsw
 
-from rulvar_store.backend import ForkGuard, hit
+from rulvar_store.backend import ForkGuard, HopThreads, hit
 from rulvar_store.errors import ContractError, StoreClosedError
 from rulvar_store_sqlite import _sql as sql
 from rulvar_store_sqlite._connection import BusyDeadline
@@ -96,7 +96,6 @@ from rulvar_store_sqlite._transaction import (
     roll_back_applied,
     run_batch,
 )
-from rulvar_store_sqlite._worker import DoorWorker
 
 __all__ = ["GroupCommitter", "OwnedRLock"]
 
@@ -204,7 +203,7 @@ class GroupCommitter:
         self.fork = ForkGuard("sqlite")
         # The one thread that leads batches for asyncio callers (and runs
         # their reads): made on first use, so sync-only stores never have it.
-        self._worker: DoorWorker | None = None
+        self._worker: HopThreads | None = None
 
     # -- lifecycle and reads ---------------------------------------------------
 
@@ -232,11 +231,11 @@ class GroupCommitter:
                 self.cursor.close()
                 self.conn.close()
 
-    def worker(self) -> DoorWorker:
+    def worker(self) -> HopThreads:
         """The thread that leads asyncio callers' batches (made on first use)."""
         with self._mutex:
             if self._worker is None:
-                self._worker = DoorWorker("rulvar-sqlite")
+                self._worker = HopThreads("rulvar-sqlite")
                 if self.closed:  # close() ran before it existed: stopped from birth
                     self._worker.stop()
             return self._worker
