@@ -1,10 +1,11 @@
 """The cost of the asyncio hop: one coroutine's append against the sync store's.
 
-Run: ``python bench/bench_async_hop.py [--reps 5] [--ops 300]``
+Run: ``python bench/bench_async_hop.py [--reps 5] [--ops 300] [--synchronous FULL]``
 
 Per repetition, on SQLite files at WAL + synchronous=FULL (the URL option,
-validated by the store), in short alternating chunks so load swings on a
-shared machine hit every variant alike:
+validated by the store; ``--synchronous NORMAL`` drops the per-commit flush,
+so the hop's own microseconds show without a busy disk's noise), in short alternating chunks (in rotating order) so
+load swings on a shared machine hit every variant alike:
 
 - ``sync``: ``SqliteStore.append`` from the calling thread;
 - ``one coroutine``: the same append awaited through ``open_store_async``,
@@ -70,13 +71,14 @@ class BareHop:
         self.thread.join()
 
 
-async def _rates(folder: Path, ops: int) -> tuple[float, float, float, float]:
+async def _rates(
+    folder: Path, ops: int, synchronous: str
+) -> tuple[float, float, float, float]:
     """(sync ops/s, one coroutine ops/s, bare hop ops/s, 8 coroutines ops/s)."""
-    sync_s = async_s = bare_s = 0.0
     chunks = ops // CHUNK
     with (
-        open_store(_url(folder, "sync")) as sync_opened,
-        open_store(_url(folder, "bare")) as bare_opened,
+        open_store(_url(folder, "sync", synchronous)) as sync_opened,
+        open_store(_url(folder, "bare", synchronous)) as bare_opened,
     ):
         sync, bare = sync_opened.journal, bare_opened.journal
         assert hasattr(sync, "acquire")
@@ -84,34 +86,44 @@ async def _rates(folder: Path, ops: int) -> tuple[float, float, float, float]:
         sync_lease: Lease = sync.acquire("sync-run", "bench")
         bare_lease: Lease = bare.acquire("bare-run", "bench")
         hop = BareHop()
-        async with open_store_async(_url(folder, "async")) as opened:
+        async with open_store_async(_url(folder, "async", synchronous)) as opened:
             journal = opened.journal
             assert hasattr(journal, "acquire")
             lease: Lease = await journal.acquire("async-run", "bench")
-            for chunk in range(chunks):
-                first = chunk * CHUNK
-                started = time.perf_counter()
+
+            async def sync_chunk(first: int) -> None:
                 for seq in range(first, first + CHUNK):
                     sync.append("sync-run", {"seq": seq}, sync_lease)
-                sync_s += time.perf_counter() - started
-                started = time.perf_counter()
+
+            async def async_chunk(first: int) -> None:
                 for seq in range(first, first + CHUNK):
                     await journal.append("async-run", {"seq": seq}, lease)
-                async_s += time.perf_counter() - started
-                started = time.perf_counter()
+
+            async def bare_chunk(first: int) -> None:
                 for seq in range(first, first + CHUNK):
                     await hop.run(
                         partial(bare.append, "bare-run", {"seq": seq}, bare_lease)
                     )
-                bare_s += time.perf_counter() - started
+
+            variants = [sync_chunk, async_chunk, bare_chunk]
+            spent = [0.0, 0.0, 0.0]
+            for chunk in range(chunks):
+                # Each chunk starts with the next variant: no variant always
+                # follows the same one (the disk's state after a flush differs).
+                for offset in range(3):
+                    which = (chunk + offset) % 3
+                    started = time.perf_counter()
+                    await variants[which](chunk * CHUNK)
+                    spent[which] += time.perf_counter() - started
             fan_s = await _eight(journal, ops)
         hop.stop()
     done = chunks * CHUNK
+    sync_s, async_s, bare_s = spent
     return done / sync_s, done / async_s, done / bare_s, 8 * done / fan_s
 
 
-def _url(folder: Path, name: str) -> str:
-    return f"sqlite:///{folder / name}.db?synchronous=FULL"
+def _url(folder: Path, name: str, synchronous: str) -> str:
+    return f"sqlite:///{folder / name}.db?synchronous={synchronous}"
 
 
 async def _eight(journal: AsyncJournalStore, ops: int) -> float:
@@ -130,13 +142,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--ops", type=int, default=300)
+    parser.add_argument("--synchronous", choices=("FULL", "NORMAL"), default="FULL")
     args = parser.parse_args()
-    print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"WAL + synchronous={args.synchronous}, {os.cpu_count()} CPUs, "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
     ratios, bares, fans = [], [], []
     for rep in range(args.reps):
         with tempfile.TemporaryDirectory() as folder:
             sync_rate, async_rate, bare_rate, fan_rate = asyncio.run(
-                _rates(Path(folder), args.ops)
+                _rates(Path(folder), args.ops, args.synchronous)
             )
         ratio, bare, fan = (
             async_rate / sync_rate,
