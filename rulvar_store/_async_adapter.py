@@ -14,9 +14,9 @@ whether it landed is unknown to the caller (README, "asyncio").
 Bounds: a handle has at most ``DEFAULT_WORKERS`` worker threads
 (``HopThreads``: one queue put per call, no executor future); more concurrent
 calls queue for a worker, so a flood of coroutines cannot create unbounded
-threads. Errors are the sync store's own typed errors,
-unchanged. Failpoint hooks and other context variables follow the caller:
-each job runs in a copy of the awaiting task's context.
+threads. Errors are the sync store's own typed errors, unchanged. Failpoint
+hooks and other context variables follow the caller: each job runs in a copy
+of the awaiting task's context.
 """
 
 from __future__ import annotations
