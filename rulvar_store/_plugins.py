@@ -45,7 +45,13 @@ hookspec = pluggy.HookspecMarker(PROJECT_NAME)
 hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 
 # Capability names a backend may claim; `rulvar stores` prints them.
-CAPABILITIES: Final = ("leases", "meta_lookup", "fenced_writes", "fenced_transcripts")
+CAPABILITIES: Final = (
+    "leases",
+    "meta_lookup",
+    "fenced_writes",
+    "fenced_transcripts",
+    "single_writer_files",
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,9 +34,14 @@ def broken_locations(name: str, directory: Path) -> LocationFactory:
     return _broken_memory_races.memory_locations(memory_cls)
 
 
-def failure_of(locations: LocationFactory, suite: str, check_id: str) -> str:
+def failure_of(
+    locations: LocationFactory,
+    suite: str,
+    check_id: str,
+    capabilities: frozenset[str] = FULL,
+) -> str:
     """Run ``check_id`` of ``suite``; it must fail. Return the failure's detail."""
-    (built,) = certification_suites(Certification(locations, FULL), [suite])
+    (built,) = certification_suites(Certification(locations, capabilities), [suite])
     try:
         built.check(check_id).run()
     except ConformanceFailure as failure:
@@ -64,7 +69,10 @@ RACE_RUNS: Final = 3
 
 
 def race_failure_of(
-    locations_for_run: Callable[[int], LocationFactory], suite: str, check_id: str
+    locations_for_run: Callable[[int], LocationFactory],
+    suite: str,
+    check_id: str,
+    capabilities: frozenset[str] = FULL,
 ) -> str:
     """``failure_of`` for a check that races real threads under a time budget.
 
@@ -74,7 +82,7 @@ def race_failure_of(
     """
     for run in range(RACE_RUNS):
         try:
-            return failure_of(locations_for_run(run), suite, check_id)
+            return failure_of(locations_for_run(run), suite, check_id, capabilities)
         except AssertionError as passed:
             if "passed against the broken store" not in str(passed):
                 raise
