@@ -1,10 +1,11 @@
-"""Running one named check against a broken store, for the self-test modules."""
+"""What the self-test modules share: running one named check against a broken store,
+and the honest delegating wrappers their broken in-memory stores start from."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from rulvar_conformance import (
     Certification,
@@ -12,7 +13,14 @@ from rulvar_conformance import (
     ConformanceFailure,
     certification_suites,
 )
-from rulvar_store import MemoryStore
+from rulvar_store import (
+    JournalEntry,
+    Lease,
+    MemoryFencedTranscriptStore,
+    MemoryStore,
+    RunFilter,
+    RunMeta,
+)
 from rulvar_store.backend import LocationFactory
 from rulvar_store_sqlite import SqliteStore
 from tests.conformance.selftests import _broken_memory_races, _broken_sqlite
@@ -79,3 +87,64 @@ def race_failure_of(
             if "passed against the broken store" not in str(passed):
                 raise
     raise AssertionError(f"{check_id} passed against the broken store {RACE_RUNS}x")
+
+
+class MemoryStoreDelegate:
+    """Every store method passed to ``self.inner``; a broken subclass overrides one.
+
+    Construction and ``close`` stay with the subclass: the kit's original
+    self-tests own their ``MemoryStore``, the memory handles share a domain.
+    """
+
+    fenced_writes: Any = True
+    inner: MemoryStore
+
+    def append(
+        self, run_id: str, entry: JournalEntry, lease: Lease | None = None
+    ) -> None:
+        self.inner.append(run_id, entry, lease)
+
+    def load(self, run_id: str) -> list[JournalEntry]:
+        return self.inner.load(run_id)
+
+    def put_meta(self, meta: RunMeta, lease: Lease | None = None) -> None:
+        self.inner.put_meta(meta, lease)
+
+    def get_meta(self, run_id: str) -> RunMeta | None:
+        return self.inner.get_meta(run_id)
+
+    def list_runs(self, run_filter: RunFilter | None = None) -> list[RunMeta]:
+        return self.inner.list_runs(run_filter)
+
+    def delete(self, run_id: str, lease: Lease | None = None) -> None:
+        self.inner.delete(run_id, lease)
+
+    def acquire(self, run_id: str, owner: str) -> Lease:
+        return self.inner.acquire(run_id, owner)
+
+    def renew(self, lease: Lease) -> None:
+        self.inner.renew(lease)
+
+    def release(self, lease: Lease) -> None:
+        self.inner.release(lease)
+
+
+class MemoryTwinDelegate:
+    """Every fenced blob method passed to ``self.inner``; a subclass breaks one."""
+
+    fenced_writes: Any = True
+    inner: MemoryFencedTranscriptStore
+
+    def put(
+        self, ref: str, blob: bytes | bytearray | memoryview, lease: Lease | None = None
+    ) -> None:
+        self.inner.put(ref, blob, lease)
+
+    def get(self, ref: str) -> bytes | None:
+        return self.inner.get(ref)
+
+    def list_refs(self, run_id: str) -> list[str]:
+        return self.inner.list_refs(run_id)
+
+    def delete(self, ref: str, lease: Lease | None = None) -> None:
+        self.inner.delete(ref, lease)
