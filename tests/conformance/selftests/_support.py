@@ -3,9 +3,11 @@ and the honest delegating wrappers their broken in-memory stores start from."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
+
+import pytest
 
 from rulvar_conformance import (
     Certification,
@@ -24,6 +26,7 @@ from rulvar_store import (
 from rulvar_store.backend import LocationFactory
 from rulvar_store_sqlite import SqliteStore
 from tests.conformance.selftests import _broken_memory_races, _broken_sqlite
+from tests.conformance.selftests._broken_memory_races import memory_locations
 
 FULL: Final = frozenset(
     {"leases", "meta_lookup", "fenced_writes", "fenced_transcripts"}
@@ -65,6 +68,44 @@ def not_run_reason(locations: LocationFactory, suite: str, check_id: str) -> str
     except CheckNotRun as skipped:
         return skipped.reason
     raise AssertionError(f"{check_id} ran although it should not")
+
+
+MemoryCases = Sequence[tuple[str, type[MemoryStore], str]]
+"""(check id, broken MemoryStore subclass, a phrase the failure must contain)."""
+
+
+def memory_store_self_tests(
+    suite: str, cases: MemoryCases
+) -> tuple[Callable[..., None], Callable[..., None]]:
+    """The two C4 tests of a suite proven with broken ``MemoryStore`` subclasses.
+
+    The first needs each case's check to fail against its broken store, saying the
+    phrase; the second, the control, needs the honest ``MemoryStore`` to pass the
+    whole suite. The module binds both at top level for pytest to collect.
+    """
+
+    @pytest.mark.clause("C4")
+    @pytest.mark.parametrize(
+        ("check_id", "broken", "says"),
+        cases,
+        ids=[f"{check}-{broken.__name__}" for check, broken, _ in cases],
+    )
+    def test_broken_store_fails_the_named_check(
+        check_id: str, broken: type[MemoryStore], says: str
+    ) -> None:
+        """A MemoryStore with one plausible bug fails the check written for it."""
+        detail = failure_of(memory_locations(broken), suite, check_id)
+        assert says in detail, detail
+
+    @pytest.mark.clause("C4")
+    def test_the_honest_memory_store_passes() -> None:
+        """Control: the real MemoryStore passes every check of the suite."""
+        (built,) = certification_suites(
+            Certification(memory_locations(MemoryStore), FULL), [suite]
+        )
+        built.run()
+
+    return test_broken_store_fails_the_named_check, test_the_honest_memory_store_passes
 
 
 RACE_RUNS: Final = 3
