@@ -63,6 +63,32 @@ def is_settle(entry: dict[str, Any]) -> bool:
     return isinstance(value, dict) and value.get("decisionType") == "run_settle"
 
 
+def settle_append_raises(store: MemoryStore, error: Exception) -> Wrapped:
+    """``store`` whose run-settle append raises ``error``; other appends land."""
+    broken = Wrapped(store)
+
+    def append(run_id: str, entry: dict[str, Any], lease: Any = None) -> None:
+        if is_settle(entry):
+            raise error
+        store.append(run_id, entry, lease)
+
+    broken.append = append  # type: ignore[attr-defined]  # instance override
+    return broken
+
+
+def terminal_meta_raises(store: MemoryStore, error: Exception) -> Wrapped:
+    """``store`` whose terminal (not running) meta write raises ``error``."""
+    broken = Wrapped(store)
+
+    def put_meta(meta: dict[str, Any], lease: Any = None) -> None:
+        if meta["status"] != "running":
+            raise error
+        store.put_meta(meta, lease)
+
+    broken.put_meta = put_meta  # type: ignore[attr-defined]  # instance override
+    return broken
+
+
 @pytest.mark.clause("K4")
 def test_happy_run_returns_its_value_and_settles_before_the_terminal_meta() -> None:
     """kp-happy returns alpha/beta, journals two pairs and one ok settle, meta ok (K4, A7)."""
@@ -156,14 +182,7 @@ def test_a_dangling_dispatch_redispatches_from_its_checkpoint() -> None:
 def test_a_failed_settle_append_heals_on_pure_replay() -> None:
     """Settle append fails: SettlementError('run-settle'), meta stays running; replay heals it."""
     store = MemoryStore()
-    broken = Wrapped(store)
-
-    def append(run_id: str, entry: dict[str, Any], lease: Any = None) -> None:
-        if is_settle(entry):
-            raise StoreUnavailableError("disk gone", "append")
-        store.append(run_id, entry, lease)
-
-    broken.append = append  # type: ignore[attr-defined]  # instance override
+    broken = settle_append_raises(store, StoreUnavailableError("disk gone", "append"))
     with pytest.raises(SettlementError) as caught:
         drive(broken)
     assert caught.value.stage == "run-settle"
@@ -183,14 +202,7 @@ def test_a_failed_settle_append_heals_on_pure_replay() -> None:
 def test_a_fenced_settle_append_raises_superseded_and_skips_meta() -> None:
     """LeaseHeldError on the settle append: SupersededError, meta never written terminal."""
     store = MemoryStore()
-    broken = Wrapped(store)
-
-    def append(run_id: str, entry: dict[str, Any], lease: Any = None) -> None:
-        if is_settle(entry):
-            raise LeaseHeldError("fenced", run_id, None, None)
-        store.append(run_id, entry, lease)
-
-    broken.append = append  # type: ignore[attr-defined]  # instance override
+    broken = settle_append_raises(store, LeaseHeldError("fenced", RUN, None, None))
     with pytest.raises(SupersededError) as caught:
         drive(broken)
     assert caught.value.run_status == "ok"
@@ -203,14 +215,7 @@ def test_a_fenced_settle_append_raises_superseded_and_skips_meta() -> None:
 def test_a_fenced_terminal_meta_write_is_swallowed() -> None:
     """LeaseHeldError on the terminal meta: the journaled outcome stands, no error."""
     store = MemoryStore()
-    broken = Wrapped(store)
-
-    def put_meta(meta: dict[str, Any], lease: Any = None) -> None:
-        if meta["status"] != "running":
-            raise LeaseHeldError("fenced", RUN, None, None)
-        store.put_meta(meta, lease)
-
-    broken.put_meta = put_meta  # type: ignore[attr-defined]  # instance override
+    broken = terminal_meta_raises(store, LeaseHeldError("fenced", RUN, None, None))
     outcome, _ = drive(broken)
     assert outcome.status == "ok"
     assert settles(store) == ["ok"]
@@ -220,14 +225,7 @@ def test_a_fenced_terminal_meta_write_is_swallowed() -> None:
 def test_a_failed_terminal_meta_write_raises_settlement_meta() -> None:
     """Any other terminal meta failure raises SettlementError('meta') after the settle."""
     store = MemoryStore()
-    broken = Wrapped(store)
-
-    def put_meta(meta: dict[str, Any], lease: Any = None) -> None:
-        if meta["status"] != "running":
-            raise StoreUnavailableError("disk gone", "put_meta")
-        store.put_meta(meta, lease)
-
-    broken.put_meta = put_meta  # type: ignore[attr-defined]  # instance override
+    broken = terminal_meta_raises(store, StoreUnavailableError("disk gone", "put_meta"))
     with pytest.raises(SettlementError) as caught:
         drive(broken)
     assert caught.value.stage == "meta"
