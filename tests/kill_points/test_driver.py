@@ -18,6 +18,7 @@ from rulvar_conformance.kill_points.driver import (
 )
 from rulvar_store import (
     LeasableStore,
+    Lease,
     LeaseHeldError,
     MemoryStore,
     SettlementError,
@@ -61,6 +62,22 @@ class Wrapped:
 def is_settle(entry: dict[str, Any]) -> bool:
     value = entry.get("value")
     return isinstance(value, dict) and value.get("decisionType") == "run_settle"
+
+
+def dispatched_limit_agent(store: MemoryStore) -> Lease:
+    """Journal kp-limit's dispatch (seq 0, running) under a setup lease it returns."""
+    lease = store.acquire(RUN, "setup")
+    key = prompt_key("probe until the cap")
+    store.append(
+        RUN, {"seq": 0, "kind": "agent", "status": "running", "key": key}, lease
+    )
+    return lease
+
+
+def meta_status(store: MemoryStore) -> Any:
+    meta = store.get_meta(RUN)
+    assert meta is not None
+    return meta["status"]
 
 
 def settle_append_raises(store: MemoryStore, error: Exception) -> Wrapped:
@@ -128,11 +145,7 @@ def test_pure_replay_of_a_settled_run_pays_nothing_and_appends_nothing() -> None
 def test_a_limit_terminal_in_a_never_settled_run_reruns_from_scratch() -> None:
     """An unstamped limit terminal reruns: new running entry, 3 calls, 2 tools (K2b)."""
     store = MemoryStore()
-    lease = store.acquire(RUN, "setup")
-    key = prompt_key("probe until the cap")
-    store.append(
-        RUN, {"seq": 0, "kind": "agent", "status": "running", "key": key}, lease
-    )
+    lease = dispatched_limit_agent(store)
     store.append(RUN, {"seq": 1, "kind": "agent", "status": "limit", "ref": 0}, lease)
     store.release(lease)
     outcome, provider = drive(store, KP_LIMIT)
@@ -163,11 +176,7 @@ def test_a_limit_terminal_in_a_run_settled_ok_replays() -> None:
 def test_a_dangling_dispatch_redispatches_from_its_checkpoint() -> None:
     """A running entry without terminal resumes from ckpt: 1 call, ref = original (K2c)."""
     store = MemoryStore()
-    lease = store.acquire(RUN, "setup")
-    key = prompt_key("probe until the cap")
-    store.append(
-        RUN, {"seq": 0, "kind": "agent", "status": "running", "key": key}, lease
-    )
+    lease = dispatched_limit_agent(store)
     checkpoint = json.dumps({"turns": 2, "toolCallsUsed": 2}).encode()
     store.transcripts().put(f"{RUN}/ckpt/0", checkpoint, lease)
     store.release(lease)
@@ -186,16 +195,12 @@ def test_a_failed_settle_append_heals_on_pure_replay() -> None:
     with pytest.raises(SettlementError) as caught:
         drive(broken)
     assert caught.value.stage == "run-settle"
-    meta = store.get_meta(RUN)
-    assert meta is not None
-    assert meta["status"] == "running"
+    assert meta_status(store) == "running"
     assert settles(store) == []
     _, provider = drive(store)
     assert provider.calls == 0
     assert settles(store) == ["ok"]
-    healed = store.get_meta(RUN)
-    assert healed is not None
-    assert healed["status"] == "ok"
+    assert meta_status(store) == "ok"
 
 
 @pytest.mark.clause("A9")
@@ -206,9 +211,7 @@ def test_a_fenced_settle_append_raises_superseded_and_skips_meta() -> None:
     with pytest.raises(SupersededError) as caught:
         drive(broken)
     assert caught.value.run_status == "ok"
-    meta = store.get_meta(RUN)
-    assert meta is not None
-    assert meta["status"] == "running"
+    assert meta_status(store) == "running"
 
 
 @pytest.mark.clause("A9")
