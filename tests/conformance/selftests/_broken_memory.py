@@ -27,7 +27,6 @@ from rulvar_conformance import (
 )
 from rulvar_store import (
     Clock,
-    JournalEntry,
     JournalOrderViolation,
     Lease,
     LeaseHeldError,
@@ -39,8 +38,6 @@ from rulvar_store.backend import (
     LocationFactory,
     StoreLocation,
     check_run_match,
-    dump_record,
-    finite_seq,
 )
 from tests.conformance.selftests._support import MemoryStoreDelegate, MemoryTwinDelegate
 
@@ -196,12 +193,12 @@ def self_tests(broken: BrokenRows, bug: str) -> tuple[SelfTest, SelfTest]:
 
 
 def fenced_insert(
-    handle: Handle, run_id: str, entry: JournalEntry, lease: Lease | None
+    handle: Handle, run_id: str, text: str, seq: int | float | None, lease: Lease | None
 ) -> None:
-    """The honest leased append, for variants that break something around it."""
+    """The honest leased insert of ``text`` at ``seq``, for variants that break
+    something before it (how the text is made, or which seq the guard sees)."""
     check_run_match(lease, run_id, "append")
-    text = dump_record(entry)
     with handle.domain.lock:
         if lease is not None:
             handle.fence(lease)
-        handle.insert(run_id, text, finite_seq(entry))
+        handle.insert(run_id, text, seq)

@@ -19,20 +19,11 @@ from rulvar_store.backend import (
 from tests.conformance.selftests._broken_memory import (
     Handle,
     Twin,
+    fenced_insert,
     self_tests,
 )
 
 SUITE: Final = "data-edges"
-
-
-def _leased_insert(
-    handle: Handle, run_id: str, text: str, seq: Any, lease: Lease | None
-) -> None:
-    check_run_match(lease, run_id, "append")
-    with handle.domain.lock:
-        if lease is not None:
-            handle.fence(lease)
-        handle.insert(run_id, text, seq)
 
 
 class SeqOrderedLoad(Handle):
@@ -53,9 +44,7 @@ class BoolSeqGuard(Handle):
     ) -> None:
         seq = entry.get("seq")
         numeric = isinstance(seq, int | float) and math.isfinite(seq)
-        _leased_insert(
-            self, run_id, dump_record(entry), seq if numeric else None, lease
-        )
+        fenced_insert(self, run_id, dump_record(entry), seq if numeric else None, lease)
 
 
 class IntCoercedSeq(Handle):
@@ -66,7 +55,7 @@ class IntCoercedSeq(Handle):
     ) -> None:
         seq = finite_seq(entry)
         coerced = None if seq is None else int(seq)
-        _leased_insert(self, run_id, dump_record(entry), coerced, lease)
+        fenced_insert(self, run_id, dump_record(entry), coerced, lease)
 
 
 class PagedLoad(Handle):
@@ -121,7 +110,7 @@ class LenientJson(Handle):
         self, run_id: str, entry: JournalEntry, lease: Lease | None = None
     ) -> None:
         text = json.dumps(entry, separators=(",", ":"), default=str)
-        _leased_insert(self, run_id, text, finite_seq(entry), lease)
+        fenced_insert(self, run_id, text, finite_seq(entry), lease)
 
 
 class AliasingBlobTwin(Twin):
@@ -216,7 +205,7 @@ class SortedKeysJournal(Handle):
         self, run_id: str, entry: JournalEntry, lease: Lease | None = None
     ) -> None:
         text = json.dumps(entry, sort_keys=True, separators=(",", ":"), allow_nan=False)
-        _leased_insert(self, run_id, text, finite_seq(entry), lease)
+        fenced_insert(self, run_id, text, finite_seq(entry), lease)
 
 
 class FloatNumbersMeta(Handle):
