@@ -80,6 +80,19 @@ class FenceOwnTransaction(SqliteStore):
     _door_type = _FenceOwnTransactionDoor
 
 
+class UnpinnedRelease(SqliteStore):
+    """release deletes the run's lease row with no fence and no owner/epoch in WHERE."""
+
+    def release(self, lease: Lease) -> None:
+        self._door.write(
+            "release",
+            None,
+            lambda cursor: cursor.execute(
+                "DELETE FROM leases WHERE run_id = ?", (lease.run_id,)
+            ),
+        )
+
+
 class UnpinnedLeaseRow(SqliteStore):
     """renew/release touch any live lease row of the run: no owner or epoch pinned."""
 

@@ -38,6 +38,7 @@ from rulvar_store.backend import (
 )
 from rulvar_store_sqlite import SqliteStore
 from rulvar_store_sqlite._transcripts import SqliteFencedTranscriptStore
+from tests.conformance.selftests._broken_sqlite import UnpinnedRelease
 
 ALL_CAPABILITIES: Final = frozenset(
     {"leases", "meta_lookup", "fenced_writes", "fenced_transcripts"}
@@ -57,19 +58,6 @@ class InclusiveFence(SqliteStore):
             raise LeaseHeldError(
                 "not the live lease", lease.run_id, lease.owner, lease.epoch
             )
-
-
-class UnpinnedRelease(SqliteStore):
-    """release deletes the run's lease row with no fence and no owner/epoch in WHERE."""
-
-    def release(self, lease: Lease) -> None:
-        self._door.write(
-            "release",
-            None,
-            lambda cursor: cursor.execute(
-                "DELETE FROM leases WHERE run_id = ?", (lease.run_id,)
-            ),
-        )
 
 
 class TruncatingGuard(SqliteStore):
