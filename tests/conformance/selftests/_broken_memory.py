@@ -14,16 +14,11 @@ domain, so only the seeded defect differs).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Final
 
 import pytest
 
 from rulvar_conformance import (
-    Certification,
     CheckResult,
-    ConformanceSuite,
-    certification_suites,
-    run_suites,
 )
 from rulvar_store import (
     Clock,
@@ -39,13 +34,13 @@ from rulvar_store.backend import (
     StoreLocation,
     check_run_match,
 )
-from tests.conformance.selftests._support import MemoryStoreDelegate, MemoryTwinDelegate
+from tests.conformance.selftests._support import (
+    MemoryStoreDelegate,
+    MemoryTwinDelegate,
+    check_result,
+)
 
 SelfTest = Callable[..., None]
-
-ALL_CAPABILITIES: Final = frozenset(
-    {"leases", "meta_lookup", "fenced_writes", "fenced_transcripts"}
-)
 
 
 def held(lease: Lease) -> LeaseHeldError:
@@ -128,17 +123,9 @@ def locations_of(handle_class: type[Handle]) -> LocationFactory:
     return fresh
 
 
-def suite_of(handle_class: type[Handle], suite: str) -> ConformanceSuite:
-    certification = Certification(locations_of(handle_class), ALL_CAPABILITIES)
-    (built,) = certification_suites(certification, [suite])
-    return built
-
-
 def run_check(handle_class: type[Handle], suite: str, check_id: str) -> CheckResult:
     """Run one check of one registered suite against ``handle_class``."""
-    check = suite_of(handle_class, suite).check(check_id)
-    (result,) = run_suites([ConformanceSuite(suite, (check,))])
-    return result
+    return check_result(locations_of(handle_class), suite, check_id)
 
 
 def assert_fails(handle_class: type[Handle], suite: str, check_id: str) -> None:

@@ -12,8 +12,11 @@ import pytest
 from rulvar_conformance import (
     Certification,
     CheckNotRun,
+    CheckResult,
     ConformanceFailure,
+    ConformanceSuite,
     certification_suites,
+    run_suites,
 )
 from rulvar_store import (
     JournalEntry,
@@ -58,6 +61,13 @@ def failure_of(locations: LocationFactory, suite: str, check_id: str) -> str:
         raise AssertionError(f"{check_id} passed against the broken store")
     assert named.check_id == check_id
     return named.detail
+
+
+def check_result(locations: LocationFactory, suite: str, check_id: str) -> CheckResult:
+    """Run ``check_id`` of ``suite`` as ``rulvar check`` does: its result, never a raise."""
+    (built,) = certification_suites(Certification(locations, FULL), [suite])
+    (result,) = run_suites([ConformanceSuite(suite, (built.check(check_id),))])
+    return result
 
 
 def not_run_reason(locations: LocationFactory, suite: str, check_id: str) -> str:
