@@ -80,6 +80,44 @@ def not_run_reason(locations: LocationFactory, suite: str, check_id: str) -> str
     raise AssertionError(f"{check_id} ran although it should not")
 
 
+PhraseCases = Sequence[tuple[str, str, str]]
+"""(check id, broken store class name for ``broken_locations``, a failure phrase)."""
+
+
+def broken_store_self_tests(
+    suite: str, cases: PhraseCases, self_tested: frozenset[str], doc: str
+) -> tuple[Callable[..., None], Callable[..., None]]:
+    """The C4 test of a suite proven with named broken stores, and its bookkeeping test.
+
+    The first needs each case's check to fail against its broken store (on fresh
+    locations under ``tmp_path``) with the phrase in the failure; ``doc`` says
+    what the broken stores get wrong. The second holds the module's literal
+    ``SELF_TESTED`` (what the meta-test reads) to the checks the cases run.
+    """
+
+    @pytest.mark.clause("C4")
+    @pytest.mark.parametrize(
+        ("check_id", "broken", "phrase"),
+        cases,
+        ids=[f"{check}-{broken}" for check, broken, _ in cases],
+    )
+    def test_broken_store_fails_the_named_check(
+        check_id: str, broken: str, phrase: str, tmp_path: Path
+    ) -> None:
+        detail = failure_of(broken_locations(broken, tmp_path), suite, check_id)
+        assert phrase in detail, detail
+
+    def test_self_tested_names_exactly_the_checks_exercised_here() -> None:
+        """SELF_TESTED (a literal, for the meta-test) lists the checks the cases run."""
+        assert frozenset(check for check, _, _ in cases) == self_tested
+
+    test_broken_store_fails_the_named_check.__doc__ = doc
+    return (
+        test_broken_store_fails_the_named_check,
+        test_self_tested_names_exactly_the_checks_exercised_here,
+    )
+
+
 MemoryCases = Sequence[tuple[str, type[MemoryStore], str]]
 """(check id, broken MemoryStore subclass, a phrase the failure must contain)."""
 
