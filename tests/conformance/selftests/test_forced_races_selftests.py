@@ -14,6 +14,10 @@ from tests.conformance.selftests._support import (
     not_run_reason,
 )
 
+BUG: Final = (
+    "A real SQLite store with one plausible atomicity bug fails its window check."
+)
+"""What the broken stores get wrong (the docstring of their test)."""
 SUITE: Final = "forced-races"
 DATA_SURFACES: Final = [s.name for s in SURFACES if not s.lease_row]
 
@@ -53,12 +57,7 @@ SELF_TESTED: frozenset[str] = frozenset(
 (
     test_broken_store_fails_the_named_check,
     test_self_tested_names_exactly_the_checks_exercised_here,
-) = broken_store_self_tests(
-    SUITE,
-    CASES,
-    SELF_TESTED,
-    "A real SQLite store with one plausible atomicity bug fails its window check.",
-)
+) = broken_store_self_tests(SUITE, CASES, SELF_TESTED, BUG)
 
 
 @pytest.mark.clause("C4")

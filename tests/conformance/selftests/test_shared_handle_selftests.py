@@ -11,6 +11,8 @@ from typing import Final
 
 from tests.conformance.selftests._support import broken_store_self_tests
 
+BUG: Final = "A batch that fences one caller, or fails all for one refusal, is caught."
+"""What the broken stores get wrong (the docstring of their test)."""
 SUITE: Final = "shared-handle"
 
 CASES: Final = [
@@ -28,9 +30,4 @@ SELF_TESTED: frozenset[str] = frozenset(
 (
     test_broken_store_fails_the_named_check,
     test_self_tested_names_exactly_the_checks_exercised_here,
-) = broken_store_self_tests(
-    SUITE,
-    CASES,
-    SELF_TESTED,
-    "A batch that fences one caller, or fails all for one refusal, is caught.",
-)
+) = broken_store_self_tests(SUITE, CASES, SELF_TESTED, BUG)

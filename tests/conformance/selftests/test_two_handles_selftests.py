@@ -6,6 +6,8 @@ from typing import Final
 
 from tests.conformance.selftests._support import broken_store_self_tests
 
+BUG: Final = "A real store with one plausible bug fails the check written for that bug."
+"""What the broken stores get wrong (the docstring of their test)."""
 SUITE: Final = "two-handles"
 
 # (check id, broken store class, a phrase the failure must contain)
@@ -48,9 +50,4 @@ SELF_TESTED: frozenset[str] = frozenset(
 (
     test_broken_store_fails_the_named_check,
     test_self_tested_names_exactly_the_checks_exercised_here,
-) = broken_store_self_tests(
-    SUITE,
-    CASES,
-    SELF_TESTED,
-    "A real store with one plausible bug fails the check written for that bug.",
-)
+) = broken_store_self_tests(SUITE, CASES, SELF_TESTED, BUG)
