@@ -106,7 +106,11 @@ class AsyncPostgresStore(PostgresHandle, AsyncClosing):
                     await self._pool.open()
                     async with self._pool.checkout(self._boot_wait_s()) as conn:
                         if not self._settings.readonly:
-                            await conn.execute(self._boot_statement())
+                            # A booted schema costs one plain query (see the sync store).
+                            cursor = await conn.execute(self._sql.booted)
+                            row = await cursor.fetchone()
+                            if row is None or row[0] is not True:
+                                await conn.execute(self._boot_statement())
                         else:
                             cursor = await conn.execute(self._sql.store_present)
                             row = await cursor.fetchone()
