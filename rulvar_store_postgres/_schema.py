@@ -117,14 +117,21 @@ DECLARE
 BEGIN
   {lock}
   -- Fence and J6 in ONE conditional insert; seqs compare numerically.
+  -- The guard is "no stored number seq >= p_seq", written as an ordered
+  -- LIMIT 1 rather than NOT EXISTS: the generic plan of NOT EXISTS may bet on
+  -- a sequential scan finding a match early, and an append (no match, by
+  -- design) then read the whole table; the ordered form is served by the
+  -- rulvar_entries_run_seq index whatever the statistics say.
   INSERT INTO {q}.rulvar_entries (run_id, payload)
   SELECT p_run, p_payload
   WHERE {fenced}
-    AND (p_seq IS NULL OR NOT EXISTS (
+    AND (p_seq IS NULL OR (
       SELECT 1 FROM {q}.rulvar_entries
       WHERE run_id = p_run
         AND (payload::jsonb ->> 'seq')::numeric >= p_seq
-        AND jsonb_typeof(payload::jsonb -> 'seq') = 'number'));
+        AND jsonb_typeof(payload::jsonb -> 'seq') = 'number'
+      ORDER BY (payload::jsonb ->> 'seq')::numeric
+      LIMIT 1) IS NULL);
   IF FOUND THEN
     RETURN {STATUS_OK};
   ELSIF {fenced} THEN
