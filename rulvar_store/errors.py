@@ -184,10 +184,8 @@ class UnsafeNameError(InvalidArgumentError, JournalOrderViolation):
         return {"operation": self.operation, "argument": self.argument}
 
 
-class StoreClosedError(ContractError):
-    """The store, or the blob twin that lives and dies with it, was closed."""
-
-    code = "store_closed"
+class _HandleUnusableError(ContractError):
+    """The handle itself cannot serve ``operation``, whatever its arguments."""
 
     def __init__(self, message: str, operation: str | None = None) -> None:
         super().__init__(message, operation)
@@ -198,7 +196,13 @@ class StoreClosedError(ContractError):
         return {"operation": self.operation}
 
 
-class ForkedStoreError(ContractError):
+class StoreClosedError(_HandleUnusableError):
+    """The store, or the blob twin that lives and dies with it, was closed."""
+
+    code = "store_closed"
+
+
+class ForkedStoreError(_HandleUnusableError):
     """A store handle crossed a ``fork``: the child must open its own handle.
 
     A forked child shares its parent's sockets, file locks and worker threads
@@ -207,14 +211,6 @@ class ForkedStoreError(ContractError):
     """
 
     code = "forked_store"
-
-    def __init__(self, message: str, operation: str | None = None) -> None:
-        super().__init__(message, operation)
-        self.operation = operation
-
-    @property
-    def data(self) -> dict[str, Any]:
-        return {"operation": self.operation}
 
 
 class LeaseHeldError(RulvarError):

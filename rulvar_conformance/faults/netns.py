@@ -27,8 +27,10 @@ import secrets
 import shutil
 import subprocess
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Final
 
+from rulvar_conformance.faults._leftovers import OwnerRecord, claim, release, sweep
 from rulvar_conformance.harness.processes import run_tool
 from rulvar_store import ConfigError
 
@@ -140,6 +142,7 @@ class HostFabric:
     made: list[str] = field(default_factory=list)
     namespaces: list[str] = field(default_factory=list)
     degrade_kind: str = ""
+    record: Path | None = None
 
     @property
     def bridge(self) -> str:
@@ -159,7 +162,12 @@ class HostFabric:
         return f"rulvar-{self.tag}-h{index}"
 
     def open(self) -> HostFabric:
-        """Make the bridge and every host; on failure, undo what was made."""
+        """Make the bridge and every host; on failure, undo what was made.
+
+        Fabrics of soaks that died without closing them go first (``_leftovers``).
+        """
+        sweep("netns", remove_fabric_of)
+        self.record = claim("netns", self.tag)
         try:
             _run("ip", "link", "add", self.bridge, "type", "bridge")
             self.made.append(self.bridge)
@@ -239,3 +247,22 @@ class HostFabric:
         for ns in self.namespaces:
             _run("ip", "netns", "del", ns, check=False)
         self.namespaces.clear()
+        if self.record is not None:
+            release(self.record)
+            self.record = None
+
+
+def remove_fabric_of(record: OwnerRecord) -> None:
+    """Remove every namespace and link of the fabric ``record`` names (idempotent)."""
+    tag = str(record["tag"])
+    listed = _run("ip", "-o", "link", "show").stdout
+    # "7: rv1a2bh0@if6: <...>": the name ends at '@' (a veth) or ':'.
+    links = {line.split(":")[1].strip().split("@")[0] for line in listed.splitlines()}
+    # The bridge last: its ports go with their veths.
+    for link in sorted(links, key=lambda name: name.endswith("b")):
+        if link.startswith(f"rv{tag}"):
+            _run("ip", "link", "del", link, check=False)
+    for line in _run("ip", "netns", "list").stdout.splitlines():
+        ns = line.split()[0] if line.strip() else ""
+        if ns.startswith(f"rulvar-{tag}-"):
+            _run("ip", "netns", "del", ns, check=False)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from rulvar_conformance.faults._leftovers import OwnerRecord, claim, release, sweep
 from rulvar_conformance.harness.processes import run_tool
 from rulvar_store import ConfigError
 
@@ -103,6 +104,7 @@ class PrivateCluster:
         default_factory=lambda: Path(tempfile.mkdtemp(prefix="rulvar-pg-"))
     )
     started: bool = False
+    record: Path | None = None
 
     @property
     def data(self) -> Path:
@@ -125,7 +127,12 @@ class PrivateCluster:
         return run_tool([*_run_as(), *argv], START_WAIT_S + 30)
 
     def init(self) -> None:
-        """``initdb`` the data directory (no fsync at init: it is thrown away after)."""
+        """``initdb`` the data directory (no fsync at init: it is thrown away after).
+
+        Clusters of soaks that died without destroying theirs go first (``_leftovers``).
+        """
+        sweep("pg", remove_cluster_of)
+        self.record = claim("pg", self.root.name, root=str(self.root), port=self.port)
         if os.geteuid() == 0:
             shutil.chown(self.root, "postgres")
         done = self._as_owner(
@@ -236,6 +243,9 @@ class PrivateCluster:
             if pid is not None:  # pg_ctl could not stop it: do not leave it running
                 self.kill()
             shutil.rmtree(self.root, ignore_errors=True)
+            if self.record is not None:
+                release(self.record)
+                self.record = None
 
     def client_backends(self) -> list[tuple[object, ...]]:
         """Every client connection the server holds, but the one asking."""
@@ -255,6 +265,16 @@ class PrivateCluster:
         return (
             f"postgresql://postgres@/{database}?host={self.socket_dir}&port={self.port}"
         )
+
+
+def remove_cluster_of(record: OwnerRecord) -> None:
+    """Stop the postmaster of the cluster ``record`` names and remove its folder."""
+    root = Path(str(record["root"]))
+    if root.parent != Path(tempfile.gettempdir()) or not root.name.startswith(
+        "rulvar-pg-"
+    ):
+        return  # not a folder this module made: never remove it
+    PrivateCluster("127.0.0.1", int(record["port"]), root=root).destroy()
 
 
 def _children_of(pid: int) -> list[int]:
