@@ -128,7 +128,10 @@ def _iter_backends(
     # A distribution's name comes from parsing its metadata file (several ms per
     # open); only listings show it, so opening a store skips it (``named``).
     distributions = (
-        {id(plugin): dist.project_name for plugin, dist in manager.list_plugin_distinfo()}
+        {
+            id(plugin): dist.project_name
+            for plugin, dist in manager.list_plugin_distinfo()
+        }
         if named
         else {}
     )
