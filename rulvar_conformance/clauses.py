@@ -166,6 +166,9 @@ CLAUSES: Final[dict[str, str]] = {
     "X8": "An acknowledged write survives the death of its process at any moment after the acknowledgement, batched writes included; the durability setting a store's session runs (read back from it) is the one the store declares.",
     "X9": "A release, delete or takeover by any caller (another handle, or a batch-mate of the same handle) is seen by the very next operation: lease rows, epochs, seq tails and metas never come from a copy an earlier operation made stale.",
     "X10": "Polling load_since while other handles append returns every entry exactly once in load's order; a cursor issued before a delete never returns a later incarnation's entries as new (restarted, the whole new journal) and never skips one.",
+    "X11": "Two locations are independent: a write held open at one never blocks, delays or changes the same run id at another (lock keys include the location, such as PostgreSQL's schema).",
+    "X12": "Exclusion holds across processes: a writer between its fence check and its commit excludes a release or takeover from any other process; no lock, counter or lock key kept in (or computed from the state of) one process stands in for the store's.",
+    "X13": "A store that writes files keeps its single-writer machinery: a journal tail torn by a crash is repaired on the next open with no complete entry lost; a blob or meta is replaced by rename, so no reader ever sees a half-written file, even after a SIGKILL mid-write; a delete interrupted by a SIGKILL is completed or undone by the next open, never half visible.",
     # 14. asyncio API
     "Y1": "open_store_async opens every backend; async stores declare async_api and keep the sync SPI's names, records, errors and argument rules.",
     "Y2": "A caller cancelled inside a store call gets CancelledError only once the call is over, and the write is all or nothing.",

@@ -14,6 +14,7 @@ __all__ = [
     "has_fenced_writes",
     "has_incremental_read",
     "has_meta_lookup",
+    "has_single_writer_files",
     "read_run_meta",
 ]
 
@@ -40,6 +41,17 @@ def assert_fenced_writes(journal: object, transcripts: object | None = None) -> 
             + ", ".join(missing)
             + "; a superseded owner could still change these stores"
         )
+
+
+def has_single_writer_files(store: object) -> bool:
+    """Return whether ``store`` declares the file stores' single-writer machinery.
+
+    The marker ``single_writer_files is True`` promises CONTRACT X13: a torn
+    journal tail is repaired on the next open, metas and blobs are replaced by
+    rename, and a delete is made whole by a synced intent file. The kit's
+    file-machinery suite runs only against a journal that declares it.
+    """
+    return getattr(store, "single_writer_files", None) is True
 
 
 def has_meta_lookup(store: object) -> TypeGuard[MetaLookupStore]:

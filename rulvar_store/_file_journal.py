@@ -143,6 +143,10 @@ class JsonlFileStore(GuardedHandle):
             ``False`` leaves modes to the umask (0666/0777 before it).
     """
 
+    # X13: torn-tail repair, metas (and the twin's blobs) replaced by rename, the
+    # delete intent. Read through ``has_single_writer_files``.
+    single_writer_files: Final = True
+
     def __init__(
         self, root: str | os.PathLike[str], *, repair: bool = True, private: bool = True
     ) -> None:
@@ -475,8 +479,7 @@ class JsonlFileStore(GuardedHandle):
                 return sorted(
                     item.name
                     for item in scan
-                    if is_safe_token(item.name)
-                    and item.is_dir(follow_symlinks=False)
+                    if is_safe_token(item.name) and item.is_dir(follow_symlinks=False)
                 )
         except FileNotFoundError:
             return []
@@ -491,7 +494,7 @@ class JsonlFileStore(GuardedHandle):
                         item.name
                         for item in scan
                         if is_safe_token(item.name)
-                    and item.is_dir(follow_symlinks=False)
+                        and item.is_dir(follow_symlinks=False)
                     )
             except FileNotFoundError:
                 return []

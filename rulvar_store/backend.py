@@ -13,6 +13,7 @@ Store users import from ``rulvar_store``; operators from ``rulvar_store.ops``.
 
 from rulvar_store._async_adapter import adapt_opened
 from rulvar_store._async_closing import AsyncClosing, finish_uncancelled, wait_out
+from rulvar_store._capabilities import has_single_writer_files
 from rulvar_store._durability import (
     DurabilityReport,
     ReportsDurability,
@@ -143,6 +144,7 @@ __all__ = [
     "finish_uncancelled",
     "finite_seq",
     "fork_generation",
+    "has_single_writer_files",
     "hit",
     "hookimpl",
     "hookspec",

@@ -38,6 +38,7 @@ REGISTERED: Final = (
     "operator_tools",
     "durability",
     "first_opens",
+    "file_machinery",
     "kill_points",
     "power_loss",
     "disk_faults",

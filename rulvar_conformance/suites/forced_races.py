@@ -13,7 +13,11 @@ every OTHER failpoint it reaches, where a takeover may land, but then the
 writer's call must end refused unless its write was already visible. Finally
 the roles flip: the takeover is paused just before its commit while the old
 holder (whose host clock lags) writes; a store that checks the lease before its
-write transaction lets that write through, an honest one refuses it.
+write transaction lets that write through, an honest one refuses it. Two more
+windows are held open elsewhere (``_process_window``): in a spawned child, raced
+by a release from this process (X12: exclusion that lives in one process), and
+at one location, raced by the same run id at another (X11: locations share no
+lock).
 
 The failpoint contract (what a third-party store calls, from
 ``rulvar_store.backend``): every fenced mutation AND ``acquire`` call
@@ -62,6 +66,10 @@ from rulvar_conformance.harness.surfaces import (
     require_capability,
     stale_everywhere,
     state_of,
+)
+from rulvar_conformance.suites._process_window import (
+    locations_independent,
+    window_across_processes,
 )
 from rulvar_conformance.suites._queued import (
     queued_acquire_race,
@@ -272,6 +280,18 @@ def forced_races_conformance(certification: Certification) -> ConformanceSuite:
             "an acquire queued behind another handle's acquire finds the run leased",
             ("L1", "L2", "L7"),
             partial(queued_acquire_race, locations, capabilities),
+        ),
+        build_check(
+            "x3-window-across-processes",
+            "a release from another process cannot land inside a child's append window",
+            ("X12", "X3", "L7"),
+            partial(window_across_processes, locations, capabilities),
+        ),
+        build_check(
+            "x11-locations-independent",
+            "a window held open at one location never holds up the same run id at another",
+            ("X11",),
+            partial(locations_independent, locations, capabilities),
         ),
         build_check(
             "x3-stale-renew",

@@ -15,6 +15,11 @@ delete that matches by prefix): these checks run the tools themselves.
 - ``ops-prune-unreferenced``: a prune deletes the checkpoint no entry
   references and keeps the referenced one, even when the kept ref extends the
   deleted one's text (R2).
+- ``ops-repair-sound-under-lease``: the audit repair, under a brief lease of
+  its own, rewrites only meta-behind and stranded metas (status and updatedAt,
+  every other key kept), skips a live owner's run, and a repair with a
+  superseded lease is refused and changes nothing (A3, A4, F3); see
+  ``_ops_repair``.
 - ``ops-stale-lease-changes-nothing``: ``delete_run`` and ``prune_run`` with a
   superseded lease raise ``LeaseHeldError`` and leave blobs and journal whole
   (R1, F3).
@@ -34,6 +39,7 @@ from rulvar_conformance.harness.kit import (
 )
 from rulvar_conformance.harness.site import Site, at_fresh_location
 from rulvar_conformance.harness.surfaces import entry, expect_refused, leasable, meta
+from rulvar_conformance.suites._ops_repair import repair_sound_under_lease
 from rulvar_store import JournalEntry, Lease, OpenedStore
 from rulvar_store.backend import LocationFactory
 from rulvar_store.ops import audit_runs, delete_run, prune_run, sweep_runs
@@ -194,6 +200,12 @@ _CHECKS: Final = (
         _prune,
     ),
     (
+        "ops-repair-sound-under-lease",
+        "a repair rewrites only meta-behind and stranded metas, under a lease of its own",
+        ("A3", "A4", "F3"),
+        repair_sound_under_lease,
+    ),
+    (
         "ops-stale-lease-changes-nothing",
         "delete_run and prune_run with a superseded lease are refused and change nothing",
         ("R1", "F3"),
@@ -219,5 +231,5 @@ SPEC: Final = SuiteSpec(
     operator_tools_conformance,
     "fenced_transcripts",
     True,
-    "audit, sweeps, prune and delete_run over the store (A2, R1-R4)",
+    "audit, repair, sweeps, prune and delete_run over the store (A2-A4, R1-R4)",
 )

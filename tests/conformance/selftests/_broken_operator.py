@@ -13,10 +13,16 @@ from rulvar_store import (
     Lease,
     MemoryFencedTranscriptStore,
     MemoryStore,
+    RunMeta,
 )
 from rulvar_store.backend import dump_record, load_record
 
-__all__ = ["PrefixBlobDelete", "PrefixListRefs", "ReadStampsMeta"]
+__all__ = [
+    "MetaDropsUnknownKeys",
+    "PrefixBlobDelete",
+    "PrefixListRefs",
+    "ReadStampsMeta",
+]
 
 
 class ReadStampsMeta(MemoryStore):  # type: ignore[misc]  # final; the bug is the point
@@ -69,3 +75,18 @@ class PrefixBlobDelete(MemoryStore):  # type: ignore[misc]  # final
 
     def transcripts(self) -> MemoryFencedTranscriptStore:
         return _PrefixDeleteTwin(self)
+
+
+class MetaDropsUnknownKeys(MemoryStore):  # type: ignore[misc]  # final; the bug is the point
+    """``put_meta`` keeps only the keys it has columns for (a fixed-column meta table).
+
+    Every read of a meta it wrote looks whole to its writer's tests; a repair,
+    which must rewrite status and ``updatedAt`` only, silently drops the host's
+    own keys (A4).
+    """
+
+    _COLUMNS = frozenset({"runId", "status", "name", "segments", "updatedAt"})
+
+    def put_meta(self, meta: RunMeta, lease: Lease | None = None) -> None:
+        known = {key: value for key, value in meta.items() if key in self._COLUMNS}
+        super().put_meta(known, lease)

@@ -104,10 +104,10 @@ class ProcessLocalWriteLock(SqliteStore):
 
     Every handle of one interpreter takes the same lock, so no deferred
     transaction ever has to upgrade under another's; a second process does not
-    see the lock, and its writers upgrade concurrently. No check of the kit
-    fails it yet (issue 22 item 5): the one two-process check is sequential,
-    and in one process the lock also hides the deferred BEGIN from
-    x3-window-append, which fails ``DeferredBegin`` alone.
+    see the lock, and its writers upgrade concurrently: a release from another
+    process lands while a writer stands between its fence check and its commit
+    (x3-window-across-processes fails it). In one process the lock also hides
+    the deferred BEGIN from x3-window-append, which fails ``DeferredBegin`` alone.
     """
 
     _door_type = _ProcessLockDoor

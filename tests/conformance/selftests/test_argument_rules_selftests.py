@@ -51,7 +51,10 @@ def _of(locations: LocationFactory) -> Certification:
         ("args-owners", "acquire(owner=empty): expected InvalidArgumentError"),
         ("args-blob-refs", "put(ref=empty-rest): expected InvalidArgumentError"),
         ("args-read-ids", "load(run_id=none): expected InvalidArgumentError"),
-        ("args-leases-filters-blobs", "append(lease=str): expected InvalidArgumentError"),
+        (
+            "args-leases-filters-blobs",
+            "append(lease=str): expected InvalidArgumentError",
+        ),
     ],
 )
 def test_a_store_that_repairs_bad_arguments_fails(check_id: str, case: str) -> None:

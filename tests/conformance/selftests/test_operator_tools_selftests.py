@@ -23,6 +23,16 @@ CASES: Final = [
     ),
     ("ops-prune-unreferenced", _broken_operator.PrefixBlobDelete, "(R2)"),
     (
+        "ops-repair-sound-under-lease",
+        _broken_operator.MetaDropsUnknownKeys,
+        "keeping every other key",
+    ),
+    (
+        "ops-repair-sound-under-lease",
+        _broken_memory_races.UnfencedMetaAndBlobs,
+        "superseded lease",
+    ),
+    (
         "ops-stale-lease-changes-nothing",
         _broken_memory_races.UnfencedMetaAndBlobs,
         "superseded lease",

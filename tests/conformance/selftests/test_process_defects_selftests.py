@@ -3,8 +3,7 @@
 Issue 22 item 5. ``SkewedProcessClock`` adds a per-process offset to the
 declared clock: handles of one interpreter agree, a spawned child (offset 0)
 does not. ``ProcessLocalWriteLock`` (a threading lock standing in for BEGIN
-IMMEDIATE) is exercised here only in process; see the report of issue 22 for
-why no check of the kit observes it across processes yet.
+IMMEDIATE) is proven in test_process_window_selftests.py.
 """
 
 from __future__ import annotations
