@@ -88,13 +88,25 @@ class IdleTicker:
 
 
 class Coroutines(Timed):
-    """One AsyncSqliteStore on its own loop; N coroutines append in timed slices."""
+    """One AsyncSqliteStore on its own loop; N coroutines append in timed slices.
+
+    ``ticker`` runs the 1 ms stall ticker beside them; the one-coroutine
+    variant runs without it, since it is compared with a sync thread that has
+    no ticker to serve either.
+    """
 
     def __init__(
-        self, name: str, path: Path, coroutines: int, synchronous: str
+        self,
+        name: str,
+        path: Path,
+        coroutines: int,
+        synchronous: str,
+        *,
+        ticker: bool = True,
     ) -> None:
         super().__init__()
         self.name = name
+        self.ticker = ticker
         self.loop = asyncio.new_event_loop()
         self.store = self.loop.run_until_complete(
             AsyncSqliteStore.open(
@@ -129,7 +141,8 @@ class Coroutines(Timed):
 
         before = sum(self.seqs)
         began = time.perf_counter()
-        await asyncio.gather(ticker(), *(writer(n) for n in range(len(self.leases))))
+        tickers = [ticker()] if self.ticker else []
+        await asyncio.gather(*tickers, *(writer(n) for n in range(len(self.leases))))
         self.spent += time.perf_counter() - began
         self.done += sum(self.seqs) - before
 
@@ -160,7 +173,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="rulvar-async-") as scratch:
         for rep in range(args.reps):
             file = rep_file(scratch, rep)
-            one = Coroutines("async 1", file("a1"), 1, sync)
+            one = Coroutines("async 1", file("a1"), 1, sync, ticker=False)
             many = Coroutines(f"async {n}", file("an"), n, sync)
             sync_one = StoreThreads("sync 1", file("s1"), 1, sync, True)
             raw_one = RawBatches("raw 1", file("r1"), sync, 1)

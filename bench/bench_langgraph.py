@@ -15,7 +15,15 @@ the repetition; the summary prints each repetition's ratio and the median.
 - 16 threads of a real 3-node graph invoked concurrently through ONE async saver
   (each invocation in a hold; ``durability="sync"``): aggregate invocations/s.
 - The first ``get_tuple`` of a thread's latest checkpoint from a FRESH saver
-  (a new store handle) on threads of 20 and 2,000 checkpoints.
+  on threads of 20 and 2,000 checkpoints, timed two ways, each the same way on
+  both sides (the median of 3 fresh savers per repetition):
+  ``open + first read``: from nothing open to the tuple, as a new process does
+  it: ours enters ``from_url`` (connecting and the boot check happen inside,
+  lazily), theirs connects and builds the saver (no ``setup()``: a schema set
+  up once needs none). ``first read, connected``: the saver is open and has
+  talked to the database once before the clock starts (theirs ``setup()``,
+  ours a ``get_meta`` of another run: each connects, and ours boots), then
+  ``get_tuple`` alone is timed.
 
 The async saver runs on whatever ``open_store_async`` serves for the URL (a
 native asyncio store where the backend registers one, else the generic
@@ -35,7 +43,12 @@ import tempfile
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterator
-from contextlib import AsyncExitStack, ExitStack, contextmanager
+from contextlib import (
+    AbstractContextManager,
+    AsyncExitStack,
+    ExitStack,
+    contextmanager,
+)
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +60,7 @@ from rulvar_langgraph import AsyncRulvarSaver, RulvarSaver
 Op = Callable[[int], object]
 AOp = Callable[[int], Awaitable[object]]
 CONCURRENT = 16
+CPU_MS: list[float] = []  # the last concurrent_graphs runs' CPU ms per invocation
 SHORT, LONG = 20, 2_000
 
 
@@ -128,7 +142,11 @@ async def ainterleaved(
 
 
 async def concurrent_graphs(saver: Any, rounds: int, held: bool) -> float:
-    """Invocations/s of CONCURRENT threads of a 3-node graph through one saver."""
+    """Invocations/s of CONCURRENT threads of a 3-node graph through one saver.
+
+    ``CPU_MS`` gets this process's CPU time per invocation (all its threads):
+    on a small machine the figure is bounded by it, not by the database.
+    """
     graph = three_node_graph(saver, "bench")
 
     async def one(thread: str) -> None:
@@ -138,7 +156,7 @@ async def concurrent_graphs(saver: Any, rounds: int, held: bool) -> float:
         else:
             await graph.ainvoke({"trail": []}, thread_config(thread), durability="sync")
 
-    began = time.perf_counter()
+    began, cpu_began = time.perf_counter(), time.process_time()
     for round_no in range(rounds):
         await asyncio.gather(
             *(
@@ -146,13 +164,25 @@ async def concurrent_graphs(saver: Any, rounds: int, held: bool) -> float:
                 for n in range(CONCURRENT)
             )
         )
-    return rounds * CONCURRENT / (time.perf_counter() - began)
+    invocations = rounds * CONCURRENT
+    CPU_MS.append((time.process_time() - cpu_began) * 1000 / invocations)
+    return invocations / (time.perf_counter() - began)
 
 
-def fresh_first_read_ms(open_saver: Callable[[], Any], thread: str) -> float:
-    """Milliseconds of the first latest-checkpoint read of a brand-new saver."""
-    with open_saver() as saver:
+def first_read_ms(
+    open_saver: Callable[[], Any], warm: Callable[[Any], None] | None, thread: str
+) -> float:
+    """Milliseconds to a brand-new saver's first latest-checkpoint read.
+
+    Without ``warm`` the clock includes opening the saver (``open_saver`` enters
+    it); with it, ``warm(saver)`` runs first, outside the clock.
+    """
+    with ExitStack() as stack:
         began = time.perf_counter()
+        saver = stack.enter_context(open_saver())
+        if warm is not None:
+            warm(saver)
+            began = time.perf_counter()
         found = saver.get_tuple(thread_config(thread))
         elapsed = (time.perf_counter() - began) * 1000
     assert found is not None
@@ -171,6 +201,10 @@ class Side(ABC):
     @abstractmethod
     def theirs_sync(self) -> Any:
         """LangGraph's sync saver, set up."""
+
+    @abstractmethod
+    def theirs_opened(self) -> AbstractContextManager[Any]:
+        """LangGraph's sync saver on a new connection, NOT set up (an existing schema)."""
 
     @abstractmethod
     async def theirs_async(self, stack: AsyncExitStack) -> Any:
@@ -199,6 +233,16 @@ class SqliteSide(Side):
         saver = SqliteSaver(self._connect())
         saver.setup()
         return saver
+
+    @contextmanager
+    def theirs_opened(self) -> Iterator[Any]:
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        conn = self._connect()
+        try:
+            yield SqliteSaver(conn)
+        finally:
+            conn.close()
 
     async def theirs_async(self, stack: AsyncExitStack) -> Any:
         from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
@@ -255,6 +299,14 @@ class PostgresSide(Side):
         saver = PostgresSaver(psycopg.connect(self.url, **self._theirs_kwargs()))
         saver.setup()
         return saver
+
+    @contextmanager
+    def theirs_opened(self) -> Iterator[Any]:
+        import psycopg
+        from langgraph.checkpoint.postgres import PostgresSaver
+
+        with psycopg.connect(self.url, **self._theirs_kwargs()) as conn:
+            yield PostgresSaver(conn)
 
     async def theirs_async(self, stack: AsyncExitStack) -> Any:
         import psycopg
@@ -332,47 +384,70 @@ async def async_figures(
         writes = await ainterleaved(
             {"ours": mine.aput_writes, "theirs": them.aput_writes}, ops
         )
+        CPU_MS.clear()
         graphs_theirs = await concurrent_graphs(theirs, rounds, held=False)
         graphs_ours = await concurrent_graphs(ours, rounds, held=True)
         graphs_theirs = (
             graphs_theirs + await concurrent_graphs(theirs, rounds, held=False)
         ) / 2
+        cpu_theirs, cpu_ours = (CPU_MS[0] + CPU_MS[2]) / 2, CPU_MS[1]
     return {
         "aput": puts["ours"] / puts["theirs"],
         "aput_writes": writes["ours"] / writes["theirs"],
         f"{CONCURRENT} concurrent 3-node graphs": graphs_ours / graphs_theirs,
+        "ours graphs: client CPU per invocation (ms)": cpu_ours,
+        "theirs graphs: client CPU per invocation (ms)": cpu_theirs,
     }, served_by
 
 
+def median_first_read_ms(
+    open_saver: Callable[[], Any], warm: Callable[[Any], None] | None, thread: str
+) -> float:
+    """The median of 3 ``first_read_ms``, each with a new saver."""
+    return statistics.median(first_read_ms(open_saver, warm, thread) for _ in range(3))
+
+
 def latest_read_figures(side: Side) -> dict[str, float]:
-    """Our fresh-saver first read at SHORT and LONG checkpoints, in ms."""
+    """Both sides' first read from a fresh saver, at SHORT and LONG checkpoints, in ms."""
     figures: dict[str, float] = {}
+    ours_threads: dict[int, str] = {}
+    theirs_threads: dict[int, str] = {}
     with RulvarSaver.from_url(side.ours_url, owner="bench") as writer:
         for length in (SHORT, LONG):
-            thread = f"long-{length}-{secrets.token_hex(3)}"
+            ours_threads[length] = thread = f"long-{length}-{secrets.token_hex(3)}"
             with writer.hold(thread) as held:
                 chain = Chain(writer, dict(held))
                 for i in range(length):
                     chain.put(i)
+    theirs_writer = side.theirs_sync()
+    for length in (SHORT, LONG):
+        theirs_threads[length] = thread = f"tlong-{length}-{secrets.token_hex(3)}"
+        chain = Chain(theirs_writer, thread_config(thread))
+        for i in range(length):
+            chain.put(i)
 
-            @contextmanager
-            def fresh() -> Iterator[RulvarSaver]:
-                with RulvarSaver.from_url(side.ours_url, owner="reader") as saver:
-                    yield saver
+    def ours_opened() -> AbstractContextManager[RulvarSaver]:
+        return RulvarSaver.from_url(side.ours_url, owner="reader")
 
-            figures[f"ours fresh latest read, {length} checkpoints (ms)"] = (
-                fresh_first_read_ms(fresh, thread)
+    def ours_warm(saver: RulvarSaver) -> None:
+        saver.journal.get_meta("bench-warm-up")  # type: ignore[attr-defined]  # check_stores saw get_meta
+
+    def theirs_warm(saver: Any) -> None:
+        saver.setup()
+
+    for length in (SHORT, LONG):
+        for label, warm in (
+            ("open + first read", False),
+            ("first read, connected", True),
+        ):
+            figures[f"ours {label}, {length} ckpts (ms)"] = median_first_read_ms(
+                ours_opened, ours_warm if warm else None, ours_threads[length]
             )
-    thread = f"tlong-{secrets.token_hex(3)}"
-    chain = Chain(side.theirs_sync(), thread_config(thread))
-    for i in range(LONG):
-        chain.put(i)
-    fresh_theirs = side.theirs_sync()
-    began = time.perf_counter()
-    assert fresh_theirs.get_tuple(thread_config(thread)) is not None
-    figures[f"theirs fresh latest read, {LONG} checkpoints (ms)"] = (
-        time.perf_counter() - began
-    ) * 1000
+            figures[f"theirs {label}, {length} ckpts (ms)"] = median_first_read_ms(
+                side.theirs_opened,
+                theirs_warm if warm else None,
+                theirs_threads[length],
+            )
     return figures
 
 

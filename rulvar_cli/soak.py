@@ -187,7 +187,7 @@ def _soak(
     import time
 
     from rulvar_conformance.soak.profiles import profile_named
-    from rulvar_conformance.soak.runner import run_multi_process_soak
+    from rulvar_conformance.soak.runner import run_profile_soak
 
     profile = profile_named(profile_name)
     live = sys.stdout.isatty()
@@ -218,19 +218,15 @@ def _soak(
                     f"separate processes: soaking a temporary file instead ({location.name})"
                 )
             try:
-                result = run_multi_process_soak(
+                result = run_profile_soak(
                     location,
+                    profile,
                     writers=n_writers,
-                    seconds=seconds or profile.seconds,
-                    seed=profile.seed if seed is None else seed,
-                    ttl_ms=profile.ttl_ms,
-                    runs=profile.runs,
-                    chaos=profile.chaos,
-                    quorum=profile.quorum,
+                    seconds=seconds,
+                    seed=seed,
+                    companions=companions,
                     report_dir=folder,
                     on_progress=progress,
-                    raise_on_violation=False,
-                    companions=profile.companions if companions is None else companions,
                 )
             finally:
                 location.remove()

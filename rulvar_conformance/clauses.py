@@ -109,6 +109,7 @@ CLAUSES: Final[dict[str, str]] = {
     "P12": "A PostgreSQL call interrupted at any moment (KeyboardInterrupt, SystemExit) leaves no connection checked out: the pool keeps serving every caller.",
     "P13": "Every PostgreSQL call is bounded (call_timeout_ms): over a stalled link or a frozen server it raises the retryable StoreUnavailableError and discards the connection.",
     "P14": "A refused attempt to grow the pool fails no waiting caller while connections exist: they are served by the connections that exist.",
+    "P15": "An append's seq guard reads only the run's top entries through the (run_id, seq) index, whatever the table's size and statistics: never a scan of the journal.",
     # 8. Conformance kit
     "C1": "Suite factories return a fresh isolated store on every call.",
     "C2": "Suites run standalone (first violation raises) or as parametrized pytest items.",

@@ -11,20 +11,19 @@ timeouts, connect and statement bounds), then gets ``CancelledError``. The
 write has then either landed whole or not at all, nothing is left open, and
 whether it landed is unknown to the caller (README, "asyncio").
 
-Bounds: a handle has a fixed pool of worker threads (``DEFAULT_WORKERS``);
-more concurrent calls queue for a worker, so a flood of coroutines cannot
-create unbounded threads. Errors are the sync store's own typed errors,
-unchanged. Failpoint hooks and other context variables follow the caller:
-each job runs in a copy of the awaiting task's context.
+Bounds: a handle has at most ``DEFAULT_WORKERS`` worker threads
+(``HopThreads``: one queue put per call, no executor future); more concurrent
+calls queue for a worker, so a flood of coroutines cannot create unbounded
+threads. Errors are the sync store's own typed errors, unchanged. Failpoint
+hooks and other context variables follow the caller: each job runs in a copy
+of the awaiting task's context.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from functools import cache
+from functools import cache, partial
 from typing import Any, Final, TypeVar, cast
 
 from rulvar_store._async_closing import AsyncClosing, finish_uncancelled
@@ -41,6 +40,7 @@ from rulvar_store._capabilities import (
     has_meta_lookup,
 )
 from rulvar_store._fork import ForkGuard
+from rulvar_store._hop_threads import HopThreads
 from rulvar_store._incremental import IncrementalReadStore, JournalTail
 from rulvar_store._location_records import OpenedStore
 from rulvar_store._protocols import (
@@ -68,23 +68,24 @@ class _Hop:
         self.label = label
         self.guard = ForkGuard(label)
         self.closed = False
-        self._executor = ThreadPoolExecutor(
-            max_workers=workers, thread_name_prefix=f"rulvar-{label}"
-        )
+        self._threads = HopThreads(f"rulvar-{label}", workers)
 
     def refuse_if_unusable(self, operation: str) -> None:
         self.guard.check(operation)
         if self.closed:
-            raise StoreClosedError(
-                f"{self.label} {operation}: the store is closed", operation
-            )
+            raise self._closed_error(operation)
+
+    def _closed_error(self, operation: str) -> StoreClosedError:
+        return StoreClosedError(
+            f"{self.label} {operation}: the store is closed", operation
+        )
 
     async def run(self, operation: str, call: Callable[..., T], *args: Any) -> T:
         """Run ``call(*args)`` whole on a worker thread in the caller's context."""
         self.refuse_if_unusable(operation)
-        loop = asyncio.get_running_loop()
-        context = contextvars.copy_context()
-        future = loop.run_in_executor(self._executor, context.run, call, *args)
+        future = self._threads.call(asyncio.get_running_loop(), partial(call, *args))
+        if future is None:  # closed from another thread since the check above
+            raise self._closed_error(operation)
         return await finish_uncancelled(future)
 
     async def close(self, close_store: Callable[[], None]) -> None:
@@ -98,10 +99,11 @@ class _Hop:
         self.closed = True
         if self.guard.forked:
             return
-        executor = self._executor
+        threads = self._threads
 
         def shut_down_then_close() -> None:
-            executor.shutdown(wait=True)
+            threads.stop()
+            threads.join()  # running and queued calls end first
             close_store()
 
         await finish_uncancelled(

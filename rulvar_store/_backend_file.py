@@ -115,7 +115,7 @@ def rulvar_store_backends() -> Sequence[Backend]:
             name="file",
             schemes=("file",),
             open=_open,
-            capabilities=frozenset({"meta_lookup"}),
+            capabilities=frozenset({"meta_lookup", "single_writer_files"}),
             certify=_certify,
             description="one directory per run: JSONL journal, meta and blobs; single-writer",
         )

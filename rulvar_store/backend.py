@@ -6,7 +6,8 @@ the soak open stores through, the argument rules every store applies before any
 storage work (``rulvar_store/_intake.py``: wrong types become
 ``InvalidArgumentError``), the run-match and live-lease refusals, cursor parsing,
 the JSON codecs, the failpoints the kill points drive, and the pieces every
-async handle shares (``AsyncClosing``, ``finish_uncancelled``, ``wait_out``).
+async handle shares (``AsyncClosing``, ``finish_uncancelled``, ``wait_out``,
+and ``HopThreads``, the threads a store's calls hop to).
 
 Store users import from ``rulvar_store``; operators from ``rulvar_store.ops``.
 """
@@ -33,6 +34,7 @@ from rulvar_store._failpoints import (
 )
 from rulvar_store._file_ops import FileOps, file_ops_layer
 from rulvar_store._fork import ForkGuard, fork_generation
+from rulvar_store._hop_threads import HopThreads
 from rulvar_store._incremental import parse_cursor
 from rulvar_store._intake import (
     MAX_BLOB_BYTES,
@@ -126,6 +128,7 @@ __all__ = [
     "FileOps",
     "ForkGuard",
     "FreshStoreFactory",
+    "HopThreads",
     "LocationFactory",
     "LocationOpener",
     "NetworkRoute",

@@ -28,9 +28,56 @@ from rulvar_store_postgres._pool import (
     session_for,
 )
 
-__all__ = ["AsyncConn", "AsyncStorePool", "make_async_pool"]
+__all__ = ["AsyncConn", "AsyncStorePool", "LoopDeadlines", "make_async_pool"]
 
 AsyncConn: TypeAlias = psycopg.AsyncConnection[TupleRow]
+
+
+class LoopDeadlines:
+    """The deadlines of one pool's checked-out connections, kept by ONE loop timer.
+
+    A timer per call (``call_later`` then ``cancel``) left a cancelled handle in
+    the loop's heap for the whole bound, so every call paid a heap push among
+    thousands of dead timers. Here arming is a dict insert: all bounds are alike,
+    so a new deadline is never earlier than the one the timer already waits for
+    and nothing is scheduled; the timer, when it fires, cuts what has expired
+    and waits for the earliest deadline left.
+    """
+
+    def __init__(self) -> None:
+        self._armed: dict[int, tuple[float, AsyncConn, list[bool]]] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._wakes_at = float("inf")
+
+    def arm(self, conn: AsyncConn, seconds: float) -> list[bool]:
+        """Cut ``conn`` in ``seconds`` unless disarmed; the list records a cut."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        fired: list[bool] = []
+        self._armed[id(conn)] = (deadline, conn, fired)
+        if deadline < self._wakes_at:
+            self._schedule(loop, deadline)
+        return fired
+
+    def disarm(self, conn: AsyncConn) -> None:
+        self._armed.pop(id(conn), None)
+
+    def _schedule(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._wakes_at = when
+        self._timer = loop.call_at(when, self._sweep, loop)
+
+    def _sweep(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._timer, self._wakes_at = None, float("inf")
+        now = loop.time()
+        for key, (deadline, conn, fired) in list(self._armed.items()):
+            if deadline <= now:
+                del self._armed[key]
+                fired.append(True)
+                cut(conn)
+        if self._armed:
+            self._schedule(loop, min(d for d, _, _ in self._armed.values()))
 
 
 class AsyncStorePool(AsyncConnectionPool[AsyncConn]):
@@ -41,6 +88,7 @@ class AsyncStorePool(AsyncConnectionPool[AsyncConn]):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._growth = GrowthPause()
+        self._deadlines = LoopDeadlines()
         super().__init__(*args, **kwargs)
 
     async def _connect(self, timeout: float | None = None) -> AsyncConn:
@@ -79,7 +127,8 @@ class AsyncStorePool(AsyncConnectionPool[AsyncConn]):
     async def checkout(self, extra_s: float = 0.0) -> AsyncIterator[AsyncConn]:
         """Yield a live connection, bounded as ``StorePool.checkout`` is.
 
-        The deadline is a timer of the running loop that cuts the socket.
+        The deadline is kept by the running loop (``LoopDeadlines``), which cuts
+        the socket.
         """
         bound_s = self.call_timeout_s
         for _ in range(self.max_size + 1):
@@ -90,13 +139,7 @@ class AsyncStorePool(AsyncConnectionPool[AsyncConn]):
             await self._putconn(conn, from_getconn=True)
         else:  # pragma: no cover - every candidate was stale; let the last one fail
             conn = await self.getconn(timeout=bound_s)
-        fired: list[bool] = []
-
-        def expire() -> None:
-            fired.append(True)
-            cut(conn)
-
-        timer = asyncio.get_running_loop().call_later(bound_s + extra_s, expire)
+        fired = self._deadlines.arm(conn, bound_s + extra_s)
         try:
             try:
                 yield conn
@@ -105,7 +148,7 @@ class AsyncStorePool(AsyncConnectionPool[AsyncConn]):
                     raise deadline_passed(bound_s + extra_s) from exc
                 raise
             finally:
-                timer.cancel()
+                self._deadlines.disarm(conn)
         finally:
             if fired:
                 # Discarded the way a stale one is: replaced, no warning logged.

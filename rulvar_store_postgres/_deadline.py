@@ -79,14 +79,17 @@ class Watchdog:
         """Cut ``conn`` in ``seconds`` unless ``disarm`` comes first."""
         deadline = monotonic() + seconds
         with self._lock:
-            first = not self._armed
             self._armed[id(conn)] = (deadline, conn)
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(
                     target=self._run, name="rulvar-postgres-deadlines", daemon=True
                 )
                 self._thread.start()
-            elif first or deadline < self._wakes_at:
+            elif deadline < self._wakes_at:
+                # Woken only when it would sleep past this deadline. A thread
+                # already due earlier (an earlier call's deadline, since
+                # disarmed) finds this one when it wakes: waking it on every
+                # call cost a thread switch and a GIL hand-over per statement.
                 self._lock.notify()
 
     def disarm(self, conn: psycopg.Connection[Any]) -> bool:

@@ -22,6 +22,7 @@ the task that closes it, so a busy event loop cannot hold it back forever.
 
 from __future__ import annotations
 
+import importlib
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -32,6 +33,25 @@ from typing import Any, Final
 __all__ = ["interrupts_deferred"]
 
 Handler = Callable[[int, FrameType | None], Any]
+
+
+def _raw_signal_calls() -> tuple[Callable[[int], object], Callable[[int, Any], object]]:
+    """``getsignal`` and ``signal`` without the enum conversions of ``signal``'s wrappers.
+
+    Every store call swaps the handlers twice. Through ``signal.getsignal`` each
+    lookup of a Python handler converts it to an enum member by raising and
+    catching a ``ValueError``: about 14 us of a 300 us append. The C module that
+    ``signal`` wraps answers the same question (an int for SIG_DFL / SIG_IGN, the
+    callable otherwise) directly; where it is missing, the wrappers serve.
+    """
+    try:
+        raw = importlib.import_module("_signal")
+    except ImportError:  # pragma: no cover - interpreters without the C module
+        return signal.getsignal, signal.signal
+    return raw.getsignal, raw.signal
+
+
+_getsignal, _setsignal = _raw_signal_calls()
 
 _NAMES: Final = (
     "SIGINT",
@@ -63,10 +83,10 @@ class _Deferral:
         if self.depth == 0:
             try:
                 for signum in _SIGNALS:
-                    current = signal.getsignal(signum)
+                    current = _getsignal(signum)
                     if callable(current):  # not SIG_DFL / SIG_IGN: a Python handler
                         self.saved[signum] = current
-                        signal.signal(signum, self.record)
+                        _setsignal(signum, self.record)
             except BaseException:
                 self._restore()
                 raise
@@ -88,8 +108,8 @@ class _Deferral:
     def _restore(self) -> None:
         for signum, handler in self.saved.items():
             # Someone who replaced our recorder meanwhile keeps their handler.
-            if signal.getsignal(signum) == self.record:
-                signal.signal(signum, handler)
+            if _getsignal(signum) == self.record:
+                _setsignal(signum, handler)
         self.saved.clear()
 
 

@@ -117,14 +117,21 @@ DECLARE
 BEGIN
   {lock}
   -- Fence and J6 in ONE conditional insert; seqs compare numerically.
+  -- The guard is "no stored number seq >= p_seq", written as an ordered
+  -- LIMIT 1 rather than NOT EXISTS: the generic plan of NOT EXISTS may bet on
+  -- a sequential scan finding a match early, and an append (no match, by
+  -- design) then read the whole table; the ordered form is served by the
+  -- rulvar_entries_run_seq index whatever the statistics say.
   INSERT INTO {q}.rulvar_entries (run_id, payload)
   SELECT p_run, p_payload
   WHERE {fenced}
-    AND (p_seq IS NULL OR NOT EXISTS (
+    AND (p_seq IS NULL OR (
       SELECT 1 FROM {q}.rulvar_entries
       WHERE run_id = p_run
         AND (payload::jsonb ->> 'seq')::numeric >= p_seq
-        AND jsonb_typeof(payload::jsonb -> 'seq') = 'number'));
+        AND jsonb_typeof(payload::jsonb -> 'seq') = 'number'
+      ORDER BY (payload::jsonb ->> 'seq')::numeric
+      LIMIT 1) IS NULL);
   IF FOUND THEN
     RETURN {STATUS_OK};
   ELSIF {fenced} THEN
@@ -279,18 +286,20 @@ class Sql:
         # rulvar_py_fence; the boot drops it (no caller is left).
         digest = hashlib.sha256("\n".join(ddl).encode()).hexdigest()[:32]
         marker_sig = f"{q}.rulvar_py_append({_arg_types(functions[0])})"
-        tables = f"""
-CREATE TABLE IF NOT EXISTS {q}.rulvar_entries (
-  id BIGSERIAL PRIMARY KEY, run_id TEXT NOT NULL, payload TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS {q}.rulvar_meta (
-  run_id TEXT PRIMARY KEY, payload TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS {q}.rulvar_leases (
-  run_id TEXT PRIMARY KEY, owner TEXT NOT NULL, epoch BIGINT NOT NULL,
-  expires_at BIGINT NOT NULL);
-CREATE TABLE IF NOT EXISTS {q}.rulvar_epochs (
-  run_id TEXT PRIMARY KEY, epoch BIGINT NOT NULL);
-CREATE TABLE IF NOT EXISTS {q}.rulvar_blobs (
-  ref TEXT PRIMARY KEY, run_id TEXT NOT NULL, data BYTEA NOT NULL);"""
+        table_ddl = {
+            "rulvar_entries": "id BIGSERIAL PRIMARY KEY, run_id TEXT NOT NULL, "
+            "payload TEXT NOT NULL",
+            "rulvar_meta": "run_id TEXT PRIMARY KEY, payload TEXT NOT NULL",
+            "rulvar_leases": "run_id TEXT PRIMARY KEY, owner TEXT NOT NULL, "
+            "epoch BIGINT NOT NULL,\n  expires_at BIGINT NOT NULL",
+            "rulvar_epochs": "run_id TEXT PRIMARY KEY, epoch BIGINT NOT NULL",
+            "rulvar_blobs": "ref TEXT PRIMARY KEY, run_id TEXT NOT NULL, "
+            "data BYTEA NOT NULL",
+        }
+        tables = "\n".join(
+            f"  CREATE TABLE IF NOT EXISTS {q}.{name} (\n  {columns});"
+            for name, columns in table_ddl.items()
+        )
         # An index that exists is not touched: CREATE INDEX IF NOT EXISTS would
         # still take a SHARE lock on the table and queue behind running writers.
         indexes = "\n".join(
@@ -309,22 +318,39 @@ CREATE TABLE IF NOT EXISTS {q}.rulvar_blobs (
             else f"  IF to_regnamespace('{q}') IS NULL THEN\n"
             f"    CREATE SCHEMA {q};\n  END IF;\n"
         )
+        current_functions = (
+            f"coalesce(obj_description(to_regprocedure('{marker_sig}'), 'pg_proc'), '')"
+            f" = '{digest}'"
+        )
+        # Everything the boot would create or replace, present and current:
+        # catalog lookups only, no DDL and no PL/pgSQL (a fresh backend loads
+        # the PL/pgSQL library on its first DO block, about 1.5 ms), so opening
+        # a booted schema (every open but the first) costs one cheap query.
+        complete = "\n     AND ".join(
+            [
+                *(
+                    f"to_regclass('{q}.{name}') IS NOT NULL"
+                    for name in (*table_ddl, *APPENDIX_P_INDEXES)
+                ),
+                current_functions,
+            ]
+        )
         # One simple-protocol message = one implicit transaction = one round trip:
         # the boot is never idle inside its transaction, so neither a short
         # idle_in_transaction_session_timeout nor a descheduled client can break it.
+        # The lock comes first, so a schema another process is booting is judged
+        # only once that boot has committed.
         self.boot = f"""
 SELECT pg_advisory_xact_lock(hashtextextended('{boot_lock_key(schema)}', {LOCK_SEED}));
 SET LOCAL client_min_messages = warning;
 DO $boot$
 BEGIN
-{create_schema}END
-$boot$;
-{tables}
-DO $boot$
-BEGIN
+  IF {complete} THEN
+    RETURN;
+  END IF;
+{create_schema}{tables}
 {indexes}
-  IF coalesce(obj_description(to_regprocedure('{marker_sig}'), 'pg_proc'), '')
-     <> '{digest}' THEN
+  IF NOT {current_functions} THEN
 {functions_sql}
     DROP FUNCTION IF EXISTS {q}.rulvar_py_fence(text, text, bigint, bigint);
     COMMENT ON FUNCTION {marker_sig} IS '{digest}';
@@ -333,6 +359,10 @@ END
 $boot$;
 """
         self.functions_digest = digest
+        # Read without the boot lock: another process's boot commits as a whole,
+        # so a schema found complete is complete; anything less runs the boot,
+        # which judges again under the lock.
+        self.booted = f"SELECT {complete}"
 
         by_name = {fn.name: fn for fn in functions}
 

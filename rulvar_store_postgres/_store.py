@@ -119,7 +119,9 @@ class PostgresStore(PostgresHandle):
         """Create the schema's objects once per instance, under the boot lock (P3).
 
         Lazy and memoized; a failed boot leaves the memo unset so the next call
-        boots again. The whole boot is one round trip (see ``Sql.boot``).
+        boots again. A schema already booted costs one plain query
+        (``Sql.booted``); otherwise the whole boot follows as one more round trip
+        (``Sql.boot``).
         """
         if self._booted:
             return
@@ -132,7 +134,9 @@ class PostgresStore(PostgresHandle):
                     # The boot may wait for another process's boot that long.
                     with self._pool.checkout(self._boot_wait_s()) as conn:
                         if not self._settings.readonly:
-                            conn.execute(boot)
+                            row = conn.execute(self._sql.booted).fetchone()
+                            if row is None or row[0] is not True:
+                                conn.execute(boot)
                             present = True
                         else:
                             row = conn.execute(self._sql.store_present).fetchone()

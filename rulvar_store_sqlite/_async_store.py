@@ -28,7 +28,6 @@ before touching the parent's connection.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 from collections.abc import Callable
 from functools import partial
 from typing import Any, Final, Literal, TypeVar, final
@@ -48,6 +47,7 @@ from rulvar_store.backend import (
     finish_uncancelled,
     wait_out,
 )
+from rulvar_store.errors import StoreClosedError
 from rulvar_store_sqlite._group_commit import GroupCommitter
 from rulvar_store_sqlite._store import SqliteStore
 from rulvar_store_sqlite._transaction import Operation
@@ -59,16 +59,21 @@ T = TypeVar("T")
 
 
 async def _write(door: GroupCommitter, op: Operation[T]) -> T:
-    """Queue ``op`` for the next batch and return its outcome once it is durable."""
+    """Queue ``op`` for the next batch and return its outcome once it is durable.
+
+    The future is awaited bare, not shielded: a cancel may cancel it, and the
+    handler then waits for the batch on a fresh one (``_wait_for_batch``), so
+    the common, uncancelled call pays for one future and one loop hop only.
+    """
     loop = asyncio.get_running_loop()
     future: asyncio.Future[None] = loop.create_future()
     op.resume = (loop, future)
     door.enqueue(op)
     try:
-        await asyncio.shield(future)
+        await future
     except asyncio.CancelledError:
         if not door.withdraw_queued(op):
-            await wait_out(future)  # a batch carries it: it ends whole first
+            await _wait_for_batch(op, loop)  # a batch carries it: it ends whole first
         raise
     result = op.outcome()
     if armed():
@@ -81,13 +86,26 @@ async def _write(door: GroupCommitter, op: Operation[T]) -> T:
     return result
 
 
+async def _wait_for_batch(op: Operation[Any], loop: asyncio.AbstractEventLoop) -> None:
+    """Wait, whatever cancels meanwhile, until the batch carrying ``op`` is over.
+
+    The door resumes ``op`` on this loop (``_group_commit._resolve``) by
+    setting ``loop_woken`` and the future ``op.resume`` names at that moment;
+    this runs on the same loop, so if the batch is not over yet, the fresh
+    future put there now is the one it will set.
+    """
+    if op.loop_woken:
+        return
+    fresh: asyncio.Future[None] = loop.create_future()
+    op.resume = (loop, fresh)
+    await wait_out(fresh)
+
+
 async def _call(door: GroupCommitter, operation: str, call: Callable[[], T]) -> T:
     """Run ``call`` whole on the door's worker thread, in the caller's context."""
     door.ensure_open(operation)
-    loop = asyncio.get_running_loop()
-    context = contextvars.copy_context()
     return await finish_uncancelled(
-        loop.run_in_executor(door.worker(), context.run, call)
+        door.hop(asyncio.get_running_loop(), operation, call)
     )
 
 
@@ -152,9 +170,11 @@ class AsyncSqliteStore(AsyncClosing):
         if door.fork.forked:
             door.close()  # marks it closed only: the connection is the parent's
             return
-        await wait_out(
-            asyncio.get_running_loop().run_in_executor(door.worker(), door.close)
-        )
+        try:
+            closing = door.hop(asyncio.get_running_loop(), "close", door.close)
+        except StoreClosedError:
+            return  # closed meanwhile by another caller
+        await wait_out(closing)
 
     # -- writes: the sync store's operations, through the shared door ------------
 

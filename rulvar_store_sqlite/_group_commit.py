@@ -61,9 +61,10 @@ batch-mates' operations go back, undecided, to the front of the queue for the
 next leader, unless COMMIT had already returned, in which case they succeeded.
 
 asyncio callers (``AsyncSqliteStore``) queue the same operations with
-``enqueue``; the door's one worker thread leads their batches, and each
-batch's coroutines are resumed with one ``call_soon_threadsafe`` per event
-loop, after the COMMIT. Sync threads and coroutines may share one batch.
+``enqueue``; the door's one worker thread (``HopThreads``) leads their
+batches, and each batch's coroutines are resumed with one
+``call_soon_threadsafe`` per event loop, after the COMMIT. Sync threads and
+coroutines may share one batch.
 
 What it buys is bounded twice over (``bench/bench_group_commit.py`` measures
 both): a commit's flush grows with the pages it writes (appends to N runs
@@ -77,13 +78,12 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from typing import Any, ClassVar, TypeVar, final
 
 import apsw
 
-from rulvar_store.backend import ForkGuard, hit
+from rulvar_store.backend import ForkGuard, HopThreads, hit
 from rulvar_store.errors import ContractError, StoreClosedError
 from rulvar_store_sqlite import _sql as sql
 from rulvar_store_sqlite._connection import BusyDeadline
@@ -203,16 +203,14 @@ class GroupCommitter:
         self.fork = ForkGuard("sqlite")
         # The one thread that leads batches for asyncio callers (and runs
         # their reads): made on first use, so sync-only stores never have it.
-        self._worker: ThreadPoolExecutor | None = None
+        self._worker: HopThreads | None = None
 
     # -- lifecycle and reads ---------------------------------------------------
 
     def ensure_open(self, operation: str) -> None:
         self.fork.check(operation)
         if self.closed:
-            raise StoreClosedError(
-                f"sqlite {operation} on {self.path}: the store is closed", operation
-            )
+            raise self._closed_error(operation)
 
     def close(self) -> None:
         """Close cursor and connection; idempotent.
@@ -226,20 +224,39 @@ class GroupCommitter:
             self.closed = True
             if self.fork.forked:
                 return
+            # Read after ``closed`` is set: a worker made meanwhile stops itself.
             if self._worker is not None:
-                self._worker.shutdown(wait=False)  # idle once this close returns
+                self._worker.stop()  # queued jobs still run, and fail typed
             with translate_errors("close"):
                 self.cursor.close()
                 self.conn.close()
 
-    def worker(self) -> ThreadPoolExecutor:
+    def worker(self) -> HopThreads:
         """The thread that leads asyncio callers' batches (made on first use)."""
         with self._mutex:
             if self._worker is None:
-                self._worker = ThreadPoolExecutor(
-                    max_workers=1, thread_name_prefix="rulvar-sqlite"
-                )
+                self._worker = HopThreads("rulvar-sqlite")
+                if self.closed:  # close() ran before it existed: stopped from birth
+                    self._worker.stop()
             return self._worker
+
+    def hop(
+        self, loop: asyncio.AbstractEventLoop, operation: str, call: Callable[[], T]
+    ) -> asyncio.Future[T]:
+        """Run ``call`` whole on the worker thread; its outcome arrives on ``loop``.
+
+        Raises:
+            StoreClosedError: the store closed (its worker takes no more jobs).
+        """
+        future = self.worker().call(loop, call)
+        if future is None:
+            raise self._closed_error(operation)
+        return future
+
+    def _closed_error(self, operation: str) -> StoreClosedError:
+        return StoreClosedError(
+            f"sqlite {operation} on {self.path}: the store is closed", operation
+        )
 
     def read(
         self, operation: str, statement: str, params: tuple[object, ...]
@@ -343,11 +360,7 @@ class GroupCommitter:
         """
         if self.closed:
             for op in batch:
-                op.fail(
-                    StoreClosedError(
-                        f"sqlite {op.name} on {self.path}: the store is closed", op.name
-                    )
-                )
+                op.fail(self._closed_error(op.name))
             return
         self._busy.arm()
         run_batch(
@@ -405,11 +418,25 @@ class GroupCommitter:
         self._lead(None)
 
     def _wake_heir(self, heir: Operation[Any]) -> None:
-        """Make ``heir``'s caller lead: its thread, or the worker for a coroutine."""
+        """Make ``heir``'s caller lead: its thread, or the worker for a coroutine.
+
+        A worker stopped by ``close`` runs no more batches: what is queued
+        then is failed here, typed, as a batch on a closed store would be.
+        """
         if heir.resume is None:
             heir.wake()
-        else:
-            self.worker().submit(self._lead_detached)
+        elif not (self._worker or self.worker()).post(self._lead_detached):
+            self._fail_queued()
+
+    def _fail_queued(self) -> None:
+        """Fail everything queued with ``StoreClosedError`` and wake its callers."""
+        with self._mutex:
+            queued, self._queue = self._queue, []
+            self._heir = None
+            self._leading = False
+        for op in queued:
+            op.fail(self._closed_error(op.name))
+        _wake_decided(queued)
 
     def _lead(self, own: Operation[Any] | None) -> None:
         """Run everything queued as one batch, then wake its callers."""
@@ -489,18 +516,25 @@ class GroupCommitter:
 
 def _wake_decided(ops: list[Operation[Any]]) -> None:
     """Wake decided callers: threads one by one, coroutines one hop per loop."""
-    loops: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
+    loops: dict[asyncio.AbstractEventLoop, list[Operation[Any]]] = {}
     for op in ops:
         if op.resume is None:
             op.wake()
         else:
-            loops.setdefault(op.resume[0], []).append(op.resume[1])
-    for loop, futures in loops.items():
+            loops.setdefault(op.resume[0], []).append(op)
+    for loop, resumed in loops.items():
         with suppress(RuntimeError):  # the loop is closed: nobody waits any more
-            loop.call_soon_threadsafe(_resolve, futures)
+            loop.call_soon_threadsafe(_resolve, resumed)
 
 
-def _resolve(futures: list[asyncio.Future[None]]) -> None:
-    for future in futures:
-        if not future.done():
-            future.set_result(None)
+def _resolve(ops: list[Operation[Any]]) -> None:
+    """On the callers' loop: mark each operation's batch over and wake its caller.
+
+    The future is read here, on the loop, not by the worker: a cancelled
+    caller swaps in a fresh one to wait out its batch (``_async_store``), and
+    both run on the loop thread, so whichever comes first, the wait ends.
+    """
+    for op in ops:
+        op.loop_woken = True
+        if op.resume is not None and not op.resume[1].done():
+            op.resume[1].set_result(None)

@@ -64,6 +64,7 @@ class Operation(Generic[T]):
         "done",
         "error",
         "fence",
+        "loop_woken",
         "mutate",
         "name",
         "result",
@@ -93,10 +94,12 @@ class Operation(Generic[T]):
         self._wake.acquire()
         # The caller's context (its failpoint aim, contextvars), for its steps.
         self.context = contextvars.copy_context()
-        # An asyncio caller's loop and future instead (GroupCommitter.enqueue).
+        # An asyncio caller's loop and future instead (GroupCommitter.enqueue),
+        # and whether its batch is over (set on that loop, when it is resumed).
         self.resume: tuple[asyncio.AbstractEventLoop, asyncio.Future[None]] | None = (
             None
         )
+        self.loop_woken = False
 
     def succeed(self, result: T) -> None:
         self.result = result

@@ -11,12 +11,11 @@ files; only the answers of the chosen calls change.
 from __future__ import annotations
 
 import os
-import threading
 from typing import Final
 
 import apsw
 
-from rulvar_conformance.faults.disk_runs import DiskFault
+from rulvar_conformance.faults._fault_switch import FaultSwitch
 
 __all__ = ["FAULT_OPS", "DiskFaultVFS"]
 
@@ -41,34 +40,19 @@ class _FaultyFile(apsw.VFSFile):
         super().xTruncate(newsize)
 
 
-class DiskFaultVFS(apsw.VFS):
+class DiskFaultVFS(FaultSwitch, apsw.VFS):
     """The default VFS while installed; fails chosen operations under ``folder``."""
 
     def __init__(self, name: str, folder: str) -> None:
-        self._lock = threading.Lock()
+        FaultSwitch.__init__(self)
         self._folder = os.path.abspath(folder) + os.sep
-        self._kind: DiskFault | None = None
-        self._ops: frozenset[str] = frozenset()
-        self.failed = 0
         self.base = apsw.vfs_names()[0]
-        super().__init__(name, self.base, makedefault=True)
-
-    def fail(self, kind: DiskFault, ops: frozenset[str]) -> None:
-        """From now on every ``ops`` operation in the folder fails with ``kind``."""
-        with self._lock:
-            self._kind, self._ops = kind, ops
-
-    def heal(self) -> None:
-        """Space is back, the disk answers again."""
-        with self._lock:
-            self._kind, self._ops = None, frozenset()
+        apsw.VFS.__init__(self, name, self.base, makedefault=True)
 
     def check(self, op: str) -> None:
-        with self._lock:
-            if self._kind is None or op not in self._ops:
-                return
-            self.failed += 1
-            kind = self._kind
+        kind = self.tripped(op)
+        if kind is None:
+            return
         if kind == "ENOSPC":
             raise apsw.FullError(f"{op}: no space left on device (injected)")
         raise apsw.IOError(f"{op}: input/output error (injected)")

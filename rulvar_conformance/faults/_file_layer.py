@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import errno
 import os
-import threading
 
-from rulvar_conformance.faults.disk_runs import DiskFault
+from rulvar_conformance.faults._fault_switch import FaultSwitch
 from rulvar_store.backend import FileOps
 
 __all__ = ["FileFaultLayer"]
@@ -14,32 +13,17 @@ __all__ = ["FileFaultLayer"]
 _ERRNOS = {"ENOSPC": errno.ENOSPC, "EIO": errno.EIO}
 
 
-class FileFaultLayer(FileOps):
+class FileFaultLayer(FaultSwitch, FileOps):
     """Fails chosen writes, fsyncs and truncates with ENOSPC or EIO until healed.
 
     Calls it lets through are the real OS calls (``FileOps``).
     """
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._kind: DiskFault | None = None
-        self._ops: frozenset[str] = frozenset()
-        self.failed = 0
-
-    def fail(self, kind: DiskFault, ops: frozenset[str]) -> None:
-        with self._lock:
-            self._kind, self._ops = kind, ops
-
-    def heal(self) -> None:
-        with self._lock:
-            self._kind, self._ops = None, frozenset()
-
     def _check(self, op: str) -> None:
-        with self._lock:
-            if self._kind is None or op not in self._ops:
-                return
-            self.failed += 1
-            code = _ERRNOS[self._kind]
+        kind = self.tripped(op)
+        if kind is None:
+            return
+        code = _ERRNOS[kind]
         raise OSError(code, f"{os.strerror(code)} (injected on {op})")
 
     def write(self, fd: int, data: memoryview | bytes) -> int:

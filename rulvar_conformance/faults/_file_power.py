@@ -23,9 +23,9 @@ import errno
 import os
 import random
 import stat
-import threading
 from pathlib import Path
 
+from rulvar_conformance.faults._power_switch import PowerSwitch
 from rulvar_store.backend import FileOps
 
 __all__ = ["FileImage", "PowerLossFileOps", "write_image"]
@@ -45,20 +45,17 @@ def _read_fd(fd: int) -> bytes:
         return file.read()
 
 
-class PowerLossFileOps(FileOps):
+class PowerLossFileOps(PowerSwitch, FileOps):
     """The OS calls, plus a model of the durable disk; ``cut()`` ends the machine."""
 
     def __init__(self, rng: random.Random) -> None:
-        self.lock = threading.RLock()
+        PowerSwitch.__init__(self)
         self._rng = rng
         self._root = Path()
         self._root_key: _Key = (0, 0, 0)
         self._files: dict[_Key, bytes] = {}
         self._dirs: dict[_Key, _Entries] = {}
         self._generations: dict[tuple[int, int], int] = {}
-        self._countdown: int | None = None
-        self._tear = False
-        self.dead = False
         self.image: FileImage = {}
         self.torn_files = 0
         self.dropped_bytes = 0
@@ -75,12 +72,9 @@ class PowerLossFileOps(FileOps):
                     path = os.path.join(folder, name)
                     with open(path, "rb") as file:
                         self._files[self._key(os.lstat(path))] = file.read()
-            self._countdown, self.dead, self.image = None, False, {}
+            self._restore_power()
+            self.image = {}
             self.torn_files = self.dropped_bytes = 0
-
-    def arm(self, after: int, *, tear: bool) -> None:
-        with self.lock:
-            self._countdown, self._tear = after, tear
 
     def _key(self, st: os.stat_result) -> _Key:
         inode = (st.st_dev, st.st_ino)
@@ -94,17 +88,11 @@ class PowerLossFileOps(FileOps):
                 entries[entry.name] = (self._key(st), stat.S_ISDIR(st.st_mode))
         return entries
 
-    def is_dead(self) -> bool:
-        return self.dead
-
     def _tick(self) -> None:
         if self.dead:
             raise OSError(errno.EIO, "power is off")
-        if self._countdown is not None:
-            self._countdown -= 1
-            if self._countdown <= 0:
-                self.cut()
-                raise OSError(errno.EIO, "power cut")
+        if self._cut_at_this_change():
+            raise OSError(errno.EIO, "power cut")
 
     # -- FileOps ---------------------------------------------------------------
 
@@ -150,20 +138,14 @@ class PowerLossFileOps(FileOps):
 
     # -- the cut ---------------------------------------------------------------
 
-    def cut(self) -> None:
-        """Freeze what the disk holds (idempotent)."""
-        with self.lock:
-            if self.dead:
-                return
-            self.dead = True
-            self._countdown = None
-            live: dict[_Key, str] = {}
-            for folder, _, names in os.walk(self._root):
-                for name in names:
-                    path = os.path.join(folder, name)
-                    live[self._key(os.lstat(path))] = path
-            self.image = {}
-            self._visit(self._root_key, "", live)
+    def _freeze(self) -> None:
+        live: dict[_Key, str] = {}
+        for folder, _, names in os.walk(self._root):
+            for name in names:
+                path = os.path.join(folder, name)
+                live[self._key(os.lstat(path))] = path
+        self.image = {}
+        self._visit(self._root_key, "", live)
 
     def _visit(self, folder: _Key, prefix: str, live: dict[_Key, str]) -> None:
         for name, (key, is_dir) in sorted(self._dirs.get(folder, {}).items()):

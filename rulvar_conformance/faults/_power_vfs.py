@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import os
 import random
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
 import apsw
+
+from rulvar_conformance.faults._power_switch import PowerSwitch
 
 __all__ = ["SECTOR_BYTES", "CutFigures", "PowerLossVFS"]
 
@@ -118,7 +119,7 @@ class _PowerFile(apsw.VFSFile):
         return super().xRead(amount, offset)
 
 
-class PowerLossVFS(apsw.VFS):
+class PowerLossVFS(PowerSwitch, apsw.VFS):
     """The default VFS while installed; models power loss for files under ``folder``.
 
     ``arm(after)`` cuts the power at the ``after``-th write, truncate or sync of a
@@ -127,19 +128,16 @@ class PowerLossVFS(apsw.VFS):
     """
 
     def __init__(self, name: str, rng: random.Random) -> None:
-        self.lock = threading.RLock()
+        PowerSwitch.__init__(self)
         self._rng = rng
         self._folder = ""
         self._tracks: dict[str, _Track] = {}
-        self._countdown: int | None = None
-        self._tear = False
         self._on_cut: Callable[[], None] | None = None
-        self.dead = False
         self.figures = CutFigures()
         self._image: dict[str, bytes] = {}
         # The default VFS before this one: files are that VFS's files underneath.
         self.base = apsw.vfs_names()[0]
-        super().__init__(name, self.base, makedefault=True)
+        apsw.VFS.__init__(self, name, self.base, makedefault=True)
 
     # -- the machine's life cycle --------------------------------------------
 
@@ -154,35 +152,25 @@ class PowerLossVFS(apsw.VFS):
                 if entry.is_file() and not entry.name.endswith("-shm"):
                     path = self._folder + entry.name
                     self._tracks[path] = _Track(bytearray(_read(path) or b""))
-            self._countdown = None
-            self.dead = False
+            self._restore_power()
             self.figures = CutFigures()
             self._image = {}
 
-    def arm(self, after: int, *, tear: bool, on_cut: Callable[[], None]) -> None:
-        """Cut the power at the ``after``-th change (1 = the next one)."""
+    def arm(
+        self, after: int, *, tear: bool, on_cut: Callable[[], None] | None = None
+    ) -> None:
+        """Cut the power at the ``after``-th change; ``on_cut`` runs at the cut."""
         with self.lock:
-            self._countdown = after
-            self._tear = tear
+            super().arm(after, tear=tear)
             self._on_cut = on_cut
 
-    def cut(self) -> None:
-        """Cut the power now (idempotent): freeze what the disk holds."""
-        with self.lock:
-            if self.dead:
-                return
-            self.dead = True
-            self._countdown = None
-            for path, track in self._tracks.items():
-                image = self._survivor(track)
-                if image is not None:
-                    self._image[os.path.basename(path)] = bytes(image)
-            if self._on_cut is not None:
-                self._on_cut()
-
-    def is_dead(self) -> bool:
-        """Whether the power was cut (read fresh: another thread may cut it)."""
-        return self.dead
+    def _freeze(self) -> None:
+        for path, track in self._tracks.items():
+            image = self._survivor(track)
+            if image is not None:
+                self._image[os.path.basename(path)] = bytes(image)
+        if self._on_cut is not None:
+            self._on_cut()
 
     def image(self) -> dict[str, bytes]:
         """The disk after the cut: file name -> bytes (unsynced new files absent)."""
@@ -221,11 +209,8 @@ class PowerLossVFS(apsw.VFS):
     def mutate(self, path: str) -> None:
         """One change is about to happen: cut here if the countdown ends."""
         self.alive()
-        if self._countdown is not None and path in self._tracks:
-            self._countdown -= 1
-            if self._countdown <= 0:
-                self.cut()
-                raise apsw.IOError("power cut")
+        if path in self._tracks and self._cut_at_this_change():
+            raise apsw.IOError("power cut")
 
     def record(self, path: str, op: _Op) -> None:
         track = self._tracks.get(path)

@@ -19,20 +19,23 @@ the disk holds and checks it on the next boot:
 from __future__ import annotations
 
 import random
-import shutil
-import threading
 import time
 from collections.abc import Callable
-from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Final
 from urllib.parse import quote
 
 from rulvar_conformance.faults._file_power import PowerLossFileOps, write_image
+from rulvar_conformance.faults._power_storm import (
+    CutReport,
+    PowerStorm,
+    SeqBook,
+    close_after_cut,
+)
 from rulvar_store import OpenedStore, open_store
 from rulvar_store.backend import file_ops_layer
-from rulvar_store.errors import RulvarError
 
 __all__ = ["FilePowerReport", "LayerFactory", "run_file_power_loss"]
 
@@ -41,22 +44,15 @@ HANDLES: Final = 2
 WRITES_PER_THREAD: Final = 4
 # Each write is about 2 changes (write, fsync), a meta 3 and a new run 1 more.
 CUT_WINDOW: Final = 50
-_JOIN_TIMEOUT_S: Final = 60.0
 
 LayerFactory = Callable[[random.Random], PowerLossFileOps]
 
 
 @dataclass
-class FilePowerReport:
-    cuts: int = 0
-    acknowledged: int = 0
+class FilePowerReport(CutReport):
     lost: int = 0
-    metas_acknowledged: int = 0
     torn_lines: int = 0
-    in_flight_landed: int = 0
-    typed_errors: int = 0
     dropped_bytes: int = 0
-    violations: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         return (
@@ -68,37 +64,25 @@ class FilePowerReport:
             f"calls failed typed at the cut, {self.dropped_bytes} unsynced bytes dropped"
         )
 
-    def violate(self, detail: str) -> None:
-        if len(self.violations) < 20:
-            self.violations.append(f"cut {self.cuts}: {detail}")
-
 
 @dataclass
-class _Book:
-    survivors: list[object] = field(default_factory=list)
-    acked: list[int] = field(default_factory=list)
-    in_flight: int | None = None
+class _Book(SeqBook):
     meta_acked: int | None = None
     meta_in_flight: int | None = None
 
 
-class _FileMachine:
+class _FileMachine(PowerStorm[FilePowerReport, _Book]):
     def __init__(self, workdir: Path, layer: PowerLossFileOps) -> None:
-        self.workdir = workdir
+        books = {f"run-{i}": _Book() for i in range(THREADS)}
+        super().__init__(workdir, FilePowerReport(), books, layer.is_dead)
         self.layer = layer
-        self.report = FilePowerReport()
-        self.books = {f"run-{i}": _Book() for i in range(THREADS)}
-        self.lock = threading.Lock()
-        self.folder: Path | None = None
 
     def boot(self, number: int) -> Path:
         folder = self.workdir / f"boot-{number}"
         root = folder / "root"
         root.mkdir(parents=True)
         write_image(self.layer.image, root)
-        if self.folder is not None:
-            shutil.rmtree(self.folder, ignore_errors=True)
-        self.folder = folder
+        self.retire_previous_boot(folder)
         self.layer.boot(root)
         return root
 
@@ -125,9 +109,7 @@ class _FileMachine:
 
     def _verify_run(self, opened: OpenedStore, run_id: str, book: _Book) -> None:
         seqs = [entry.get("seq") for entry in opened.journal.load(run_id)]
-        told: list[object] = list(book.acked)
-        if book.in_flight is not None:
-            told.append(book.in_flight)
+        told = book.told()
         before = book.survivors
         new = seqs[len(before) :]
         if seqs[: len(before)] != before or new != told[: len(new)]:
@@ -160,38 +142,25 @@ class _FileMachine:
     def storm(self, root: Path, rng: random.Random) -> None:
         self.layer.arm(rng.randint(1, CUT_WINDOW), tear=rng.random() < 0.5)
         handles = [self._open(root) for _ in range(HANDLES)]
-        writers = [
-            threading.Thread(
-                target=self._writer,
-                args=(handles[i % HANDLES], f"run-{i}"),
-                daemon=True,
-            )
-            for i in range(THREADS)
-        ]
-        for writer in writers:
-            writer.start()
-        for writer in writers:
-            writer.join(_JOIN_TIMEOUT_S)
-            if writer.is_alive():
-                self.report.violate("a writer hung after the power cut")
+        self.run_writers(
+            [
+                partial(self._writer, handles[i % HANDLES], f"run-{i}")
+                for i in range(THREADS)
+            ]
+        )
         self.layer.cut()
-        for opened in handles:
-            with suppress(Exception):
-                opened.close()
+        close_after_cut(handles)
 
     def _writer(self, opened: OpenedStore, run_id: str) -> None:
         book = self.books[run_id]
         seq = len(book.survivors)
-        try:
+        with self.writer_calls(run_id):
             for number in range(WRITES_PER_THREAD):
-                book.in_flight = seq
-                opened.journal.append(run_id, {"seq": seq, "kind": "step"})
-                if self.layer.is_dead():
+                entry = {"seq": seq, "kind": "step"}
+                if not self.appended(
+                    book, seq, partial(opened.journal.append, run_id, entry)
+                ):
                     return
-                book.acked.append(seq)
-                book.in_flight = None
-                with self.lock:
-                    self.report.acknowledged += 1
                 seq += 1
                 if number % 2 == 1:
                     book.meta_in_flight = seq
@@ -203,16 +172,6 @@ class _FileMachine:
                     book.meta_acked, book.meta_in_flight = seq, None
                     with self.lock:
                         self.report.metas_acknowledged += 1
-        except RulvarError as exc:
-            with self.lock:
-                self.report.typed_errors += 1
-            if not self.layer.is_dead():
-                self.report.violate(f"{run_id}: a call failed before the cut: {exc!r}")
-        except Exception as exc:
-            with self.lock:
-                self.report.violate(
-                    f"{run_id}: a call failed with the untyped {type(exc).__name__}: {exc}"
-                )
 
 
 def run_file_power_loss(

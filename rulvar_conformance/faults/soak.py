@@ -77,7 +77,7 @@ def run_fault_soak(
         ConfigError: no PostgreSQL server binaries, or the cluster or the hosts
             could not be set up.
     """
-    from rulvar_conformance.soak.runner import run_multi_process_soak
+    from rulvar_conformance.soak.runner import run_profile_soak
 
     if profile.kind not in ("network", "server"):
         raise ConfigError(f"no fault kind {profile.kind!r}: network or server")
@@ -115,19 +115,14 @@ def run_fault_soak(
         fresh = certified()
         location = wrap(fresh) if wrap is not None else fresh
         try:
-            return run_multi_process_soak(
+            return run_profile_soak(
                 location,
+                storm,
                 writers=n_writers,
-                seconds=seconds or storm.seconds,
-                seed=storm.seed if seed is None else seed,
-                ttl_ms=storm.ttl_ms,
-                runs=storm.runs,
-                chaos=storm.chaos,
-                quorum=storm.quorum,
+                seconds=seconds,
+                seed=seed,
                 report_dir=report_dir,
                 on_progress=on_progress,
-                raise_on_violation=False,
-                companions=storm.companions,
                 faults=driver,
                 outage_s=profile.outage_s,
             )

@@ -22,18 +22,22 @@ hand in a store with a seeded defect and see the check catch it.
 from __future__ import annotations
 
 import random
-import shutil
-import threading
 import time
 from collections.abc import Callable
-from contextlib import suppress
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Final, Literal
 from urllib.parse import quote
 
 import apsw
 
+from rulvar_conformance.faults._power_storm import (
+    CutReport,
+    PowerStorm,
+    SeqBook,
+    close_after_cut,
+)
 from rulvar_conformance.faults._power_vfs import PowerLossVFS
 from rulvar_conformance.harness.site import ManualClock
 from rulvar_store import Clock, Lease, OpenedStore, open_store
@@ -58,7 +62,6 @@ WRITES_PER_THREAD: Final = 5
 # About the changes (writes, truncates, syncs) one cycle's storm makes: the cut
 # lands uniformly among them, or after the storm (a cut at rest) past the end.
 CUT_WINDOW: Final = 90
-_JOIN_TIMEOUT_S: Final = 60.0
 DB_NAME: Final = "store.db"
 
 
@@ -70,17 +73,12 @@ def open_sqlite_at(path: str, synchronous: Synchronous, now: Clock) -> OpenedSto
 
 
 @dataclass
-class PowerLossReport:
+class PowerLossReport(CutReport):
     """What the power cuts did and what the checks found."""
 
-    synchronous: str
-    cuts: int = 0
+    synchronous: str = field(kw_only=True)  # after the shared figures' defaults
     torn_cuts: int = 0
-    acknowledged: int = 0
-    metas_acknowledged: int = 0
     lost_acknowledged: int = 0
-    in_flight_landed: int = 0
-    typed_errors: int = 0
     dropped_writes: int = 0
     torn_writes: int = 0
     repeated_epochs: int = 0
@@ -97,27 +95,20 @@ class PowerLossReport:
             f"torn, {self.repeated_epochs} epochs handed out again"
         )
 
-    def violate(self, detail: str) -> None:
-        if len(self.violations) < 20:
-            self.violations.append(f"cut {self.cuts}: {detail}")
-
 
 @dataclass
-class _RunBook:
+class _RunBook(SeqBook):
     """What one run's writer was told, and what survived so far."""
 
-    survivors: list[object] = field(default_factory=list)
     durable_epoch: int = 0
     acked_epoch: int = 0
-    acked: list[int] = field(default_factory=list)
-    in_flight: int | None = None
     # The fenced meta records how many entries the run had when it was written.
     meta_durable: object = None
     metas_acked: list[int] = field(default_factory=list)
     meta_in_flight: int | None = None
 
 
-class _Machine:
+class _Machine(PowerStorm[PowerLossReport, _RunBook]):
     """One store folder losing power again and again."""
 
     def __init__(
@@ -127,17 +118,17 @@ class _Machine:
         opener: SqliteOpener,
         rng: random.Random,
     ) -> None:
-        self.workdir = workdir
+        vfs = PowerLossVFS(f"rulvar-power-{id(self)}", rng)
+        books = {f"run-{i}": _RunBook() for i in range(THREADS)}
+        super().__init__(
+            workdir, PowerLossReport(synchronous=synchronous), books, vfs.is_dead
+        )
         self.synchronous = synchronous
         self.opener = opener
         self.rng = rng
         self.clock = ManualClock()
-        self.vfs = PowerLossVFS(f"rulvar-power-{id(self)}", rng)
-        self.report = PowerLossReport(synchronous)
-        self.books = {f"run-{i}": _RunBook() for i in range(THREADS)}
-        self.lock = threading.Lock()
+        self.vfs = vfs
         self.image: dict[str, bytes] = {}
-        self.folder: Path | None = None
 
     def close(self) -> None:
         self.vfs.unregister()
@@ -148,9 +139,7 @@ class _Machine:
         folder.mkdir()
         for name, data in self.image.items():
             (folder / name).write_bytes(data)
-        if self.folder is not None:
-            shutil.rmtree(self.folder, ignore_errors=True)
-        self.folder = folder
+        self.retire_previous_boot(folder)
         self.vfs.boot(str(folder))
         self.clock.advance(10 * TTL_MS)
         return folder / DB_NAME
@@ -219,9 +208,7 @@ class _Machine:
                 f"{before}, now {seqs}"
             )
         new = seqs[len(before) :]
-        told: list[object] = list(book.acked)
-        if book.in_flight is not None:
-            told.append(book.in_flight)
+        told = book.told()
         if new != told[: len(new)]:
             self.report.violate(
                 f"{run_id}: survivors {new} are not a prefix of the acknowledged "
@@ -260,59 +247,38 @@ class _Machine:
         except Exception as exc:
             self.report.violate(f"opening failed untyped: {type(exc).__name__}: {exc}")
         if len(handles) == HANDLES:
-            writers = [
-                threading.Thread(
-                    target=self._writer,
-                    args=(handles[i % HANDLES], f"run-{i}", f"w{i}-boot{cycle}"),
-                    daemon=True,
-                )
-                for i in range(THREADS)
-            ]
-            for writer in writers:
-                writer.start()
-            for writer in writers:
-                writer.join(_JOIN_TIMEOUT_S)
-                if writer.is_alive():
-                    self.report.violate("a writer hung after the power cut")
+            self.run_writers(
+                [
+                    partial(
+                        self._writer,
+                        handles[i % HANDLES],
+                        f"run-{i}",
+                        f"w{i}-boot{cycle}",
+                    )
+                    for i in range(THREADS)
+                ]
+            )
         self.vfs.cut()
-        for opened in handles:
-            # A dead disk: closing may fail (typed or not), it must not hang.
-            with suppress(Exception):
-                opened.close()
+        close_after_cut(handles)
 
     def _writer(self, opened: OpenedStore, run_id: str, owner: str) -> None:
         book = self.books[run_id]
         store = opened.journal
-        try:
+        with self.writer_calls(run_id):
             lease: Lease = store.acquire(run_id, owner)  # type: ignore[attr-defined]
             if self.vfs.is_dead():
                 return
             self._check_epoch(run_id, book, lease.epoch)
             seq = len(book.survivors)
             for _ in range(WRITES_PER_THREAD):
-                book.in_flight = seq
-                store.append(
-                    run_id, {"seq": seq, "kind": "step", "epoch": lease.epoch}, lease
-                )
-                if self.vfs.is_dead():
+                entry = {"seq": seq, "kind": "step", "epoch": lease.epoch}
+                if not self.appended(
+                    book, seq, partial(store.append, run_id, entry, lease)
+                ):
                     return  # the answer came after the cut: the outcome is unknown
-                book.acked.append(seq)
-                book.in_flight = None
-                with self.lock:
-                    self.report.acknowledged += 1
                 seq += 1
                 if seq % 2 == 0:
                     self._put_meta(store, run_id, book, seq, lease)
-        except RulvarError:
-            with self.lock:
-                self.report.typed_errors += 1
-            if not self.vfs.is_dead():
-                self.report.violate(f"{run_id}: a call failed before the cut")
-        except Exception as exc:
-            with self.lock:
-                self.report.violate(
-                    f"{run_id}: a call failed with the untyped {type(exc).__name__}: {exc}"
-                )
 
     def _put_meta(
         self, store: object, run_id: str, book: _RunBook, step: int, lease: Lease

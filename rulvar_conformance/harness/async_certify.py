@@ -21,11 +21,11 @@ __all__ = ["ASYNC_SUFFIX", "async_locations", "async_suites"]
 
 ASYNC_SUFFIX = " (async)"
 
-# Suites that simulate the machine under the store's files (power cuts, a full
-# disk): the asyncio path writes through the same files, so running them again
-# behind the async facade would prove nothing new (and its locations carry no
-# URL for the fault layers to find the files by).
-MACHINE_SUITES = frozenset({"power-loss", "disk-faults"})
+# Suites about the machinery under the store's files (power cuts, a full disk,
+# a writer SIGKILLed mid-file): the asyncio path writes through the same files
+# and code, so running them again behind the async facade would prove nothing
+# new (and its locations carry no URL for the fault layers to find the files by).
+MACHINE_SUITES = frozenset({"power-loss", "disk-faults", "file-machinery"})
 
 
 def async_suites(

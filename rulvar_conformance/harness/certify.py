@@ -28,7 +28,7 @@ from rulvar_conformance.harness.deadline import (
 from rulvar_conformance.harness.kit import CheckNotRun, ConformanceSuite
 from rulvar_conformance.suites import registered_specs
 from rulvar_store import LeasableStore, has_fenced_writes, has_meta_lookup
-from rulvar_store.backend import LocationFactory
+from rulvar_store.backend import LocationFactory, has_single_writer_files
 
 __all__ = [
     "ALL_SUITES",
@@ -110,6 +110,8 @@ def probe_capabilities(locations: LocationFactory) -> frozenset[str]:
                 found.add("fenced_writes")
             if has_fenced_writes(opened.transcripts):
                 found.add("fenced_transcripts")
+            if has_single_writer_files(opened.journal):
+                found.add("single_writer_files")
     finally:
         location.remove()
     return frozenset(found)

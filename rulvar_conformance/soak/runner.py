@@ -52,8 +52,15 @@ from rulvar_store.backend import StoreLocation
 
 if TYPE_CHECKING:
     from rulvar_conformance.faults.chaos import FaultDriver
+    from rulvar_conformance.soak.profiles import SoakProfile
 
-__all__ = ["ChaosPlan", "SoakFailure", "SoakResult", "run_multi_process_soak"]
+__all__ = [
+    "ChaosPlan",
+    "SoakFailure",
+    "SoakResult",
+    "run_multi_process_soak",
+    "run_profile_soak",
+]
 
 POLL_S: Final = 0.1
 READ_DEADLINE_S: Final = 300.0
@@ -93,6 +100,43 @@ class SoakFailure(ConformanceFailure):
         head = lines[0].removeprefix(prefix)
         super().__init__("multi-process-soak", "\n".join([head, *lines[1:]]))
         self.result = result
+
+
+def run_profile_soak(
+    location: StoreLocation,
+    profile: SoakProfile,
+    *,
+    writers: int | None = None,
+    seconds: float | None = None,
+    seed: int | None = None,
+    companions: int | None = None,
+    report_dir: str | os.PathLike[str] | None = None,
+    on_progress: Callable[[float, SoakActivity], None] | None = None,
+    faults: FaultDriver | None = None,
+    outage_s: float = 0.0,
+) -> SoakResult:
+    """``run_multi_process_soak`` at ``profile``'s sizes; the result holds any violation.
+
+    ``writers`` and ``seconds`` replace the profile's when given and not zero,
+    ``seed`` and ``companions`` when not None, so the CLI and the fault soak size
+    a soak from a profile the same way.
+    """
+    return run_multi_process_soak(
+        location,
+        writers=writers or profile.writers,
+        seconds=seconds or profile.seconds,
+        seed=profile.seed if seed is None else seed,
+        ttl_ms=profile.ttl_ms,
+        runs=profile.runs,
+        chaos=profile.chaos,
+        quorum=profile.quorum,
+        report_dir=report_dir,
+        on_progress=on_progress,
+        raise_on_violation=False,
+        companions=profile.companions if companions is None else companions,
+        faults=faults,
+        outage_s=outage_s,
+    )
 
 
 def run_multi_process_soak(

@@ -159,6 +159,11 @@ def locations_independent(locations: LocationFactory, caps: frozenset[str]) -> N
             partial(writer.journal.append, RUN, entry(None, "probe", 0), lease),
             "a leased append",
         )
+        if not probe:
+            not_run(
+                "the store never calls rulvar_store.backend.hit, so no window can "
+                "be forced open"
+            )
         if ("append", WINDOW_POINT) not in probe:
             not_run(
                 "the store never reaches an append's after-fence-check failpoint, "

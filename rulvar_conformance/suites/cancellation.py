@@ -162,6 +162,10 @@ OPERATIONS: Final = (
 )
 
 
+def _ttl_for(leasable: bool) -> int | None:
+    return TTL_MS if leasable else None
+
+
 def _held(lease: Lease | None) -> Lease:
     assert lease is not None  # lease ops run only on leasable stores
     return lease
@@ -170,11 +174,13 @@ def _held(lease: Lease | None) -> Lease:
 class _Rig:
     """One fresh location, one async handle on it, the lease the setup took."""
 
-    def __init__(self, location: StoreLocation, op: _WriteOp) -> None:
+    def __init__(self, location: StoreLocation, op: _WriteOp, leasable: bool) -> None:
         self.location = location
+        # A store without leases takes no ttl (file:// refuses the option).
+        self.ttl_ms = _ttl_for(leasable)
         self.loop = loop_thread()
         self.opened = self.loop.call(
-            lambda: open_async_at(location.opener, TTL_MS, None, False)
+            lambda: open_async_at(location.opener, self.ttl_ms, None, False)
         )
         self.lease = self.acquire(RUN, "owner-a")
         self.loop.call(lambda: op.setup(self.opened, self.lease))
@@ -186,7 +192,7 @@ class _Rig:
         return self.loop.call(lambda: journal.acquire(run_id, owner))
 
     def read(self, op: _WriteOp) -> object:
-        with self.location.open(TTL_MS) as second:
+        with self.location.open(self.ttl_ms) as second:
             return op.read(second)
 
     def close(self) -> None:
@@ -197,10 +203,10 @@ class _Rig:
 
 
 def _reference(
-    locations: LocationFactory, op: _WriteOp
+    locations: LocationFactory, op: _WriteOp, leasable: bool
 ) -> tuple[object, object, list[Hit]]:
     """The states before and after an uncancelled write, and the failpoints it hits."""
-    rig = _Rig(locations(), op)
+    rig = _Rig(locations(), op, leasable)
     try:
         before = rig.read(op)
         seen: list[Hit] = []
@@ -225,7 +231,7 @@ def _cancelled_everywhere(locations: LocationFactory, op: _WriteOp) -> None:
     leasable = "leases" in _capabilities_of(locations)
     if op.leases and not leasable:
         not_run(f"the store grants no leases, so it has no {op.name}")
-    before, after, hits = _reference(locations, op)
+    before, after, hits = _reference(locations, op, leasable)
     for index in (None, *range(len(hits))):
         _cancelled_write(locations, op, index, (before, after), leasable)
 
@@ -239,7 +245,7 @@ def _cancelled_write(
 ) -> None:
     """Cancel the write at its ``index``-th failpoint (``None``: right after it starts)."""
     before, after = states
-    rig = _Rig(locations(), op)
+    rig = _Rig(locations(), op, leasable)
     pause = FailpointPause(index if index is not None else -1)
     try:
         context = contextvars.copy_context()
@@ -294,7 +300,7 @@ def _cancelled_write(
 def _second_handle_writes(
     location: StoreLocation, leasable: bool, where: str, op: _WriteOp
 ) -> None:
-    with location.open(TTL_MS, fail_fast=location.contention) as second:
+    with location.open(_ttl_for(leasable), fail_fast=location.contention) as second:
         journal = second.journal
         lease = (
             journal.acquire(f"{RUN}-other", "owner-b")

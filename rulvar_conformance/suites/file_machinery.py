@@ -285,7 +285,7 @@ def file_machinery_conformance(certification: Certification) -> ConformanceSuite
 SPEC: Final = SuiteSpec(
     "file-machinery",
     file_machinery_conformance,
-    None,
+    "single_writer_files",
     True,
     "torn-tail repair, replace-by-rename and the delete intent under SIGKILL (X13)",
 )

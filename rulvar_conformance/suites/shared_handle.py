@@ -59,6 +59,11 @@ from rulvar_conformance.harness.surfaces import (
     require_capability,
     state_of,
 )
+from rulvar_conformance.suites._thread_loop import (
+    WriteLoop,
+    late_successes,
+    race_rounds,
+)
 from rulvar_conformance.suites._windows import (
     WINDOW_TTL_MS,
     Handles,
@@ -270,25 +275,9 @@ def _own_outcomes(locations: LocationFactory, caps: Caps) -> None:
             writer.holds_exactly_its_good_writes(h.c)
 
 
-@dataclass
-class _Loop:
-    """One thread's leased writes, over and over, until refused or stopped."""
-
-    write: Callable[[int], None]
-    stop: threading.Event
-    calls: list[tuple[float, Outcome[None]]] = field(default_factory=list)
-    started: threading.Event = field(default_factory=threading.Event)
-
-    def run(self) -> None:
-        for tag in range(1, MAX_WRITES):
-            if self.stop.is_set():
-                return
-            began = time.perf_counter()
-            outcome = _retrying_busy(partial(self.write, tag))
-            self.calls.append((began, outcome))
-            self.started.set()
-            if not outcome.ok:
-                return
+def _loop(write: Callable[[int], None], stop: threading.Event) -> WriteLoop:
+    """``write`` over and over until stopped; busy answers are tried again."""
+    return WriteLoop(lambda tag: _retrying_busy(partial(write, tag)), MAX_WRITES, stop)
 
 
 def _victim_writes(
@@ -309,7 +298,7 @@ def _victim_writes(
 
 
 def _bystanders_wrote_everything(
-    h: Handles, loops: list[_Loop], leases: list[Lease]
+    h: Handles, loops: list[WriteLoop], leases: list[Lease]
 ) -> None:
     for loop, lease in zip(loops, leases, strict=True):
         failed = next((o.error for _, o in loop.calls if not o.ok), None)
@@ -338,9 +327,9 @@ def _takeover_round(h: Handles, caps: Caps, round_no: int, rng: random.Random) -
     # Expired for the world; handle a's clock lags, so its writers believe it live.
     h.clock.advance(3 * WINDOW_TTL_MS)
     stop = threading.Event()
-    victims = [_Loop(write, stop) for write in _victim_writes(h.a, caps, victim)]
+    victims = [_loop(write, stop) for write in _victim_writes(h.a, caps, victim)]
     others = [
-        _Loop(partial(_bystander_append, h.a, lease), stop) for lease in bystanders
+        _loop(partial(_bystander_append, h.a, lease), stop) for lease in bystanders
     ]
     threads = [Background(loop.run).start() for loop in victims + others]
     for loop in victims + others:
@@ -352,12 +341,7 @@ def _takeover_round(h: Handles, caps: Caps, round_no: int, rng: random.Random) -
     stop.set()
     for thread in threads:
         require(thread.wait(THREAD_LIMIT_S), "a writer thread never stopped")
-    late = [
-        outcome
-        for loop in victims
-        for began, outcome in loop.calls
-        if began > taken_at and outcome.ok
-    ]
+    late = late_successes(victims, taken_at)
     require(
         not late,
         f"expected every write of the old lease that began after another handle's "
@@ -380,14 +364,13 @@ def _bystander_append(a: OpenedStore, lease: Lease, tag: int) -> None:
 
 def _takeover(locations: LocationFactory, caps: Caps) -> None:
     rng = random.Random("shared-handle-takeover")
-    with at_fresh_location(locations, needs=("shared", "clock")) as site:
-        h = open_handles(site)
-        deadline = time.monotonic() + BUDGET_S
-        with fast_switching():
-            for round_no in range(TAKEOVER_ROUNDS):
-                if round_no >= MIN_TAKEOVER_ROUNDS and time.monotonic() > deadline:
-                    break
-                _takeover_round(h, caps, round_no, rng)
+    race_rounds(
+        locations,
+        TAKEOVER_ROUNDS,
+        MIN_TAKEOVER_ROUNDS,
+        BUDGET_S,
+        lambda h, round_no: _takeover_round(h, caps, round_no, rng),
+    )
 
 
 def shared_handle_conformance(certification: Certification) -> ConformanceSuite:

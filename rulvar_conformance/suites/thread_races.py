@@ -18,14 +18,13 @@ store fail with high probability.
 from __future__ import annotations
 
 import random
-import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from typing import Final
 
 from rulvar_conformance.harness.certification import Certification, SuiteSpec
-from rulvar_conformance.harness.failpause import Background, fast_switching
+from rulvar_conformance.harness.failpause import Background
 from rulvar_conformance.harness.kit import (
     ConformanceSuite,
     Outcome,
@@ -33,24 +32,27 @@ from rulvar_conformance.harness.kit import (
     build_check,
     require,
 )
-from rulvar_conformance.harness.site import at_fresh_location
 from rulvar_conformance.harness.surfaces import (
     SURFACES,
     Surface,
     blob,
     blob_ref,
     entry,
-    expect_refused,
     leasable,
     meta,
     prepare,
     require_capability,
     state_of,
 )
+from rulvar_conformance.suites._thread_loop import (
+    WriteLoop,
+    late_successes,
+    race_rounds,
+)
 from rulvar_conformance.suites._windows import (
     WINDOW_TTL_MS,
     Handles,
-    open_handles,
+    successor_holds,
     take_over,
 )
 from rulvar_store import Lease
@@ -69,14 +71,11 @@ Caps = frozenset[str]
 
 @dataclass
 class _Writer:
-    """The old holder's loop: one surface, over and over, until refused or stopped."""
+    """The old holder's writes on one surface; a ``WriteLoop`` repeats them."""
 
     h: Handles
     surface: Surface
     lease: Lease
-    stop: threading.Event = field(default_factory=threading.Event)
-    calls: list[tuple[float, Outcome[None]]] = field(default_factory=list)
-    started: threading.Event = field(default_factory=threading.Event)
 
     def step(self, tag: int) -> None:
         a, lease, name = self.h.a, self.lease, self.surface.name
@@ -92,16 +91,8 @@ class _Writer:
             # The lease row is gone: take it again on the writer's (lagging) clock.
             self.lease = leasable(a).acquire(lease.run_id, "owner-a")
 
-    def run(self) -> None:
-        for tag in range(1, MAX_WRITES):
-            if self.stop.is_set():
-                return
-            began = time.perf_counter()
-            outcome: Outcome[None] = attempt(partial(self.step, tag))
-            self.calls.append((began, outcome))
-            self.started.set()
-            if not outcome.ok:
-                return
+    def attempt(self, tag: int) -> Outcome[None]:
+        return attempt(partial(self.step, tag))
 
 
 def _round(
@@ -110,7 +101,7 @@ def _round(
     lease = leasable(h.a).acquire(run_id, "owner-a")
     prepare(h.a, lease, caps)
     h.clock.advance(3 * WINDOW_TTL_MS)  # expired for the world; the writer's clock lags
-    writer = _Writer(h, surface, lease)
+    writer = WriteLoop(_Writer(h, surface, lease).attempt, MAX_WRITES)
     loop = Background(writer.run).start()
     require(writer.started.wait(30), "the writer never started")
     time.sleep(rng.random() * 0.002)
@@ -119,7 +110,7 @@ def _round(
     seen = state_of(h.c, run_id, caps, first=surface.touches)
     writer.stop.set()
     require(loop.wait(30), f"the writer's {surface.name} loop never stopped")
-    late = [o for began, o in writer.calls if began > taken_at and o.ok]
+    late = late_successes([writer], taken_at)
     require(
         not late,
         f"expected every {surface.name} of the old lease that began after another "
@@ -133,26 +124,17 @@ def _round(
         f"{surface.name} of the superseded lease land later: {seen} became {after} "
         "(the lease is checked outside the write transaction: L7, X3)",
     )
-    intruder = attempt(partial(leasable(h.c).acquire, run_id, "owner-c"))
-    expect_refused(
-        intruder,
-        f"a third owner's acquire after the old holder's {surface.name} loop "
-        "(the successor's lease must be intact)",
-    )
-    leasable(h.b).renew(successor)
+    successor_holds(h, run_id, successor, f"after the old holder's {surface.name} loop")
 
 
 def _race(locations: LocationFactory, caps: Caps, surface: Surface) -> None:
     require_capability(caps, surface.capability)
     rng = random.Random(f"thread-races-{surface.name}")
-    with at_fresh_location(locations, needs=("shared", "clock")) as site:
-        h = open_handles(site)
-        deadline = time.monotonic() + BUDGET_S
-        with fast_switching():
-            for round_no in range(ROUNDS):
-                if round_no >= MIN_ROUNDS and time.monotonic() > deadline:
-                    break
-                _round(h, caps, surface, f"thread-race-{surface.name}-{round_no}", rng)
+
+    def one_round(h: Handles, round_no: int) -> None:
+        _round(h, caps, surface, f"thread-race-{surface.name}-{round_no}", rng)
+
+    race_rounds(locations, ROUNDS, MIN_ROUNDS, BUDGET_S, one_round)
 
 
 def thread_races_conformance(certification: Certification) -> ConformanceSuite:

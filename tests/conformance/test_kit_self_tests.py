@@ -30,49 +30,18 @@ from rulvar_store import (
     LeaseHeldError,
     MemoryFencedTranscriptStore,
     MemoryStore,
-    RunFilter,
     RunMeta,
 )
+from tests.conformance.selftests._support import MemoryStoreDelegate, MemoryTwinDelegate
 
 
-class DelegatingStore:
+class DelegatingStore(MemoryStoreDelegate):
     """A MemoryStore seen through a wrapper; subclasses break one method."""
-
-    fenced_writes = True
 
     def __init__(self, ttl_ms: int = 600_000) -> None:
         self.inner = MemoryStore(ttl_ms=ttl_ms)
         self.lease_ttl_ms = self.inner.lease_ttl_ms
         self.closed = False
-
-    def append(
-        self, run_id: str, entry: JournalEntry, lease: Lease | None = None
-    ) -> None:
-        self.inner.append(run_id, entry, lease)
-
-    def load(self, run_id: str) -> list[JournalEntry]:
-        return self.inner.load(run_id)
-
-    def put_meta(self, meta: RunMeta, lease: Lease | None = None) -> None:
-        self.inner.put_meta(meta, lease)
-
-    def get_meta(self, run_id: str) -> RunMeta | None:
-        return self.inner.get_meta(run_id)
-
-    def list_runs(self, run_filter: RunFilter | None = None) -> list[RunMeta]:
-        return self.inner.list_runs(run_filter)
-
-    def delete(self, run_id: str, lease: Lease | None = None) -> None:
-        self.inner.delete(run_id, lease)
-
-    def acquire(self, run_id: str, owner: str) -> Lease:
-        return self.inner.acquire(run_id, owner)
-
-    def renew(self, lease: Lease) -> None:
-        self.inner.renew(lease)
-
-    def release(self, lease: Lease) -> None:
-        self.inner.release(lease)
 
     def close(self) -> None:
         self.closed = True
@@ -126,27 +95,16 @@ class SilentSeqGuard(DelegatingStore):
             self.inner.append(run_id, entry, lease)
 
 
-class UnfencedBlobPut:
+class UnfencedBlobPut(MemoryTwinDelegate):
     """A fenced twin whose ``put`` drops the lease."""
 
-    fenced_writes = True
-
     def __init__(self, twin: MemoryFencedTranscriptStore) -> None:
-        self.twin = twin
+        self.inner = twin
 
     def put(
         self, ref: str, blob: bytes | bytearray | memoryview, lease: Lease | None = None
     ) -> None:
-        self.twin.put(ref, blob)
-
-    def get(self, ref: str) -> bytes | None:
-        return self.twin.get(ref)
-
-    def list_refs(self, run_id: str) -> list[str]:
-        return self.twin.list_refs(run_id)
-
-    def delete(self, ref: str, lease: Lease | None = None) -> None:
-        self.twin.delete(ref, lease)
+        self.inner.put(ref, blob)
 
 
 def unfenced_blob_pair() -> FencedTranscriptsFixture:

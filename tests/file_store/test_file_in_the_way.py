@@ -9,28 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Final
 
 import pytest
 
 from rulvar_store import FileTranscriptStore, JsonlFileStore
 from rulvar_store.errors import ConfigError
+from tests.file_store._calls import run_folder_calls
 
-Call = Callable[[JsonlFileStore, FileTranscriptStore], Any]
-
-CALLS: dict[str, Call] = {
-    "append": lambda j, b: j.append("run", {"seq": 1}),
-    "load": lambda j, b: j.load("run"),
-    "load_since": lambda j, b: j.load_since("run"),
-    "put_meta": lambda j, b: j.put_meta({"runId": "run", "status": "x"}),
-    "get_meta": lambda j, b: j.get_meta("run"),
-    "delete": lambda j, b: j.delete("run"),
-    "blob put": lambda j, b: b.put("run/x", b"1"),
-    "blob put run ref": lambda j, b: b.put("run", b"1"),
-    "blob get": lambda j, b: b.get("run/x"),
-    "blob list": lambda j, b: b.list_refs("run"),
-    "blob delete": lambda j, b: b.delete("run/x"),
-}
+CALLS: Final = run_folder_calls("run")
 
 
 def _file_as_run_folder(root: Path) -> None:

@@ -38,11 +38,6 @@ def _journal(root: Path, run_id: str = "run") -> Path:
 
 
 @pytest.fixture
-def root(tmp_path: Path) -> Path:
-    return tmp_path / "root"
-
-
-@pytest.fixture
 def store(root: Path) -> JsonlFileStore:
     return JsonlFileStore(root)
 

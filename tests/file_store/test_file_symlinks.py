@@ -11,16 +11,14 @@ listings skip a linked run folder.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Final
 
 import pytest
 
 from rulvar_store import FileTranscriptStore, JsonlFileStore
 from rulvar_store.errors import ConfigError
-
-Call = Callable[[JsonlFileStore, FileTranscriptStore], Any]
+from tests.file_store._calls import Call, run_folder_calls
 
 
 def _snapshot(folder: Path) -> dict[str, bytes | None]:
@@ -49,19 +47,7 @@ def _stores(root: Path) -> tuple[JsonlFileStore, FileTranscriptStore]:
     return journal, blobs
 
 
-RUN_FOLDER_CALLS: dict[str, Call] = {
-    "append": lambda j, b: j.append("evil", {"seq": 2}),
-    "load": lambda j, b: j.load("evil"),
-    "load_since": lambda j, b: j.load_since("evil"),
-    "put_meta": lambda j, b: j.put_meta({"runId": "evil", "status": "x"}),
-    "get_meta": lambda j, b: j.get_meta("evil"),
-    "delete": lambda j, b: j.delete("evil"),
-    "blob put": lambda j, b: b.put("evil/x", b"mine"),
-    "blob put run ref": lambda j, b: b.put("evil", b"mine"),
-    "blob get": lambda j, b: b.get("evil/x"),
-    "blob list": lambda j, b: b.list_refs("evil"),
-    "blob delete": lambda j, b: b.delete("evil/x"),
-}
+RUN_FOLDER_CALLS: Final = run_folder_calls("evil")
 
 
 @pytest.mark.clause("T10")

@@ -20,11 +20,6 @@ from rulvar_store._file_io import under_root
 
 
 @pytest.fixture
-def root(tmp_path: Path) -> Path:
-    return tmp_path / "root"
-
-
-@pytest.fixture
 def blobs(root: Path) -> FileTranscriptStore:
     return FileTranscriptStore(root)
 

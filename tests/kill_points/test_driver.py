@@ -18,6 +18,7 @@ from rulvar_conformance.kill_points.driver import (
 )
 from rulvar_store import (
     LeasableStore,
+    Lease,
     LeaseHeldError,
     MemoryStore,
     SettlementError,
@@ -63,6 +64,48 @@ def is_settle(entry: dict[str, Any]) -> bool:
     return isinstance(value, dict) and value.get("decisionType") == "run_settle"
 
 
+def dispatched_limit_agent(store: MemoryStore) -> Lease:
+    """Journal kp-limit's dispatch (seq 0, running) under a setup lease it returns."""
+    lease = store.acquire(RUN, "setup")
+    key = prompt_key("probe until the cap")
+    store.append(
+        RUN, {"seq": 0, "kind": "agent", "status": "running", "key": key}, lease
+    )
+    return lease
+
+
+def meta_status(store: MemoryStore) -> Any:
+    meta = store.get_meta(RUN)
+    assert meta is not None
+    return meta["status"]
+
+
+def settle_append_raises(store: MemoryStore, error: Exception) -> Wrapped:
+    """``store`` whose run-settle append raises ``error``; other appends land."""
+    broken = Wrapped(store)
+
+    def append(run_id: str, entry: dict[str, Any], lease: Any = None) -> None:
+        if is_settle(entry):
+            raise error
+        store.append(run_id, entry, lease)
+
+    broken.append = append  # type: ignore[attr-defined]  # instance override
+    return broken
+
+
+def terminal_meta_raises(store: MemoryStore, error: Exception) -> Wrapped:
+    """``store`` whose terminal (not running) meta write raises ``error``."""
+    broken = Wrapped(store)
+
+    def put_meta(meta: dict[str, Any], lease: Any = None) -> None:
+        if meta["status"] != "running":
+            raise error
+        store.put_meta(meta, lease)
+
+    broken.put_meta = put_meta  # type: ignore[attr-defined]  # instance override
+    return broken
+
+
 @pytest.mark.clause("K4")
 def test_happy_run_returns_its_value_and_settles_before_the_terminal_meta() -> None:
     """kp-happy returns alpha/beta, journals two pairs and one ok settle, meta ok (K4, A7)."""
@@ -102,11 +145,7 @@ def test_pure_replay_of_a_settled_run_pays_nothing_and_appends_nothing() -> None
 def test_a_limit_terminal_in_a_never_settled_run_reruns_from_scratch() -> None:
     """An unstamped limit terminal reruns: new running entry, 3 calls, 2 tools (K2b)."""
     store = MemoryStore()
-    lease = store.acquire(RUN, "setup")
-    key = prompt_key("probe until the cap")
-    store.append(
-        RUN, {"seq": 0, "kind": "agent", "status": "running", "key": key}, lease
-    )
+    lease = dispatched_limit_agent(store)
     store.append(RUN, {"seq": 1, "kind": "agent", "status": "limit", "ref": 0}, lease)
     store.release(lease)
     outcome, provider = drive(store, KP_LIMIT)
@@ -137,11 +176,7 @@ def test_a_limit_terminal_in_a_run_settled_ok_replays() -> None:
 def test_a_dangling_dispatch_redispatches_from_its_checkpoint() -> None:
     """A running entry without terminal resumes from ckpt: 1 call, ref = original (K2c)."""
     store = MemoryStore()
-    lease = store.acquire(RUN, "setup")
-    key = prompt_key("probe until the cap")
-    store.append(
-        RUN, {"seq": 0, "kind": "agent", "status": "running", "key": key}, lease
-    )
+    lease = dispatched_limit_agent(store)
     checkpoint = json.dumps({"turns": 2, "toolCallsUsed": 2}).encode()
     store.transcripts().put(f"{RUN}/ckpt/0", checkpoint, lease)
     store.release(lease)
@@ -156,61 +191,34 @@ def test_a_dangling_dispatch_redispatches_from_its_checkpoint() -> None:
 def test_a_failed_settle_append_heals_on_pure_replay() -> None:
     """Settle append fails: SettlementError('run-settle'), meta stays running; replay heals it."""
     store = MemoryStore()
-    broken = Wrapped(store)
-
-    def append(run_id: str, entry: dict[str, Any], lease: Any = None) -> None:
-        if is_settle(entry):
-            raise StoreUnavailableError("disk gone", "append")
-        store.append(run_id, entry, lease)
-
-    broken.append = append  # type: ignore[attr-defined]  # instance override
+    broken = settle_append_raises(store, StoreUnavailableError("disk gone", "append"))
     with pytest.raises(SettlementError) as caught:
         drive(broken)
     assert caught.value.stage == "run-settle"
-    meta = store.get_meta(RUN)
-    assert meta is not None
-    assert meta["status"] == "running"
+    assert meta_status(store) == "running"
     assert settles(store) == []
     _, provider = drive(store)
     assert provider.calls == 0
     assert settles(store) == ["ok"]
-    healed = store.get_meta(RUN)
-    assert healed is not None
-    assert healed["status"] == "ok"
+    assert meta_status(store) == "ok"
 
 
 @pytest.mark.clause("A9")
 def test_a_fenced_settle_append_raises_superseded_and_skips_meta() -> None:
     """LeaseHeldError on the settle append: SupersededError, meta never written terminal."""
     store = MemoryStore()
-    broken = Wrapped(store)
-
-    def append(run_id: str, entry: dict[str, Any], lease: Any = None) -> None:
-        if is_settle(entry):
-            raise LeaseHeldError("fenced", run_id, None, None)
-        store.append(run_id, entry, lease)
-
-    broken.append = append  # type: ignore[attr-defined]  # instance override
+    broken = settle_append_raises(store, LeaseHeldError("fenced", RUN, None, None))
     with pytest.raises(SupersededError) as caught:
         drive(broken)
     assert caught.value.run_status == "ok"
-    meta = store.get_meta(RUN)
-    assert meta is not None
-    assert meta["status"] == "running"
+    assert meta_status(store) == "running"
 
 
 @pytest.mark.clause("A9")
 def test_a_fenced_terminal_meta_write_is_swallowed() -> None:
     """LeaseHeldError on the terminal meta: the journaled outcome stands, no error."""
     store = MemoryStore()
-    broken = Wrapped(store)
-
-    def put_meta(meta: dict[str, Any], lease: Any = None) -> None:
-        if meta["status"] != "running":
-            raise LeaseHeldError("fenced", RUN, None, None)
-        store.put_meta(meta, lease)
-
-    broken.put_meta = put_meta  # type: ignore[attr-defined]  # instance override
+    broken = terminal_meta_raises(store, LeaseHeldError("fenced", RUN, None, None))
     outcome, _ = drive(broken)
     assert outcome.status == "ok"
     assert settles(store) == ["ok"]
@@ -220,14 +228,7 @@ def test_a_fenced_terminal_meta_write_is_swallowed() -> None:
 def test_a_failed_terminal_meta_write_raises_settlement_meta() -> None:
     """Any other terminal meta failure raises SettlementError('meta') after the settle."""
     store = MemoryStore()
-    broken = Wrapped(store)
-
-    def put_meta(meta: dict[str, Any], lease: Any = None) -> None:
-        if meta["status"] != "running":
-            raise StoreUnavailableError("disk gone", "put_meta")
-        store.put_meta(meta, lease)
-
-    broken.put_meta = put_meta  # type: ignore[attr-defined]  # instance override
+    broken = terminal_meta_raises(store, StoreUnavailableError("disk gone", "put_meta"))
     with pytest.raises(SettlementError) as caught:
         drive(broken)
     assert caught.value.stage == "meta"

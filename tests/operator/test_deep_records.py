@@ -20,9 +20,11 @@ from rulvar_store.errors import (
     InvalidArgumentError,
     UnreadableRecordError,
 )
-from rulvar_store.ops import iter_listed_runs
-from tests.operator._journals import entry, running, write_run
 from tests.operator._places import Place, invoke
+from tests.operator._unreadable import (
+    assert_listing_names_only_the_spoiled_run,
+    seed_spoilable_and_good_runs,
+)
 
 DEPTH = 1_500
 
@@ -50,15 +52,11 @@ def test_a_deep_text_is_a_typed_error_not_a_recursion_error() -> None:
     assert isinstance(caught.value, ValueError)
 
 
-def _seed(place: Place) -> None:
-    store = place.open().journal
-    write_run(store, "run-a", [running(0)], "running")
-    write_run(store, "run-b", [entry(0, "step", "ok")], "running")
-
-
 def _foreign_deep_meta(place: Place) -> None:
     if place.corrupt_meta_text is None:
-        pytest.skip("the memory store has no other writer: it holds this process's objects")
+        pytest.skip(
+            "the memory store has no other writer: it holds this process's objects"
+        )
     if place.backend == "sqlite":
         pytest.skip("SQLite's JSON functions refuse nesting past 1,000 levels at write")
     place.corrupt_meta_text("run-a", _deep_text("run-a"))
@@ -73,7 +71,7 @@ def test_this_process_refuses_a_deep_meta_at_intake(place: Place) -> None:
 
 
 def test_get_meta_of_a_deep_meta_is_typed(place: Place) -> None:
-    _seed(place)
+    seed_spoilable_and_good_runs(place)
     _foreign_deep_meta(place)
     reader = place.open().journal
     with pytest.raises(ContractError) as caught:
@@ -86,7 +84,7 @@ def test_list_runs_with_a_deep_meta_names_it_and_keeps_the_good_records(
     place: Place,
 ) -> None:
     """The SPI listing: typed, not retryable, the bad run named, the rest kept."""
-    _seed(place)
+    seed_spoilable_and_good_runs(place)
     _foreign_deep_meta(place)
     with pytest.raises(UnreadableRecordError) as caught:
         place.open().journal.list_runs()
@@ -113,18 +111,15 @@ def test_an_unreadable_listing_error_pickles_with_its_records() -> None:
 def test_the_operator_listing_keeps_the_good_runs_and_names_the_bad(
     place: Place,
 ) -> None:
-    _seed(place)
+    seed_spoilable_and_good_runs(place)
     _foreign_deep_meta(place)
-    listed = {run.run_id: run for run in iter_listed_runs(place.open().journal)}
-    assert listed["run-b"].problem is None
-    assert listed["run-a"].problem is not None
-    assert "deeper" in listed["run-a"].problem
+    assert_listing_names_only_the_spoiled_run(place, "deeper")
 
 
 def test_rulvar_runs_list_names_the_deep_run_and_lists_the_rest(
     url_place: Place,
 ) -> None:
-    _seed(url_place)
+    seed_spoilable_and_good_runs(url_place)
     _foreign_deep_meta(url_place)
     assert url_place.url is not None
     result = invoke("runs", "list", url_place.url)
@@ -137,7 +132,7 @@ def test_rulvar_runs_list_names_the_deep_run_and_lists_the_rest(
 
 def test_load_of_a_deep_entry_is_typed(place: Place) -> None:
     """The journal's reader too: a deep entry from another writer is typed."""
-    _seed(place)
+    seed_spoilable_and_good_runs(place)
     deep = '{"seq": 1, "kind": "step", "x": ' + "[" * DEPTH + "]" * DEPTH + "}"
     if place.foreign_entry is None or place.backend == "sqlite":
         # SQLite's JSON functions (its index) refuse nesting past 1,000 levels.

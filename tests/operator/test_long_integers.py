@@ -16,9 +16,11 @@ import sys
 import pytest
 
 from rulvar_store.errors import UnreadableRecordError
-from rulvar_store.ops import iter_listed_runs
-from tests.operator._journals import entry, running, write_run
 from tests.operator._places import Place
+from tests.operator._unreadable import (
+    assert_listing_names_only_the_spoiled_run,
+    seed_spoilable_and_good_runs,
+)
 
 DIGITS = sys.get_int_max_str_digits() + 700
 LONG = "7" * DIGITS
@@ -28,12 +30,6 @@ def _long_meta(run_id: str) -> str:
     return json.dumps({"runId": run_id, "status": "running"})[:-1] + f', "n": {LONG}}}'
 
 
-def _seed(place: Place) -> None:
-    store = place.open().journal
-    write_run(store, "run-a", [running(0)], "running")
-    write_run(store, "run-b", [entry(0, "step", "ok")], "running")
-
-
 def _plant_meta(place: Place) -> None:
     if place.corrupt_meta_text is None:
         pytest.skip("the memory store has no other writer")
@@ -41,7 +37,7 @@ def _plant_meta(place: Place) -> None:
 
 
 def test_get_meta_and_list_runs_raise_typed(place: Place) -> None:
-    _seed(place)
+    seed_spoilable_and_good_runs(place)
     _plant_meta(place)
     reader = place.open().journal
     with pytest.raises(UnreadableRecordError) as caught:
@@ -55,16 +51,13 @@ def test_get_meta_and_list_runs_raise_typed(place: Place) -> None:
 def test_the_operator_listing_keeps_the_good_runs_and_names_the_bad(
     place: Place,
 ) -> None:
-    _seed(place)
+    seed_spoilable_and_good_runs(place)
     _plant_meta(place)
-    listed = {run.run_id: run for run in iter_listed_runs(place.open().journal)}
-    assert listed["run-b"].problem is None
-    assert listed["run-a"].problem is not None
-    assert "convert" in listed["run-a"].problem
+    assert_listing_names_only_the_spoiled_run(place, "convert")
 
 
 def test_load_of_a_long_integer_entry_is_typed(place: Place) -> None:
-    _seed(place)
+    seed_spoilable_and_good_runs(place)
     text = '{"seq": 1, "kind": "step", "n": ' + LONG + "}"
     if place.foreign_entry is None:
         pytest.skip("memory: no other writer can store such an entry")
@@ -84,7 +77,7 @@ def test_a_cursor_past_64_bits_is_a_typed_contract_error(
     """``sqlite:9223372036854775808`` raised a bare OverflowError binding it."""
     from rulvar_store.errors import ContractError
 
-    _seed(place)
+    seed_spoilable_and_good_runs(place)
     reader = place.open().journal
     prefix = reader.load_since("run-a").cursor.split(":")  # type: ignore[attr-defined]
     cursor = ":".join([prefix[0], *[str(position)] * (len(prefix) - 1)])

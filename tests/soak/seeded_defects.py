@@ -24,8 +24,13 @@ from rulvar_store import (
 from rulvar_store.backend import UrlOpener
 from rulvar_store_sqlite import SqliteStore
 
-# The group-commit defect the kit's self-tests use; only companion threads expose it.
-from tests.conformance.selftests._broken_sqlite import FenceFirstOfBatch
+# Defects the kit's self-tests use too. FenceFirstOfBatch is a group-commit defect
+# only companion threads expose; UnpinnedRelease deletes the run's lease row on a
+# release without any fence, so a stale release deletes its successor's lease (F3).
+from tests.conformance.selftests._broken_sqlite import (
+    FenceFirstOfBatch,
+    UnpinnedRelease,
+)
 
 DEFECTS: Final = (
     "expired-lease-accepted",
@@ -48,22 +53,9 @@ class ExpiredLeaseAccepted(SqliteStore):
             )
 
 
-class StaleReleaseDeletesSuccessor(SqliteStore):
-    """Defect: release deletes the run's lease row without any fence (F3's stale release)."""
-
-    def release(self, lease: Lease) -> None:
-        self._door.write(
-            "release",
-            None,
-            lambda cursor: cursor.execute(
-                "DELETE FROM leases WHERE run_id = ?", (lease.run_id,)
-            ),
-        )
-
-
 _CLASSES: Final = {
     "expired-lease-accepted": ExpiredLeaseAccepted,
-    "stale-release-deletes-successor": StaleReleaseDeletesSuccessor,
+    "stale-release-deletes-successor": UnpinnedRelease,
     "fence-first-of-batch": FenceFirstOfBatch,
 }
 

@@ -255,6 +255,78 @@ def test_cancelled_while_queued_the_write_never_runs(path: str) -> None:
 
 
 @pytest.mark.clause("Q16")
+def test_cancelled_after_its_commit_before_it_resumed_the_write_stays_landed(
+    path: str,
+) -> None:
+    """A cancel racing the resume of a committed write: CancelledError, the write kept.
+
+    The loop thread is held (a blocking wait inside the loop) while the
+    parked batch commits, so the cancel usually lands after the door has
+    sent the resume and before the loop has run it; in any order the caller
+    gets CancelledError, the write is there once, and nothing hangs.
+    """
+
+    async def scenario() -> None:
+        async with await AsyncSqliteStore.open(path, ttl_ms=600_000) as store:
+            lease = await store.acquire("r", "w")
+            park = Park("append", "before-commit")
+            with hook(park):
+                task = asyncio.create_task(store.append("r", {"seq": 1}, lease))
+                await park.wait_parked()
+                park.release.set()
+                # Blocks the loop on purpose: the batch commits meanwhile.
+                threading.Event().wait(0.2)
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+            assert await store.load("r") == [{"seq": 1}]
+            assert store._door.queued() == 0
+            _second_handle_writes_at_once(path)
+            await store.append("r", {"seq": 2}, lease)
+
+    run(scenario())
+
+
+@pytest.mark.clause("X7")
+def test_close_racing_queued_coroutines_ends_each_typed_or_done(path: str) -> None:
+    """Coroutines queued behind a parked batch when close() runs: typed error or done.
+
+    A sync thread leads a batch parked before its COMMIT; three coroutines
+    queue behind it; another thread calls close(), which waits for the
+    batch. Each coroutine then either ran before the close (its write is
+    there) or gets StoreClosedError; none hangs and none gets a raw error.
+    """
+
+    async def scenario() -> None:
+        store = await AsyncSqliteStore.open(path)
+        sync = store.sync_store
+        park = Park("append", "before-commit")
+        with hook(park):
+            leader = threading.Thread(target=sync.append, args=("lead", {"seq": 0}))
+            leader.start()
+            await park.wait_parked()
+            queued = [
+                asyncio.create_task(store.append(f"q{n}", {"seq": 1})) for n in range(3)
+            ]
+            await until(lambda: store._door.queued() == 3)
+            closer = threading.Thread(target=sync.close)
+            closer.start()
+            park.release.set()
+            async with asyncio.timeout(DEADLINE_S):
+                outcomes = await asyncio.gather(*queued, return_exceptions=True)
+            await asyncio.to_thread(leader.join, DEADLINE_S)
+            await asyncio.to_thread(closer.join, DEADLINE_S)
+        assert all(o is None or isinstance(o, StoreClosedError) for o in outcomes)
+        await store.aclose()  # idempotent after the sync close
+        with SqliteStore(path) as other:
+            assert other.load("lead") == [{"seq": 0}]
+            for n, outcome in enumerate(outcomes):
+                assert other.load(f"q{n}") == ([{"seq": 1}] if outcome is None else [])
+
+    run(scenario())
+
+
+@pytest.mark.clause("Q16")
 def test_a_timeout_around_a_read_leaves_the_store_usable(path: str) -> None:
     """asyncio.timeout cancelling a read: the read ends whole first, nothing stays open."""
 

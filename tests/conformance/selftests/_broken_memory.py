@@ -13,38 +13,34 @@ domain, so only the seeded defect differs).
 
 from __future__ import annotations
 
-from typing import Any, Final
+from collections.abc import Callable, Sequence
+
+import pytest
 
 from rulvar_conformance import (
-    Certification,
     CheckResult,
-    ConformanceSuite,
-    certification_suites,
-    run_suites,
 )
 from rulvar_store import (
     Clock,
-    JournalEntry,
     JournalOrderViolation,
     Lease,
     LeaseHeldError,
     MemoryStore,
     OpenedStore,
-    RunFilter,
-    RunMeta,
 )
 from rulvar_store._memory import _LeaseRow, _MemoryDomain
 from rulvar_store.backend import (
     LocationFactory,
     StoreLocation,
     check_run_match,
-    dump_record,
-    finite_seq,
+)
+from tests.conformance.selftests._support import (
+    MemoryStoreDelegate,
+    MemoryTwinDelegate,
+    check_result,
 )
 
-ALL_CAPABILITIES: Final = frozenset(
-    {"leases", "meta_lookup", "fenced_writes", "fenced_transcripts"}
-)
+SelfTest = Callable[..., None]
 
 
 def held(lease: Lease) -> LeaseHeldError:
@@ -53,10 +49,8 @@ def held(lease: Lease) -> LeaseHeldError:
     )
 
 
-class Handle:
+class Handle(MemoryStoreDelegate):
     """An honest handle on a shared memory domain; variants override one method."""
-
-    fenced_writes: Any = True
 
     def __init__(self, inner: MemoryStore) -> None:
         self.inner = inner
@@ -83,37 +77,6 @@ class Handle:
             raise JournalOrderViolation(f"seq {seq} not above the tail", run_id, seq)
         journal.append((text, seq))
 
-    # -- the store ---------------------------------------------------------------
-
-    def append(
-        self, run_id: str, entry: JournalEntry, lease: Lease | None = None
-    ) -> None:
-        self.inner.append(run_id, entry, lease)
-
-    def load(self, run_id: str) -> list[JournalEntry]:
-        return self.inner.load(run_id)
-
-    def put_meta(self, meta: RunMeta, lease: Lease | None = None) -> None:
-        self.inner.put_meta(meta, lease)
-
-    def get_meta(self, run_id: str) -> RunMeta | None:
-        return self.inner.get_meta(run_id)
-
-    def list_runs(self, run_filter: RunFilter | None = None) -> list[RunMeta]:
-        return self.inner.list_runs(run_filter)
-
-    def delete(self, run_id: str, lease: Lease | None = None) -> None:
-        self.inner.delete(run_id, lease)
-
-    def acquire(self, run_id: str, owner: str) -> Lease:
-        return self.inner.acquire(run_id, owner)
-
-    def renew(self, lease: Lease) -> None:
-        self.inner.renew(lease)
-
-    def release(self, lease: Lease) -> None:
-        self.inner.release(lease)
-
     def transcripts(self) -> Twin:
         if self._twin is None:
             self._twin = self.twin_class(self)
@@ -125,34 +88,13 @@ class Handle:
         """Nothing to release."""
 
 
-class Twin:
+class Twin(MemoryTwinDelegate):
     """An honest fenced blob twin of a ``Handle``; variants override one method."""
-
-    fenced_writes: Any = True
 
     def __init__(self, handle: Handle) -> None:
         self.handle = handle
         self.inner = handle.inner.transcripts()
         self.domain = handle.domain
-
-    def put(
-        self, ref: str, blob: bytes | bytearray | memoryview, lease: Lease | None = None
-    ) -> None:
-        self.inner.put(ref, blob, lease)
-
-    def put_many(
-        self, items: list[tuple[str, bytes]], lease: Lease | None = None
-    ) -> None:
-        self.inner.put_many(items, lease)
-
-    def get(self, ref: str) -> bytes | None:
-        return self.inner.get(ref)
-
-    def list_refs(self, run_id: str) -> list[str]:
-        return self.inner.list_refs(run_id)
-
-    def delete(self, ref: str, lease: Lease | None = None) -> None:
-        self.inner.delete(ref, lease)
 
     def close(self) -> None:
         """Nothing to release."""
@@ -181,17 +123,9 @@ def locations_of(handle_class: type[Handle]) -> LocationFactory:
     return fresh
 
 
-def suite_of(handle_class: type[Handle], suite: str) -> ConformanceSuite:
-    certification = Certification(locations_of(handle_class), ALL_CAPABILITIES)
-    (built,) = certification_suites(certification, [suite])
-    return built
-
-
 def run_check(handle_class: type[Handle], suite: str, check_id: str) -> CheckResult:
     """Run one check of one registered suite against ``handle_class``."""
-    check = suite_of(handle_class, suite).check(check_id)
-    (result,) = run_suites([ConformanceSuite(suite, (check,))])
-    return result
+    return check_result(locations_of(handle_class), suite, check_id)
 
 
 def assert_fails(handle_class: type[Handle], suite: str, check_id: str) -> None:
@@ -205,13 +139,53 @@ def assert_passes(handle_class: type[Handle], suite: str, check_id: str) -> None
     assert result.status == "passed", (handle_class.__name__, result)
 
 
+BrokenRows = Sequence[tuple[type[Handle], str, str]]
+"""(broken handle class, suite, the check id its one bug must fail)."""
+
+
+def self_tests(broken: BrokenRows, bug: str) -> tuple[SelfTest, SelfTest]:
+    """The two C4 tests of a module of broken handles, for it to bind at top level.
+
+    The first runs each row's check against its broken handle and needs it to
+    fail; the second, the control, runs every one of those checks against the
+    honest ``Handle`` and needs it to pass, so a check that fails everything
+    proves nothing. ``bug`` names the kind of bug, for the first docstring.
+    """
+
+    @pytest.mark.clause("C4")
+    @pytest.mark.parametrize(
+        ("broken_class", "suite", "check_id"),
+        [
+            pytest.param(cls, suite, check_id, id=f"{cls.__name__}-{check_id}")
+            for cls, suite, check_id in broken
+        ],
+    )
+    def test_broken_store_fails_the_named_check(
+        broken_class: type[Handle], suite: str, check_id: str
+    ) -> None:
+        assert_fails(broken_class, suite, check_id)
+
+    @pytest.mark.clause("C4")
+    @pytest.mark.parametrize(
+        ("suite", "check_id"), sorted({(suite, check) for _, suite, check in broken})
+    )
+    def test_honest_handle_passes(suite: str, check_id: str) -> None:
+        """Control: the undamaged handle passes each of those checks."""
+        assert_passes(Handle, suite, check_id)
+
+    test_broken_store_fails_the_named_check.__doc__ = (
+        f"The store with one {bug} fails the check written for that bug."
+    )
+    return test_broken_store_fails_the_named_check, test_honest_handle_passes
+
+
 def fenced_insert(
-    handle: Handle, run_id: str, entry: JournalEntry, lease: Lease | None
+    handle: Handle, run_id: str, text: str, seq: int | float | None, lease: Lease | None
 ) -> None:
-    """The honest leased append, for variants that break something around it."""
+    """The honest leased insert of ``text`` at ``seq``, for variants that break
+    something before it (how the text is made, or which seq the guard sees)."""
     check_run_match(lease, run_id, "append")
-    text = dump_record(entry)
     with handle.domain.lock:
         if lease is not None:
             handle.fence(lease)
-        handle.insert(run_id, text, finite_seq(entry))
+        handle.insert(run_id, text, seq)

@@ -37,6 +37,28 @@ from rulvar_store.backend import (
 )
 
 
+def _refuse_if_held(store: MemoryStore, run_id: str) -> int:
+    """Raise if ``run_id``'s lease is live; else return now. Caller holds the lock."""
+    now: int = store._now()
+    row = store._domain.leases.get(run_id)
+    if row is not None and row.expires_at > now:
+        raise LeaseHeldError("held", run_id, row.owner, row.epoch)
+    return now
+
+
+def _grant(
+    store: MemoryStore, run_id: str, owner: str, counter: int, epoch: int, now: int
+) -> Lease:
+    """Set the run's epoch counter to ``counter`` and grant ``epoch`` (lock held).
+
+    Where the broken acquires differ is how they reached ``epoch`` and whether
+    the lock was held throughout; the write itself is the honest one.
+    """
+    store._domain.epochs[run_id] = counter
+    store._domain.leases[run_id] = _LeaseRow(owner, epoch, now + store.lease_ttl_ms)
+    return Lease(run_id, owner, epoch)
+
+
 class FenceThenUnlock(MemoryStore):  # type: ignore[misc]  # MemoryStore is final; the bug is the point
     """Checks the lease under the domain lock, lets go of it, then mutates."""
 
@@ -101,18 +123,11 @@ class PerHandleEpochs(MemoryStore):  # type: ignore[misc]  # final
 
     def acquire(self, run_id: str, owner: str) -> Lease:
         with self._domain.lock:
-            now = self._now()
-            row = self._domain.leases.get(run_id)
-            if row is not None and row.expires_at > now:
-                raise LeaseHeldError("held", run_id, row.owner, row.epoch)
+            now = _refuse_if_held(self, run_id)
             start = self._domain.epochs.get(run_id, 0)
             epoch = self._issued.get(run_id, start) + 1
             self._issued[run_id] = epoch
-            self._domain.epochs[run_id] = max(start, epoch)
-            self._domain.leases[run_id] = _LeaseRow(
-                owner, epoch, now + self.lease_ttl_ms
-            )
-            return Lease(run_id, owner, epoch)
+            return _grant(self, run_id, owner, max(start, epoch), epoch, now)
 
 
 class ExpiredSameOwnerKeepsEpoch(MemoryStore):  # type: ignore[misc]  # final
@@ -197,15 +212,8 @@ class EpochReadThenUnlock(MemoryStore):  # type: ignore[misc]  # final
         with self._domain.lock:
             epoch = self._domain.epochs.get(run_id, 0) + 1
         with self._domain.lock:
-            now = self._now()
-            row = self._domain.leases.get(run_id)
-            if row is not None and row.expires_at > now:
-                raise LeaseHeldError("held", run_id, row.owner, row.epoch)
-            self._domain.epochs[run_id] = epoch
-            self._domain.leases[run_id] = _LeaseRow(
-                owner, epoch, now + self.lease_ttl_ms
-            )
-            return Lease(run_id, owner, epoch)
+            now = _refuse_if_held(self, run_id)
+            return _grant(self, run_id, owner, epoch, epoch, now)
 
 
 class AcquireCheckThenUnlock(MemoryStore):  # type: ignore[misc]  # final
@@ -213,17 +221,10 @@ class AcquireCheckThenUnlock(MemoryStore):  # type: ignore[misc]  # final
 
     def acquire(self, run_id: str, owner: str) -> Lease:
         with self._domain.lock:
-            now = self._now()
-            row = self._domain.leases.get(run_id)
-            if row is not None and row.expires_at > now:
-                raise LeaseHeldError("held", run_id, row.owner, row.epoch)
+            now = _refuse_if_held(self, run_id)
         with self._domain.lock:
             epoch = self._domain.epochs.get(run_id, 0) + 1
-            self._domain.epochs[run_id] = epoch
-            self._domain.leases[run_id] = _LeaseRow(
-                owner, epoch, now + self.lease_ttl_ms
-            )
-            return Lease(run_id, owner, epoch)
+            return _grant(self, run_id, owner, epoch, epoch, now)
 
 
 def memory_locations(cls: type[MemoryStore]) -> LocationFactory:

@@ -19,18 +19,14 @@ another's. Open them through ``pg_lock_locations``.
 from __future__ import annotations
 
 import hashlib
-import secrets
 from collections.abc import Sequence
-from itertools import count
 from typing import Any, ClassVar
 
-import psycopg
-
-from rulvar_store import Clock, OpenedStore
-from rulvar_store.backend import LocationFactory, StoreLocation
+from rulvar_store.backend import LocationFactory
 from rulvar_store_postgres import PostgresStore
 from rulvar_store_postgres._plans import Plans
 from rulvar_store_postgres._schema import LOCK_SEED, Sql
+from tests.conformance.selftests._broken_postgres import schema_locations
 
 __all__ = ["ProcessHashLockKey", "SchemaBlindLockKey", "pg_lock_locations"]
 
@@ -94,39 +90,5 @@ class ProcessHashLockKey(PostgresStore):  # type: ignore[misc]  # final; the bug
 def pg_lock_locations(
     url: str, store: type[SchemaBlindLockKey | ProcessHashLockKey]
 ) -> tuple[LocationFactory, list[str]]:
-    """Fresh schemas opened through ``store``; the schema names made, to drop after.
-
-    The locations declare ``processes``: the opener is a module-level class and a
-    URL, so a spawned child opens the same broken store.
-    """
-    prefix, numbers, made = f"kit22_lockkey_{secrets.token_hex(4)}", count(), []
-
-    def fresh() -> StoreLocation:
-        schema = f"{prefix}_{next(numbers)}"
-        made.append(schema)
-
-        def opener(
-            ttl_ms: int | None, now: Clock | None, fail_fast: bool
-        ) -> OpenedStore:
-            opened = store(
-                url,
-                schema=schema,
-                ttl_ms=ttl_ms or 60_000,
-                now=now,
-                lock_timeout_ms=200 if fail_fast else None,
-            )
-            return OpenedStore(opened, opened.transcripts(), (opened.close,))
-
-        def drop() -> None:
-            with psycopg.connect(url, autocommit=True) as conn:
-                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-
-        return StoreLocation(
-            name=schema,
-            opener=opener,
-            contention=True,
-            processes=True,
-            cleanup=drop,
-        )
-
-    return fresh, made
+    """Fresh schemas opened through ``store``; the schema names made, to drop after."""
+    return schema_locations(url, store, "kit22_lockkey")

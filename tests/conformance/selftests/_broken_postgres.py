@@ -54,9 +54,16 @@ class SeparateFenceQuery(PostgresStore):  # type: ignore[misc]  # final; the bug
         return super()._run(step)
 
 
-def postgres_locations(url: str) -> tuple[LocationFactory, list[str]]:
-    """Fresh schemas on ``url`` opened through the broken class; drop the names after."""
-    prefix, numbers, made = f"rulvar_broken_{secrets.token_hex(4)}", count(), []
+def schema_locations(
+    url: str, store: type[PostgresStore], prefix: str
+) -> tuple[LocationFactory, list[str]]:
+    """Fresh schemas ``<prefix>_<hex>_<n>`` on ``url``, each opened through ``store``.
+
+    Returns the factory and the schema names it made, for the test to drop after.
+    The locations declare ``processes``: ``store`` is a module-level class and the
+    opener carries only it and the URL, so a spawned child opens the same store.
+    """
+    prefix, numbers, made = f"{prefix}_{secrets.token_hex(4)}", count(), []
 
     def fresh() -> StoreLocation:
         schema = f"{prefix}_{next(numbers)}"
@@ -65,19 +72,30 @@ def postgres_locations(url: str) -> tuple[LocationFactory, list[str]]:
         def opener(
             ttl_ms: int | None, now: Clock | None, fail_fast: bool
         ) -> OpenedStore:
-            store = SeparateFenceQuery(
+            opened = store(
                 url,
                 schema=schema,
                 ttl_ms=ttl_ms or 60_000,
                 now=now,
                 lock_timeout_ms=200 if fail_fast else None,
             )
-            return OpenedStore(store, store.transcripts(), (store.close,))
+            return OpenedStore(opened, opened.transcripts(), (opened.close,))
 
         def drop() -> None:
             with psycopg.connect(url, autocommit=True) as conn:
                 conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
-        return StoreLocation(name=schema, opener=opener, contention=True, cleanup=drop)
+        return StoreLocation(
+            name=schema,
+            opener=opener,
+            contention=True,
+            processes=True,
+            cleanup=drop,
+        )
 
     return fresh, made
+
+
+def postgres_locations(url: str) -> tuple[LocationFactory, list[str]]:
+    """Fresh schemas on ``url`` opened through the broken class; drop the names after."""
+    return schema_locations(url, SeparateFenceQuery, "rulvar_broken")

@@ -13,6 +13,7 @@ import os
 import threading
 from collections.abc import Callable
 from contextlib import suppress
+from functools import partial
 from itertools import count
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -78,6 +79,19 @@ class FenceOwnTransaction(SqliteStore):
     """Checks the lease in a transaction of its own, then writes in a second one."""
 
     _door_type = _FenceOwnTransactionDoor
+
+
+class UnpinnedRelease(SqliteStore):
+    """release deletes the run's lease row with no fence and no owner/epoch in WHERE."""
+
+    def release(self, lease: Lease) -> None:
+        self._door.write(
+            "release",
+            None,
+            lambda cursor: cursor.execute(
+                "DELETE FROM leases WHERE run_id = ?", (lease.run_id,)
+            ),
+        )
 
 
 class UnpinnedLeaseRow(SqliteStore):
@@ -167,6 +181,21 @@ class SeqGuardBeforeBegin(SqliteStore):
         )
 
 
+def _take_lease(run_id: str, owner: str, expires_at: int, cursor: apsw.Cursor) -> Lease:
+    """Bump the epoch and write the lease row, whoever holds it: the broken acquires
+    decided the run was free outside this transaction."""
+    epoch = cursor.execute(sql.BUMP_EPOCH, (run_id,)).fetchall()[0][0]
+    assert isinstance(epoch, int)
+    cursor.execute(
+        "INSERT INTO leases (run_id, owner, epoch, expires_at) "
+        "VALUES (?1, ?2, ?3, ?4) ON CONFLICT (run_id) DO UPDATE SET "
+        "owner = excluded.owner, epoch = excluded.epoch, "
+        "expires_at = excluded.expires_at",
+        (run_id, owner, epoch, expires_at),
+    )
+    return Lease(run_id, owner, epoch)
+
+
 class AcquireCheckBeforeBegin(SqliteStore):
     """acquire finds the run free with a plain SELECT, then upserts the lease row."""
 
@@ -175,19 +204,7 @@ class AcquireCheckBeforeBegin(SqliteStore):
         rows = self._door.read("acquire", sql.LEASE_ROW, (run_id,))
         if rows and rows[0][2] > now:  # type: ignore[operator]  # INTEGER column
             raise LeaseHeldError("held", run_id, None, None)
-
-        def take(cursor: apsw.Cursor) -> Lease:
-            epoch = cursor.execute(sql.BUMP_EPOCH, (run_id,)).fetchall()[0][0]
-            assert isinstance(epoch, int)
-            cursor.execute(
-                "INSERT INTO leases (run_id, owner, epoch, expires_at) "
-                "VALUES (?1, ?2, ?3, ?4) ON CONFLICT (run_id) DO UPDATE SET "
-                "owner = excluded.owner, epoch = excluded.epoch, "
-                "expires_at = excluded.expires_at",
-                (run_id, owner, epoch, now + self.lease_ttl_ms),
-            )
-            return Lease(run_id, owner, epoch)
-
+        take = partial(_take_lease, run_id, owner, now + self.lease_ttl_ms)
         return self._door.write("acquire", lambda: None, take)
 
 
@@ -221,19 +238,7 @@ class ProcessLocalLeases(SqliteStore):
             now = self._now()
             if self._expiry.get(key, 0) > now:
                 raise LeaseHeldError("held", run_id, None, None)
-
-            def take(cursor: apsw.Cursor) -> Lease:
-                epoch = cursor.execute(sql.BUMP_EPOCH, (run_id,)).fetchall()[0][0]
-                assert isinstance(epoch, int)
-                cursor.execute(
-                    "INSERT INTO leases (run_id, owner, epoch, expires_at) "
-                    "VALUES (?1, ?2, ?3, ?4) ON CONFLICT (run_id) DO UPDATE SET "
-                    "owner = excluded.owner, epoch = excluded.epoch, "
-                    "expires_at = excluded.expires_at",
-                    (run_id, owner, epoch, now + self.lease_ttl_ms),
-                )
-                return Lease(run_id, owner, epoch)
-
+            take = partial(_take_lease, run_id, owner, now + self.lease_ttl_ms)
             lease = self._door.write("acquire", lambda: None, take)
             self._expiry[key] = now + self.lease_ttl_ms
             return lease

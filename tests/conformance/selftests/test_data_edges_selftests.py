@@ -5,11 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
-import sys
-from pathlib import Path
 from typing import Any, Final
-
-import pytest
 
 from rulvar_store import JournalEntry, Lease, RunFilter, RunMeta
 from rulvar_store.backend import (
@@ -20,29 +16,14 @@ from rulvar_store.backend import (
     meta_matches_filter,
     meta_run_id,
 )
-
-_ROOT = str(Path(__file__).resolve().parents[3])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-from tests.conformance.selftests._broken_memory import (  # noqa: E402  (path above)
+from tests.conformance.selftests._broken_memory import (
     Handle,
     Twin,
-    assert_fails,
-    assert_passes,
+    fenced_insert,
+    self_tests,
 )
 
 SUITE: Final = "data-edges"
-
-
-def _leased_insert(
-    handle: Handle, run_id: str, text: str, seq: Any, lease: Lease | None
-) -> None:
-    check_run_match(lease, run_id, "append")
-    with handle.domain.lock:
-        if lease is not None:
-            handle.fence(lease)
-        handle.insert(run_id, text, seq)
 
 
 class SeqOrderedLoad(Handle):
@@ -63,9 +44,7 @@ class BoolSeqGuard(Handle):
     ) -> None:
         seq = entry.get("seq")
         numeric = isinstance(seq, int | float) and math.isfinite(seq)
-        _leased_insert(
-            self, run_id, dump_record(entry), seq if numeric else None, lease
-        )
+        fenced_insert(self, run_id, dump_record(entry), seq if numeric else None, lease)
 
 
 class IntCoercedSeq(Handle):
@@ -76,7 +55,7 @@ class IntCoercedSeq(Handle):
     ) -> None:
         seq = finite_seq(entry)
         coerced = None if seq is None else int(seq)
-        _leased_insert(self, run_id, dump_record(entry), coerced, lease)
+        fenced_insert(self, run_id, dump_record(entry), coerced, lease)
 
 
 class PagedLoad(Handle):
@@ -131,7 +110,7 @@ class LenientJson(Handle):
         self, run_id: str, entry: JournalEntry, lease: Lease | None = None
     ) -> None:
         text = json.dumps(entry, separators=(",", ":"), default=str)
-        _leased_insert(self, run_id, text, finite_seq(entry), lease)
+        fenced_insert(self, run_id, text, finite_seq(entry), lease)
 
 
 class AliasingBlobTwin(Twin):
@@ -226,7 +205,7 @@ class SortedKeysJournal(Handle):
         self, run_id: str, entry: JournalEntry, lease: Lease | None = None
     ) -> None:
         text = json.dumps(entry, sort_keys=True, separators=(",", ":"), allow_nan=False)
-        _leased_insert(self, run_id, text, finite_seq(entry), lease)
+        fenced_insert(self, run_id, text, finite_seq(entry), lease)
 
 
 class FloatNumbersMeta(Handle):
@@ -312,23 +291,9 @@ BROKEN: Final[tuple[tuple[type[Handle], str], ...]] = (
 SELF_TESTED: Final = frozenset(check_id for _, check_id in BROKEN)
 
 
-@pytest.mark.clause("C4")
-@pytest.mark.parametrize(
-    ("broken", "check_id"),
-    [pytest.param(cls, check_id, id=cls.__name__) for cls, check_id in BROKEN],
+test_broken_store_fails_the_named_check, test_honest_handle_passes = self_tests(
+    [(cls, SUITE, check_id) for cls, check_id in BROKEN], "data-handling bug"
 )
-def test_broken_store_fails_the_named_check(
-    broken: type[Handle], check_id: str
-) -> None:
-    """The store with one data-handling bug fails the check written for that bug."""
-    assert_fails(broken, SUITE, check_id)
-
-
-@pytest.mark.clause("C4")
-@pytest.mark.parametrize("check_id", sorted(SELF_TESTED))
-def test_honest_handle_passes(check_id: str) -> None:
-    """Control: the undamaged handle passes each of those checks."""
-    assert_passes(Handle, SUITE, check_id)
 
 
 def test_meta_helper_names_the_run() -> None:

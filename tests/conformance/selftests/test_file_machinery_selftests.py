@@ -34,7 +34,7 @@ CASES: Final[list[tuple[str, dict[str, Any], str]]] = [
     ("files-delete-intent", {"journal": DeleteWithoutIntent}, "half visible"),
 ]
 SELF_TESTED: frozenset[str] = frozenset(check for check, _, _ in CASES)
-NO_CAPABILITIES: Final = frozenset({"meta_lookup"})
+FILE_CAPABILITIES: Final = frozenset({"meta_lookup", "single_writer_files"})
 """What the file backend declares: no leases, so only the file checks apply."""
 
 
@@ -54,7 +54,10 @@ def test_broken_file_store_fails_the_named_check(
     # The replacing child dies at a random moment while this process reads: a
     # real race, so the broken store must lose within a few runs, not always the first.
     detail = race_failure_of(
-        lambda run: file_locations(tmp_path / f"run-{run}", **classes), SUITE, check_id
+        lambda run: file_locations(tmp_path / f"run-{run}", **classes),
+        SUITE,
+        check_id,
+        FILE_CAPABILITIES,
     )
     assert says in detail, detail
 
@@ -63,7 +66,7 @@ def test_broken_file_store_fails_the_named_check(
 def test_the_honest_file_store_passes(tmp_path: Path) -> None:
     (suite,) = certification_suites(
         Certification(
-            file_locations(tmp_path, journal=JsonlFileStore), NO_CAPABILITIES
+            file_locations(tmp_path, journal=JsonlFileStore), FILE_CAPABILITIES
         ),
         [SUITE],
     )

@@ -10,10 +10,14 @@ import pytest
 from rulvar_conformance.harness.surfaces import SURFACES
 from tests.conformance.selftests._support import (
     broken_locations,
-    failure_of,
+    broken_store_self_tests,
     not_run_reason,
 )
 
+BUG: Final = (
+    "A real SQLite store with one plausible atomicity bug fails its window check."
+)
+"""What the broken stores get wrong (the docstring of their test)."""
 SUITE: Final = "forced-races"
 DATA_SURFACES: Final = [s.name for s in SURFACES if not s.lease_row]
 
@@ -50,16 +54,10 @@ SELF_TESTED: frozenset[str] = frozenset(
 )
 
 
-@pytest.mark.clause("C4")
-@pytest.mark.parametrize(
-    ("check_id", "broken", "phrase"), CASES, ids=[f"{c}-{b}" for c, b, _ in CASES]
-)
-def test_broken_store_fails_the_named_forced_race_check(
-    check_id: str, broken: str, phrase: str, tmp_path: Path
-) -> None:
-    """A real SQLite store with one plausible atomicity bug fails its window check."""
-    detail = failure_of(broken_locations(broken, tmp_path), SUITE, check_id)
-    assert phrase in detail, detail
+(
+    test_broken_store_fails_the_named_check,
+    test_self_tested_names_exactly_the_checks_exercised_here,
+) = broken_store_self_tests(SUITE, CASES, SELF_TESTED, BUG)
 
 
 @pytest.mark.clause("C4")
@@ -70,8 +68,3 @@ def test_windows_are_not_run_for_a_store_without_failpoints(tmp_path: Path) -> N
     )
     assert "never calls rulvar_store.backend.hit" in reason
     assert "thread-races" in reason
-
-
-def test_self_tested_names_exactly_the_checks_exercised_here() -> None:
-    """SELF_TESTED (a literal, for the meta-test) lists the checks CASES runs."""
-    assert frozenset(check for check, _, _ in CASES) == SELF_TESTED

@@ -4,13 +4,8 @@ from __future__ import annotations
 
 from typing import Final
 
-import pytest
-
-from rulvar_conformance import Certification, certification_suites
-from rulvar_store import MemoryStore
 from tests.conformance.selftests import _broken_memory_races, _broken_operator
-from tests.conformance.selftests._broken_memory_races import memory_locations
-from tests.conformance.selftests._support import FULL, failure_of
+from tests.conformance.selftests._support import memory_store_self_tests
 
 SUITE: Final = "operator-tools"
 
@@ -42,22 +37,6 @@ CASES: Final = [
 SELF_TESTED: frozenset[str] = frozenset(check for check, _, _ in CASES)
 
 
-@pytest.mark.clause("C4")
-@pytest.mark.parametrize(
-    ("check_id", "broken", "says"),
-    CASES,
-    ids=[f"{check}-{broken.__name__}" for check, broken, _ in CASES],
+test_broken_store_fails_the_named_check, test_the_honest_memory_store_passes = (
+    memory_store_self_tests(SUITE, CASES)
 )
-def test_broken_store_fails_the_named_check(
-    check_id: str, broken: type[MemoryStore], says: str
-) -> None:
-    detail = failure_of(memory_locations(broken), SUITE, check_id)
-    assert says in detail, detail
-
-
-@pytest.mark.clause("C4")
-def test_the_honest_memory_store_passes() -> None:
-    (built,) = certification_suites(
-        Certification(memory_locations(MemoryStore), FULL), [SUITE]
-    )
-    built.run()

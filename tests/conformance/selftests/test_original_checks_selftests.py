@@ -4,12 +4,8 @@ method rewritten, certified through the registry like any backend."""
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
 from typing import Any, Final
-
-import pytest
 
 from rulvar_store import JournalEntry, Lease, LeaseHeldError, RunMeta
 from rulvar_store.backend import (
@@ -21,17 +17,11 @@ from rulvar_store.backend import (
     meta_run_id,
     ref_run_id,
 )
-
-_ROOT = str(Path(__file__).resolve().parents[3])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-from tests.conformance.selftests._broken_memory import (  # noqa: E402  (path above)
+from tests.conformance.selftests._broken_memory import (
     Handle,
     Twin,
-    assert_fails,
-    assert_passes,
     held,
+    self_tests,
 )
 
 # The window a check-then-insert store leaves open; both racers of the kit's
@@ -289,26 +279,6 @@ BROKEN: Final[tuple[tuple[type[Handle], str, str], ...]] = (
 SELF_TESTED: Final = frozenset(check_id for _, _, check_id in BROKEN)
 
 
-@pytest.mark.clause("C4")
-@pytest.mark.parametrize(
-    ("broken", "suite", "check_id"),
-    [
-        pytest.param(cls, suite, check_id, id=f"{cls.__name__}-{check_id}")
-        for cls, suite, check_id in BROKEN
-    ],
+test_broken_store_fails_the_named_check, test_honest_handle_passes = self_tests(
+    BROKEN, "bug"
 )
-def test_broken_store_fails_the_named_check(
-    broken: type[Handle], suite: str, check_id: str
-) -> None:
-    """The store with one bug fails the original check written for that obligation."""
-    assert_fails(broken, suite, check_id)
-
-
-@pytest.mark.clause("C4")
-@pytest.mark.parametrize(
-    ("suite", "check_id"),
-    sorted({(suite, check_id) for _, suite, check_id in BROKEN}),
-)
-def test_honest_handle_passes(suite: str, check_id: str) -> None:
-    """Control: the undamaged handle passes each of those checks."""
-    assert_passes(Handle, suite, check_id)

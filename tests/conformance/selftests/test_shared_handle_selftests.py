@@ -7,13 +7,12 @@ and never sees a batch, so only these checks catch them.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Final
 
-import pytest
+from tests.conformance.selftests._support import broken_store_self_tests
 
-from tests.conformance.selftests._support import broken_locations, failure_of
-
+BUG: Final = "A batch that fences one caller, or fails all for one refusal, is caught."
+"""What the broken stores get wrong (the docstring of their test)."""
 SUITE: Final = "shared-handle"
 
 CASES: Final = [
@@ -28,18 +27,7 @@ SELF_TESTED: frozenset[str] = frozenset(
 )
 
 
-@pytest.mark.clause("C4")
-@pytest.mark.parametrize(
-    ("check_id", "broken", "says"), CASES, ids=[f"{c}-{b}" for c, b, _ in CASES]
-)
-def test_broken_group_commit_fails_the_named_check(
-    check_id: str, broken: str, says: str, tmp_path: Path
-) -> None:
-    """A batch that fences one caller, or fails all for one refusal, is caught."""
-    detail = failure_of(broken_locations(broken, tmp_path), SUITE, check_id)
-    assert says in detail
-
-
-def test_self_tested_names_exactly_the_checks_exercised_here() -> None:
-    """SELF_TESTED (a literal, for the meta-test) lists the checks CASES runs."""
-    assert frozenset(check for check, _, _ in CASES) == SELF_TESTED
+(
+    test_broken_store_fails_the_named_check,
+    test_self_tested_names_exactly_the_checks_exercised_here,
+) = broken_store_self_tests(SUITE, CASES, SELF_TESTED, BUG)

@@ -16,12 +16,6 @@ from typing import Final
 import apsw
 import pytest
 
-from rulvar_conformance import (
-    Certification,
-    ConformanceSuite,
-    certification_suites,
-    run_suites,
-)
 from rulvar_store import (
     Clock,
     JournalEntry,
@@ -38,10 +32,8 @@ from rulvar_store.backend import (
 )
 from rulvar_store_sqlite import SqliteStore
 from rulvar_store_sqlite._transcripts import SqliteFencedTranscriptStore
-
-ALL_CAPABILITIES: Final = frozenset(
-    {"leases", "meta_lookup", "fenced_writes", "fenced_transcripts"}
-)
+from tests.conformance.selftests._broken_sqlite import UnpinnedRelease
+from tests.conformance.selftests._support import check_result
 
 
 class InclusiveFence(SqliteStore):
@@ -57,19 +49,6 @@ class InclusiveFence(SqliteStore):
             raise LeaseHeldError(
                 "not the live lease", lease.run_id, lease.owner, lease.epoch
             )
-
-
-class UnpinnedRelease(SqliteStore):
-    """release deletes the run's lease row with no fence and no owner/epoch in WHERE."""
-
-    def release(self, lease: Lease) -> None:
-        self._door.write(
-            "release",
-            None,
-            lambda cursor: cursor.execute(
-                "DELETE FROM leases WHERE run_id = ?", (lease.run_id,)
-            ),
-        )
 
 
 class TruncatingGuard(SqliteStore):
@@ -167,11 +146,7 @@ SELF_TESTED: Final = frozenset(check_id for _, _, check_id in BROKEN)
 def _result(
     store_class: type[SqliteStore], suite: str, check_id: str, where: Path
 ) -> str:
-    certification = Certification(
-        sqlite_locations(store_class, where), ALL_CAPABILITIES
-    )
-    (built,) = certification_suites(certification, [suite])
-    (result,) = run_suites([ConformanceSuite(suite, (built.check(check_id),))])
+    result = check_result(sqlite_locations(store_class, where), suite, check_id)
     return result.status if result.status != "failed" else f"failed: {result.error}"
 
 

@@ -9,11 +9,7 @@ domain, so only the seeded defect differs).
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Final
-
-import pytest
 
 from rulvar_store import JournalEntry, Lease, RunMeta
 from rulvar_store._memory import _LeaseRow
@@ -25,19 +21,11 @@ from rulvar_store.backend import (
     meta_run_id,
     ref_run_id,
 )
-
-# tests/ is no package and pytest imports test files by path (importlib mode), so
-# the project root goes on sys.path for the shared broken-store helpers.
-_ROOT = str(Path(__file__).resolve().parents[3])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-from tests.conformance.selftests._broken_memory import (  # noqa: E402  (path above)
+from tests.conformance.selftests._broken_memory import (
     Handle,
     Twin,
-    assert_fails,
-    assert_passes,
     held,
+    self_tests,
 )
 
 SUITE: Final = "stale-surfaces"
@@ -231,20 +219,6 @@ BROKEN: Final[tuple[tuple[type[Handle], str], ...]] = (
 SELF_TESTED: Final = frozenset(check_id for _, check_id in BROKEN)
 
 
-@pytest.mark.clause("C4")
-@pytest.mark.parametrize(
-    ("broken", "check_id"),
-    [pytest.param(cls, check_id, id=cls.__name__) for cls, check_id in BROKEN],
+test_broken_store_fails_the_named_check, test_honest_handle_passes = self_tests(
+    [(cls, SUITE, check_id) for cls, check_id in BROKEN], "fence bug"
 )
-def test_broken_store_fails_the_named_check(
-    broken: type[Handle], check_id: str
-) -> None:
-    """The store with one fence bug fails the check written for that bug."""
-    assert_fails(broken, SUITE, check_id)
-
-
-@pytest.mark.clause("C4")
-@pytest.mark.parametrize("check_id", sorted(SELF_TESTED))
-def test_honest_handle_passes(check_id: str) -> None:
-    """Control: the undamaged handle passes each of those checks."""
-    assert_passes(Handle, SUITE, check_id)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Final
 
-import pytest
+from tests.conformance.selftests._support import broken_store_self_tests
 
-from tests.conformance.selftests._support import broken_locations, failure_of
-
+BUG: Final = "A real store with one plausible bug fails the check written for that bug."
+"""What the broken stores get wrong (the docstring of their test)."""
 SUITE: Final = "two-handles"
 
 # (check id, broken store class, a phrase the failure must contain)
@@ -50,18 +49,7 @@ SELF_TESTED: frozenset[str] = frozenset(
 )
 
 
-@pytest.mark.clause("C4")
-@pytest.mark.parametrize(
-    ("check_id", "broken", "phrase"), CASES, ids=[f"{c}-{b}" for c, b, _ in CASES]
-)
-def test_broken_store_fails_the_named_two_handles_check(
-    check_id: str, broken: str, phrase: str, tmp_path: Path
-) -> None:
-    """A real store with one plausible bug fails the check written for that bug."""
-    detail = failure_of(broken_locations(broken, tmp_path), SUITE, check_id)
-    assert phrase in detail, detail
-
-
-def test_self_tested_names_exactly_the_checks_exercised_here() -> None:
-    """SELF_TESTED (a literal, for the meta-test) lists the checks CASES runs."""
-    assert frozenset(check for check, _, _ in CASES) == SELF_TESTED
+(
+    test_broken_store_fails_the_named_check,
+    test_self_tested_names_exactly_the_checks_exercised_here,
+) = broken_store_self_tests(SUITE, CASES, SELF_TESTED, BUG)
