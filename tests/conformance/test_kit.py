@@ -28,6 +28,7 @@ from rulvar_store import (
     open_store,
 )
 from rulvar_store.backend import (
+    CAPABILITIES,
     locations_from_factory,
     parse_store_url,
     resolve_backend,
@@ -148,9 +149,7 @@ def test_certification_builds_the_suites_the_capabilities_call_for() -> None:
     ungated = [s.name for s in suite_specs() if s.default and s.capability is None]
     assert names == ungated
     assert names[0] == "journal"
-    everything = frozenset(
-        {"leases", "fenced_writes", "fenced_transcripts", "meta_lookup"}
-    )
+    everything = frozenset(CAPABILITIES)
     suites = certification_suites(Certification(locations, everything))
     assert [s.name for s in suites] == [s.name for s in suite_specs() if s.default]
     assert [s.name for s in suites][:4] == [

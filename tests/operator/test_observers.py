@@ -183,6 +183,13 @@ def test_observers_work_with_a_select_only_postgres_role(rulvar: Rulvar) -> None
                 "running",
             )
             opened.journal.acquire("run-a", "worker")  # type: ignore[attr-defined]
+            # Nobody holds run-b: the repair tries to write it, and must be refused.
+            write_run(
+                opened.journal,
+                "run-b",
+                [entry(0, "step", "ok"), settle(1, "ok")],
+                "running",
+            )
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f'CREATE ROLE "{role}" LOGIN')
             conn.execute(f'GRANT USAGE ON SCHEMA "{schema}" TO "{role}"')

@@ -4,6 +4,8 @@ Each is the real ``JsonlFileStore`` (or its blob twin) with one plausible
 shortcut; every in-process check of the kit passes them, since no process dies
 there. Open them through ``file_locations``: the opener is a module-level
 dataclass, so a spawned child opens the same broken store.
+
+White-box: rulvar_store._file_io rulvar_store._intake rulvar_store._jsonl_file
 """
 
 from __future__ import annotations
