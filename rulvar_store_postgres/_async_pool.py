@@ -14,10 +14,10 @@ from contextlib import asynccontextmanager
 from typing import Any, TypeAlias
 
 import psycopg
-from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
 from rulvar_store_postgres._config import Settings
+from rulvar_store_postgres._conn import AsyncStoreConnection
 from rulvar_store_postgres._deadline import cut
 from rulvar_store_postgres._pool import (
     GrowthPause,
@@ -30,7 +30,7 @@ from rulvar_store_postgres._pool import (
 
 __all__ = ["AsyncConn", "AsyncStorePool", "LoopDeadlines", "make_async_pool"]
 
-AsyncConn: TypeAlias = psycopg.AsyncConnection[TupleRow]
+AsyncConn: TypeAlias = AsyncStoreConnection
 
 
 class LoopDeadlines:
@@ -166,7 +166,10 @@ def make_async_pool(settings: Settings, name: str) -> AsyncStorePool:
         await conn.execute(session)  # no parameters: one simple-protocol round trip
 
     pool = AsyncStorePool(
-        settings.conninfo, configure=configure, **pool_options(settings, name)
+        settings.conninfo,
+        configure=configure,
+        connection_class=AsyncStoreConnection,
+        **pool_options(settings, name),
     )
     pool.call_timeout_s = settings.call_timeout_ms / 1000
     return pool

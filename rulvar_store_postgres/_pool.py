@@ -24,10 +24,10 @@ from typing import Any, Final, TypeAlias
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
-from psycopg.rows import TupleRow
 from psycopg_pool import ConnectionPool
 
 from rulvar_store_postgres._config import Settings
+from rulvar_store_postgres._conn import StoreConnection
 from rulvar_store_postgres._deadline import DeadlinePassed, libpq_bounds, watchdog
 from rulvar_store_postgres._log_mask import mask_in_logs
 from rulvar_store_postgres._schema import session_setup
@@ -45,7 +45,7 @@ __all__ = [
     "session_for",
 ]
 
-Conn: TypeAlias = psycopg.Connection[TupleRow]
+Conn: TypeAlias = StoreConnection
 
 
 def _quiet_pool_logs() -> None:
@@ -256,7 +256,10 @@ def make_pool(settings: Settings, name: str) -> StorePool:
         conn.execute(session)  # no parameters: one simple-protocol round trip
 
     pool = StorePool(
-        settings.conninfo, configure=configure, **pool_options(settings, name)
+        settings.conninfo,
+        configure=configure,
+        connection_class=StoreConnection,
+        **pool_options(settings, name),
     )
     pool.call_timeout_s = settings.call_timeout_ms / 1000
     return pool

@@ -45,12 +45,13 @@ def run_mutation(
     ``after-commit`` is left to the caller, outside any retry: whatever a hook
     does after the commit must never re-run the committed transaction.
     """
+    cursor = conn.call_cursor()
     if not armed():
-        return conn.execute(call, args).fetchone()
-    conn.execute(BEGIN)
+        return cursor.execute(call, args).fetchone()
+    cursor.execute(BEGIN)
     try:
         hit(operation, "after-begin")
-        row = conn.execute(call, args).fetchone()
+        row = cursor.execute(call, args).fetchone()
         hit(operation, "after-fence-check")
         hit(operation, "before-commit")
     except BaseException:
@@ -118,12 +119,13 @@ async def run_mutation_async(
     holds up only its own transaction, exactly like a paused thread on the sync
     store.
     """
+    cursor = conn.call_cursor()
     if not armed():
-        return await (await conn.execute(call, args)).fetchone()
-    await conn.execute(BEGIN)
+        return await (await cursor.execute(call, args)).fetchone()
+    await cursor.execute(BEGIN)
     try:
         await hit_off_loop(operation, "after-begin")
-        row = await (await conn.execute(call, args)).fetchone()
+        row = await (await cursor.execute(call, args)).fetchone()
         await hit_off_loop(operation, "after-fence-check")
         await hit_off_loop(operation, "before-commit")
     except BaseException:
