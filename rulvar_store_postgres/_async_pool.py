@@ -9,8 +9,7 @@ checks its own connection out, so concurrent tasks use concurrent connections.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from types import TracebackType
 from typing import Any, TypeAlias
 
 import psycopg
@@ -28,7 +27,13 @@ from rulvar_store_postgres._pool import (
     session_for,
 )
 
-__all__ = ["AsyncConn", "AsyncStorePool", "LoopDeadlines", "make_async_pool"]
+__all__ = [
+    "AsyncCheckout",
+    "AsyncConn",
+    "AsyncStorePool",
+    "LoopDeadlines",
+    "make_async_pool",
+]
 
 AsyncConn: TypeAlias = AsyncStoreConnection
 
@@ -123,39 +128,65 @@ class AsyncStorePool(AsyncConnectionPool[AsyncConn]):
         if self._nconns == 0 or not self._growth.paused():
             super()._maybe_grow_pool()
 
-    @asynccontextmanager
-    async def checkout(self, extra_s: float = 0.0) -> AsyncIterator[AsyncConn]:
-        """Yield a live connection, bounded as ``StorePool.checkout`` is.
+    def checkout(self, extra_s: float = 0.0) -> AsyncCheckout:
+        """An async context manager that yields a live connection (``AsyncCheckout``)."""
+        return AsyncCheckout(self, extra_s)
 
-        The deadline is kept by the running loop (``LoopDeadlines``), which cuts
-        the socket.
-        """
-        bound_s = self.call_timeout_s
+    async def live_connection(self, bound_s: float) -> AsyncConn:
+        """A pooled connection the server has not closed; stale ones are discarded."""
         for _ in range(self.max_size + 1):
             conn = await self.getconn(timeout=bound_s)
             if not closed_by_server(conn):
-                break
+                return conn
             await conn.close()
             await self._putconn(conn, from_getconn=True)
-        else:  # pragma: no cover - every candidate was stale; let the last one fail
-            conn = await self.getconn(timeout=bound_s)
-        fired = self._deadlines.arm(conn, bound_s + extra_s)
-        try:
-            try:
-                yield conn
-            except psycopg.Error as exc:
-                if fired:
-                    raise deadline_passed(bound_s + extra_s) from exc
-                raise
-            finally:
-                self._deadlines.disarm(conn)
-        finally:
-            if fired:
-                # Discarded the way a stale one is: replaced, no warning logged.
-                await conn.close()
-                await self._putconn(conn, from_getconn=True)
-            else:
-                await self.putconn(conn)
+        # Every candidate was stale; let the last one fail.
+        return await self.getconn(timeout=bound_s)  # pragma: no cover
+
+
+class AsyncCheckout:
+    """One call's use of a pooled connection, bounded as ``Checkout`` is.
+
+    The deadline is kept by the running loop (``LoopDeadlines``), which cuts
+    the socket. A class, not an async generator: it runs around every
+    statement.
+    """
+
+    __slots__ = ("_bound_s", "_conn", "_fired", "_pool")
+
+    def __init__(self, pool: AsyncStorePool, extra_s: float) -> None:
+        self._pool = pool
+        self._bound_s = pool.call_timeout_s + extra_s
+        self._conn: AsyncConn | None = None
+        self._fired: list[bool] = []
+
+    async def __aenter__(self) -> AsyncConn:
+        pool = self._pool
+        conn = await pool.live_connection(pool.call_timeout_s)
+        # No await between the checkout and the arming: nothing can cancel
+        # this task in between, so the connection cannot be lost there.
+        self._fired = pool._deadlines.arm(conn, self._bound_s)
+        self._conn = conn
+        return conn
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        conn, pool = self._conn, self._pool
+        assert conn is not None
+        self._conn = None
+        pool._deadlines.disarm(conn)
+        if self._fired:
+            # Discarded the way a stale one is: replaced, no warning logged.
+            await conn.close()
+            await pool._putconn(conn, from_getconn=True)
+            if isinstance(exc, psycopg.Error):
+                raise deadline_passed(self._bound_s) from exc
+        else:
+            await pool.putconn(conn)
 
 
 def make_async_pool(settings: Settings, name: str) -> AsyncStorePool:

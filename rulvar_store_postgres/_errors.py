@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from types import TracebackType
 from typing import Final
 
 import psycopg
@@ -137,10 +137,7 @@ def _detail(exc: BaseException, secrets: Sequence[str]) -> str:
     return prefix + masked(first, secrets)
 
 
-@contextmanager
-def translated(
-    operation: str, where: str, secrets: Sequence[str] = ()
-) -> Iterator[None]:
+def translated(operation: str, where: str, secrets: Sequence[str] = ()) -> Translation:
     """Run the body, turning driver and pool failures into typed store errors.
 
     ``RulvarError`` and non-driver exceptions pass through unchanged. Only
@@ -158,24 +155,49 @@ def translated(
             missing privileges, or a statement the server cannot run here
             (other SQLSTATEs: a schema or server that does not match).
     """
-    try:
-        yield
-    except RulvarError:
-        raise
-    except PoolClosed as exc:
-        raise StoreClosedError(
-            f"{operation} on {where}: the store is closed", operation
-        ) from exc
-    except ConnectFailed as exc:
-        raise _not_connected(exc, operation, where, _detail(exc, secrets)) from exc
-    except (PoolTimeout, TooManyRequests) as exc:
-        raise StoreBusyError(
-            f"{operation} on {where}: no pooled connection became free in time "
-            f"({_detail(exc, secrets)}); raise pool_max_size or retry",
-            operation,
-        ) from exc
-    except psycopg.Error as exc:
-        raise _classify(exc, operation, where, secrets) from exc
+    return Translation(operation, where, secrets)
+
+
+class Translation:
+    """The context manager ``translated`` returns (see there).
+
+    A class, not a generator: it runs around every statement, and a
+    ``@contextmanager`` costs a generator and its frame on entry and exit.
+    """
+
+    __slots__ = ("_operation", "_secrets", "_where")
+
+    def __init__(self, operation: str, where: str, secrets: Sequence[str]) -> None:
+        self._operation = operation
+        self._where = where
+        self._secrets = secrets
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if exc is None or isinstance(exc, RulvarError):
+            return
+        operation, where, secrets = self._operation, self._where, self._secrets
+        if isinstance(exc, PoolClosed):
+            raise StoreClosedError(
+                f"{operation} on {where}: the store is closed", operation
+            ) from exc
+        if isinstance(exc, ConnectFailed):
+            raise _not_connected(exc, operation, where, _detail(exc, secrets)) from exc
+        if isinstance(exc, (PoolTimeout, TooManyRequests)):
+            raise StoreBusyError(
+                f"{operation} on {where}: no pooled connection became free in time "
+                f"({_detail(exc, secrets)}); raise pool_max_size or retry",
+                operation,
+            ) from exc
+        if isinstance(exc, psycopg.Error):
+            raise _classify(exc, operation, where, secrets) from exc
 
 
 def _not_connected(

@@ -25,8 +25,7 @@ from __future__ import annotations
 import importlib
 import signal
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from types import FrameType
 from typing import Any, Final
 
@@ -116,14 +115,29 @@ class _Deferral:
 _DEFERRAL: Final = _Deferral()
 
 
-@contextmanager
-def interrupts_deferred() -> Iterator[None]:
+class _Section:
+    """The context manager of ``interrupts_deferred``: one shared, stateless object.
+
+    A class, not a generator (it runs around every store call). It holds no
+    state of its own, so sections can nest and interleave on it; whether the
+    caller is the main thread is asked on entry and again on exit, and a
+    thread is the same thread at both ends.
+    """
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            _DEFERRAL.open()
+
+    def __exit__(self, *exc_info: object) -> None:
+        if threading.current_thread() is threading.main_thread():
+            _DEFERRAL.close()
+
+
+_SECTION: Final = _Section()
+
+
+def interrupts_deferred() -> _Section:
     """Hold the main thread's signal handlers until the body ends (see module)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    _DEFERRAL.open()
-    try:
-        yield
-    finally:
-        _DEFERRAL.close()
+    return _SECTION

@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import logging
 import select
-from collections.abc import Iterator
-from contextlib import contextmanager
 from time import monotonic
+from types import TracebackType
 from typing import Any, Final, TypeAlias
 
 import psycopg
@@ -33,6 +32,7 @@ from rulvar_store_postgres._log_mask import mask_in_logs
 from rulvar_store_postgres._schema import session_setup
 
 __all__ = [
+    "Checkout",
     "Conn",
     "ConnectFailed",
     "GrowthPause",
@@ -163,45 +163,71 @@ class StorePool(ConnectionPool[Conn]):
         if self._nconns == 0 or not self._growth.paused():
             super()._maybe_grow_pool()
 
-    @contextmanager
-    def checkout(self, extra_s: float = 0.0) -> Iterator[Conn]:
-        """Yield a live connection; stale pooled ones are discarded, not retried.
+    def checkout(self, extra_s: float = 0.0) -> Checkout:
+        """A context manager that yields a live connection (see ``Checkout``)."""
+        return Checkout(self, extra_s)
 
-        The wait for a free connection and then the connection's use are each
-        bounded by the call timeout (``extra_s`` more for a statement that may
-        wait longer by design, the boot); past it the connection is cut
-        (``_deadline``) and ``DeadlinePassed`` raised.
-        """
-        bound_s = self.call_timeout_s
+    def live_connection(self, bound_s: float) -> Conn:
+        """A pooled connection the server has not closed; stale ones are discarded."""
         for _ in range(self.max_size + 1):
             conn = self.getconn(timeout=bound_s)
             if not closed_by_server(conn):
-                break
+                return conn
             conn.close()
             # Handed back the way the pool's own check does: counted as lost,
             # replaced in the background, no warning logged.
             self._putconn(conn, from_getconn=True)
-        else:  # pragma: no cover - every candidate was stale; let the last one fail
-            conn = self.getconn(timeout=bound_s)
-        cut_off = False
+        # Every candidate was stale; let the last one fail.
+        return self.getconn(timeout=bound_s)  # pragma: no cover
+
+
+class Checkout:
+    """One call's use of a pooled connection, bounded (``StorePool.checkout``).
+
+    The wait for a free connection and then the connection's use are each
+    bounded by the call timeout (``extra_s`` more for a statement that may wait
+    longer by design, the boot); past it the connection is cut (``_deadline``)
+    and ``DeadlinePassed`` raised. A class, not a generator: it runs around
+    every statement.
+    """
+
+    __slots__ = ("_bound_s", "_conn", "_pool")
+
+    def __init__(self, pool: StorePool, extra_s: float) -> None:
+        self._pool = pool
+        self._bound_s = pool.call_timeout_s + extra_s
+        self._conn: Conn | None = None
+
+    def __enter__(self) -> Conn:
+        conn = self._pool.live_connection(self._pool.call_timeout_s)
         try:
-            watchdog.arm(conn, bound_s + extra_s)
-            try:
-                yield conn
-            except psycopg.Error as exc:
-                cut_off = watchdog.disarm(conn)
-                if cut_off:
-                    raise deadline_passed(bound_s + extra_s) from exc
-                raise
-            finally:
-                cut_off = watchdog.disarm(conn) or cut_off
-        finally:
-            if cut_off:
-                # Discarded the way a stale one is: replaced, no warning logged.
-                conn.close()
-                self._putconn(conn, from_getconn=True)
-            else:
-                self.putconn(conn)
+            watchdog.arm(conn, self._bound_s)
+        except BaseException:
+            self._pool.putconn(conn)
+            raise
+        self._conn = conn
+        return conn
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        conn, pool = self._conn, self._pool
+        assert conn is not None
+        self._conn = None
+        # Once disarm returns, the watchdog is done with the connection: a cut
+        # happens under its lock, so none can follow the hand-back.
+        cut_off = watchdog.disarm(conn)
+        if cut_off:
+            # Discarded the way a stale one is: replaced, no warning logged.
+            conn.close()
+            pool._putconn(conn, from_getconn=True)
+            if isinstance(exc, psycopg.Error):
+                raise deadline_passed(self._bound_s) from exc
+        else:
+            pool.putconn(conn)
 
 
 def deadline_passed(seconds: float) -> DeadlinePassed:
