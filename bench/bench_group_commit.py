@@ -180,7 +180,9 @@ class RawBatches(Timed):
                 cursor.execute(sql.LIVE_LEASE_MATCHES, (run_id, "raw", 1, now))
                 seq = self.seqs[n]
                 text = json.dumps(entry(seq), ensure_ascii=False, separators=(",", ":"))
-                cursor.execute(sql.INSERT_ENTRY_ABOVE_TAIL, (run_id, text, seq, str(seq)))
+                cursor.execute(
+                    sql.INSERT_ENTRY_ABOVE_TAIL, (run_id, text, seq, str(seq))
+                )
                 assert self.conn.changes() == 1
                 self.seqs[n] += 1
             cursor.execute(sql.COMMIT)

@@ -110,9 +110,13 @@ def expectations(
             *common,
             Expect(("soak", "--profile", "quick"), 0),
             Expect(("runs", "list", sqlite_url), 0, "1 run"),
-            Expect(("runs", "list", postgres or "postgresql://127.0.0.1/x"), 2, "psycopg"),
+            Expect(
+                ("runs", "list", postgres or "postgresql://127.0.0.1/x"), 2, "psycopg"
+            ),
         ]
-    refused_soak = Expect(("soak", "--profile", "quick"), 2, "install the 'sqlite' extra")
+    refused_soak = Expect(
+        ("soak", "--profile", "quick"), 2, "install the 'sqlite' extra"
+    )
     if extra == "postgres":
         rows = [*common, refused_soak, missing_sqlite]
         if postgres is not None:
@@ -134,9 +138,7 @@ def expectations(
 
 def check_one(venv: Path, expect: Expect) -> list[str]:
     """The problems a user would see running this command; empty when fine."""
-    done = _run(
-        [str(venv / "bin" / "rulvar"), *expect.args], timeout=COMMAND_TIMEOUT_S
-    )
+    done = _run([str(venv / "bin" / "rulvar"), *expect.args], timeout=COMMAND_TIMEOUT_S)
     shown = f"rulvar {' '.join(expect.args)} ({venv.name})"
     problems = []
     if done.returncode != expect.exit_code:
@@ -150,7 +152,9 @@ def check_one(venv: Path, expect: Expect) -> list[str]:
     if expect.says and expect.says not in done.stdout + done.stderr:
         problems.append(f"{shown}: does not say {expect.says!r}")
     if problems:
-        problems.append(f"  stdout: {done.stdout[-2000:]}\n  stderr: {done.stderr[-2000:]}")
+        problems.append(
+            f"  stdout: {done.stdout[-2000:]}\n  stderr: {done.stderr[-2000:]}"
+        )
     print(f"{'ok  ' if not problems else 'FAIL'} {shown} -> exit {done.returncode}")
     return problems
 
@@ -174,7 +178,9 @@ def main() -> int:
                 "postgres": postgres and postgres_schema_url(postgres),
             }.get(extra)
             if seed_url is not None:
-                seeded = _run([str(venv / "bin" / "python"), "-c", seed_script(seed_url)])
+                seeded = _run(
+                    [str(venv / "bin" / "python"), "-c", seed_script(seed_url)]
+                )
                 if seeded.returncode != 0:
                     problems.append(f"seeding {seed_url} failed: {seeded.stderr}")
             try:
@@ -182,7 +188,13 @@ def main() -> int:
                     problems += check_one(venv, expect)
             finally:
                 if extra == "postgres" and postgres is not None:
-                    _run([str(venv / "bin" / "python"), "-c", drop_schema_script(postgres)])
+                    _run(
+                        [
+                            str(venv / "bin" / "python"),
+                            "-c",
+                            drop_schema_script(postgres),
+                        ]
+                    )
     for problem in problems:
         print(problem, file=sys.stderr)
     failed = sum(1 for p in problems if not p.startswith("  "))

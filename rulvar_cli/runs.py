@@ -304,7 +304,9 @@ def _retention(
                 )
             if outcome.outcome == "done":
                 done = (
-                    f"pruned {plural(outcome.done or 0, 'checkpoint')}" if prune else "deleted"
+                    f"pruned {plural(outcome.done or 0, 'checkpoint')}"
+                    if prune
+                    else "deleted"
                 )
                 click.echo(f"{sanitize(run_id)}: {done}")
             else:

@@ -88,7 +88,9 @@ def hit(operation: str, point: Failpoint) -> None:
         hook(operation, point)
 
 
-_caller_mark: ContextVar[object | None] = ContextVar("rulvar_failpoint_caller", default=None)
+_caller_mark: ContextVar[object | None] = ContextVar(
+    "rulvar_failpoint_caller", default=None
+)
 
 
 def caller_identity() -> object:

@@ -54,6 +54,4 @@ def seq_text(seq: int | float) -> str:
 
 def register_seq_functions(connection: apsw.Connection) -> None:
     """Make the guard's function known to ``connection`` (every store connection)."""
-    connection.create_scalar_function(
-        SEQ_AT_LEAST, seq_at_least, 2, deterministic=True
-    )
+    connection.create_scalar_function(SEQ_AT_LEAST, seq_at_least, 2, deterministic=True)

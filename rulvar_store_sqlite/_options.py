@@ -112,7 +112,9 @@ def validate_options(
             f"sqlite: group_commit must be a bool, got {type(group_commit).__name__}"
         )
     if not isinstance(private, bool):
-        raise ConfigError(f"sqlite: private must be a bool, got {type(private).__name__}")
+        raise ConfigError(
+            f"sqlite: private must be a bool, got {type(private).__name__}"
+        )
     return SqliteOptions(
         path=checked_path,
         in_memory=checked_path == MEMORY_PATH,

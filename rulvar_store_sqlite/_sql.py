@@ -24,7 +24,12 @@ LIVE_LEASE_MATCHES: Final = (
 LEASE_ROW: Final = "SELECT owner, epoch, expires_at FROM leases WHERE run_id = ?"
 SYNCHRONOUS_LEVEL: Final = "PRAGMA synchronous"
 # PRAGMA synchronous reads back as a number; the names SQLite documents for it.
-SYNCHRONOUS_NAMES: Final[dict[int, str]] = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
+SYNCHRONOUS_NAMES: Final[dict[int, str]] = {
+    0: "OFF",
+    1: "NORMAL",
+    2: "FULL",
+    3: "EXTRA",
+}
 META_PAGE_FIRST: Final = "SELECT run_id, payload FROM meta ORDER BY run_id LIMIT ?"
 META_PAGE_AFTER: Final = (
     "SELECT run_id, payload FROM meta WHERE run_id > ? ORDER BY run_id LIMIT ?"

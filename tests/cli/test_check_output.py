@@ -72,9 +72,7 @@ def test_not_run_rows_show_their_reason_in_the_table() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "NOT RUN  typed-errors" in done.stdout
     assert "reason: needs a fail-fast handle that raises StoreBusyError" in done.stdout
-    assert done.stdout.rstrip().endswith(
-        "0 passed, 0 failed, 1 not run across 1 suite"
-    )
+    assert done.stdout.rstrip().endswith("0 passed, 0 failed, 1 not run across 1 suite")
     as_json = subprocess.run(
         [sys.executable, "-m", "rulvar_cli", "check", "memory://", "--suite",
          "typed-errors", "--json"],

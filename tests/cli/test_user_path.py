@@ -84,7 +84,9 @@ def test_without_json_a_failure_leaves_stdout_empty() -> None:
 def test_one_run_is_counted_in_the_singular(tmp_path: Path) -> None:
     url = f"file://{tmp_path}"
     with open_store(url) as opened:
-        write_run(opened.journal, "run-one", [entry(0, "step", "ok"), settle(1, "ok")], "ok")
+        write_run(
+            opened.journal, "run-one", [entry(0, "step", "ok"), settle(1, "ok")], "ok"
+        )
     result = invoke("runs", "list", url)
     assert result.exit_code == 0, result.stderr
     assert result.stderr.strip() == "1 run"
@@ -109,7 +111,12 @@ def test_python_dash_m_rulvar_cli_runs_the_command() -> None:
 
 def test_nothing_below_the_cli_imports_it() -> None:
     """The CLI sits above the core, the backends and the kit: no arrow points up."""
-    below = ["rulvar_store", "rulvar_store_sqlite", "rulvar_store_postgres", "rulvar_conformance"]
+    below = [
+        "rulvar_store",
+        "rulvar_store_sqlite",
+        "rulvar_store_postgres",
+        "rulvar_conformance",
+    ]
     offenders = [
         str(path.relative_to(ROOT))
         for package in below
@@ -167,7 +174,15 @@ def test_check_on_a_terminal_shows_which_check_is_running(tmp_path: Path) -> Non
 
     leader, follower = pty.openpty()
     process = subprocess.Popen(
-        [sys.executable, "-m", "rulvar_cli", "check", "memory://", "--suite", "journal"],
+        [
+            sys.executable,
+            "-m",
+            "rulvar_cli",
+            "check",
+            "memory://",
+            "--suite",
+            "journal",
+        ],
         stdout=follower,
         stderr=subprocess.DEVNULL,
         cwd=tmp_path,

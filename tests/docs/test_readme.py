@@ -62,7 +62,9 @@ def test_readme_has_runnable_examples() -> None:
 
 
 @pytest.mark.parametrize("index", range(len(_runnable_blocks())))
-def test_readme_example_runs_twice_in_a_row_as_a_file(index: int, tmp_path: Path) -> None:
+def test_readme_example_runs_twice_in_a_row_as_a_file(
+    index: int, tmp_path: Path
+) -> None:
     """A reader runs an example file, then runs it again: both runs must work.
 
     Both runs share one working directory, so an example that leaves state behind
@@ -85,9 +87,7 @@ def test_an_example_without_its_main_guard_fails_as_a_file(tmp_path: Path) -> No
     """
     (factory,) = [code for code in _runnable_blocks() if "def fresh_location" in code]
     head, guarded = factory.split('if __name__ == "__main__":', 1)
-    body = "\n".join(
-        line.removeprefix("    ") for line in guarded.splitlines()[1:]
-    )
+    body = "\n".join(line.removeprefix("    ") for line in guarded.splitlines()[1:])
     done = run_block(head + body, tmp_path, "unguarded")
     assert done.returncode != 0
     assert "two-handles-across-processes" in done.stderr

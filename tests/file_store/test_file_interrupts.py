@@ -78,7 +78,9 @@ _CHILD = textwrap.dedent(
 
 
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc")
-def test_interrupted_writes_leave_no_temp_file_and_no_descriptor(tmp_path: Path) -> None:
+def test_interrupted_writes_leave_no_temp_file_and_no_descriptor(
+    tmp_path: Path,
+) -> None:
     root = tmp_path / "store"
     child = subprocess.Popen(
         [sys.executable, "-c", _CHILD, str(root), str(INTERRUPTS), str(CAP_S)],
