@@ -33,6 +33,9 @@ def async_suites(
 ) -> list[ConformanceSuite]:
     """The selected suites over async-opened locations, then the cancellation suite.
 
+    A selection of machine suites only (``--suite power-loss``) has nothing to
+    run on the async path, so it gets no cancellation suite either.
+
     Raises:
         KeyError: ``selection`` names an unknown suite.
     """
@@ -42,5 +45,7 @@ def async_suites(
         for suite in certification_suites(facade, selection)
         if suite.name not in MACHINE_SUITES
     ]
+    if not suites:
+        return []
     cancellation = cancellation_conformance(certification)
     return [*suites, replace(cancellation, name=cancellation.name + ASYNC_SUFFIX)]

@@ -157,3 +157,18 @@ def test_the_cancellation_suite_fails_an_adapter_that_resumes_a_cancelled_caller
     failed: list[Any] = [r for r in results if r.status == "failed"]
     assert failed, "the suite passed an adapter that splits cancelled calls"
     assert all("was still inside the store" in (r.error or "") for r in failed)
+
+
+@pytest.mark.clause("Y5")
+def test_a_selection_of_machine_suites_only_runs_nothing_on_the_async_path(
+    tmp_path: Path,
+) -> None:
+    """``--suite power-loss`` certifies the files; no async suite, no cancellation."""
+    parsed = parse_store_url(f"sqlite:///{tmp_path / 'machine.db'}")
+    backend = resolve_backend(parsed)
+    assert backend.certify is not None
+    with backend.certify(parsed) as locations:
+        certification = by_url(locations, parsed, backend)
+        assert async_suites(certification, ["power-loss", "disk-faults"]) == []
+        names = [suite.name for suite in async_suites(certification, ["journal"])]
+    assert names == ["journal (async)", "cancellation (async)"]
