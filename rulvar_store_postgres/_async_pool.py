@@ -13,7 +13,7 @@ from types import TracebackType
 from typing import Any, TypeAlias
 
 import psycopg
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from rulvar_store_postgres._config import Settings
 from rulvar_store_postgres._conn import AsyncStoreConnection
@@ -23,6 +23,7 @@ from rulvar_store_postgres._pool import (
     closed_by_server,
     connect_failure,
     deadline_passed,
+    no_connection_made,
     pool_options,
     session_for,
 )
@@ -135,13 +136,23 @@ class AsyncStorePool(AsyncConnectionPool[AsyncConn]):
     async def live_connection(self, bound_s: float) -> AsyncConn:
         """A pooled connection the server has not closed; stale ones are discarded."""
         for _ in range(self.max_size + 1):
-            conn = await self.getconn(timeout=bound_s)
+            conn = await self._bounded_getconn(bound_s)
             if not closed_by_server(conn):
                 return conn
             await conn.close()
             await self._putconn(conn, from_getconn=True)
         # Every candidate was stale; let the last one fail.
-        return await self.getconn(timeout=bound_s)  # pragma: no cover
+        return await self._bounded_getconn(bound_s)  # pragma: no cover
+
+    async def _bounded_getconn(self, bound_s: float) -> AsyncConn:
+        """``getconn``; a timeout while no connection exists is ``ConnectFailed`` (P13)."""
+        try:
+            return await self.getconn(timeout=bound_s)
+        except PoolTimeout as exc:
+            # The loop's thread is the only one touching the counts.
+            if self._nconns - self._growth.in_flight == 0:
+                raise no_connection_made(bound_s) from exc
+            raise
 
 
 class AsyncCheckout:

@@ -23,7 +23,7 @@ from typing import Any, Final, TypeAlias
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from rulvar_store_postgres._config import Settings
 from rulvar_store_postgres._conn import StoreConnection
@@ -41,6 +41,7 @@ __all__ = [
     "connect_failure",
     "deadline_passed",
     "make_pool",
+    "no_connection_made",
     "pool_options",
     "session_for",
 ]
@@ -72,6 +73,19 @@ class ConnectFailed(psycopg.OperationalError):
     translation can tell a refused or impossible connection, where nothing was
     sent, from a connection lost in the middle of a call.
     """
+
+
+def no_connection_made(bound_s: float) -> ConnectFailed:
+    """A wait for a connection that timed out while none existed: unreachable, not busy.
+
+    Every connection was discarded (a stalled link cuts them) and the attempt to
+    make a new one has not finished: no other caller holds a connection this one
+    could have waited for, so the pool is not busy; the server is out of reach.
+    """
+    return ConnectFailed(
+        f"no connection to the server could be made within {bound_s * 1000:.0f} ms "
+        "(call_timeout_ms): the link or the server stalled, or nothing answers"
+    )
 
 
 def connect_failure(exc: psycopg.Error) -> psycopg.Error:
@@ -170,7 +184,7 @@ class StorePool(ConnectionPool[Conn]):
     def live_connection(self, bound_s: float) -> Conn:
         """A pooled connection the server has not closed; stale ones are discarded."""
         for _ in range(self.max_size + 1):
-            conn = self.getconn(timeout=bound_s)
+            conn = self._bounded_getconn(bound_s)
             if not closed_by_server(conn):
                 return conn
             conn.close()
@@ -178,7 +192,18 @@ class StorePool(ConnectionPool[Conn]):
             # replaced in the background, no warning logged.
             self._putconn(conn, from_getconn=True)
         # Every candidate was stale; let the last one fail.
-        return self.getconn(timeout=bound_s)  # pragma: no cover
+        return self._bounded_getconn(bound_s)  # pragma: no cover
+
+    def _bounded_getconn(self, bound_s: float) -> Conn:
+        """``getconn``; a timeout while no connection exists is ``ConnectFailed`` (P13)."""
+        try:
+            return self.getconn(timeout=bound_s)
+        except PoolTimeout as exc:
+            with self._lock:
+                none_exists = self._nconns - self._growth.in_flight == 0
+            if none_exists:
+                raise no_connection_made(bound_s) from exc
+            raise
 
 
 class Checkout:

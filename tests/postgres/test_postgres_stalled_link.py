@@ -68,13 +68,24 @@ def _fails_while_stalled(call: Callable[[], Any]) -> BaseException:
     return error
 
 
+# One connection: once the stalled call's connection is cut, the next call finds
+# none to wait for, only an attempt to connect that cannot finish: unreachable,
+# not a busy pool. The default size has an idle second connection to cut too.
+POOL_SIZES = pytest.mark.parametrize(
+    "pool_max_size", [10, 1], ids=["default-pool", "one-connection"]
+)
+
+
 @pytest.mark.clause("P13")
+@POOL_SIZES
 def test_renew_and_reads_fail_typed_over_a_stalled_link(
-    pg_url: str, schema: str
+    pg_url: str, schema: str, pool_max_size: int
 ) -> None:
     with FaultProxy(_target(pg_url)) as proxy:
         url = _through(pg_url, proxy)
-        with PostgresStore(url, schema=schema, ttl_ms=TTL_MS) as store:
+        with PostgresStore(
+            url, schema=schema, ttl_ms=TTL_MS, pool_max_size=pool_max_size
+        ) as store:
             lease = store.acquire("r", "holder")
             store.renew(lease)
             proxy.stall()
@@ -92,14 +103,17 @@ def test_renew_and_reads_fail_typed_over_a_stalled_link(
 
 
 @pytest.mark.clause("P13")
+@POOL_SIZES
 def test_async_renew_and_reads_fail_typed_over_a_stalled_link(
-    pg_url: str, schema: str
+    pg_url: str, schema: str, pool_max_size: int
 ) -> None:
     with FaultProxy(_target(pg_url)) as proxy:
         url = _through(pg_url, proxy)
 
         async def main() -> None:
-            async with AsyncPostgresStore(url, schema=schema, ttl_ms=TTL_MS) as store:
+            async with AsyncPostgresStore(
+                url, schema=schema, ttl_ms=TTL_MS, pool_max_size=pool_max_size
+            ) as store:
                 lease = await store.acquire("r", "holder")
                 await store.renew(lease)
                 proxy.stall()
