@@ -87,6 +87,8 @@ def sweep(kind: str, remove: Callable[[OwnerRecord], None]) -> list[str]:
             continue  # released meanwhile, or not ours to judge
         if not isinstance(record, dict) or owner_alive(record):
             continue
+        # Whatever removal raises (a busy device, a vanished folder), the record
+        # stays for the next sweep, and this soak goes on with its own resources.
         with suppress(Exception):
             remove(record)
             release(path)

@@ -50,6 +50,8 @@ class PowerSwitch:
 
     def _freeze(self) -> None:
         """Record the disk image at the cut; the lock is held."""
+        # Abstract: each power-loss model freezes its own image (no ABCMeta, which
+        # the apsw.VFS subclass would have to share with a C extension type).
         raise NotImplementedError
 
     def _restore_power(self) -> None:
