@@ -122,7 +122,12 @@ class AsyncRulvarSaver(SaverCore):
     # --- BaseCheckpointSaver, async -------------------------------------------------------
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        found = await self._run(self._get_plan(config))
+        locked_run, plan = self._get_plan(config)
+        found = await (
+            self._run(plan)
+            if locked_run is None
+            else self._run_locked(locked_run, plan)
+        )
         return None if found is None else self._tuple(found)
 
     async def alist(

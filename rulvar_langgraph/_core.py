@@ -236,8 +236,18 @@ class SaverCore(BaseCheckpointSaver[int]):
 
     # --- the plan of each operation (run by the sync or async driver) -----------------
 
-    def _get_plan(self, config: RunnableConfig) -> Plan[Found | None]:
-        return _plans.get_tuple(*self._address(config))
+    def _get_plan(
+        self, config: RunnableConfig
+    ) -> tuple[str | None, Plan[Found | None]]:
+        """The read's plan, and the run whose lock it takes (a held read only).
+
+        A read through this saver's hold uses and fills the hold's memory, so it
+        runs inside the thread's lock like the hold's writes.
+        """
+        run_id, ns, checkpoint_id = self._address(config)
+        cache = self._cache(run_id, self._lease(run_id, config))
+        plan = _plans.get_tuple(run_id, ns, checkpoint_id, cache)
+        return (None if cache is None else run_id), plan
 
     def _list_plan(
         self,

@@ -2,7 +2,9 @@
 
 While a hold's lease is live, only that lease can write the thread: what the
 hold last wrote or read is what the store has. So a held ``put`` needs no read
-of the namespace pointer and a held ``put_writes`` no read of the writes blob.
+of the namespace pointer, and a held ``put_writes`` no read of the writes blob
+of the checkpoint it last wrote or read, or of one the hold just created (a
+checkpoint newer than any in its namespace has no writes yet).
 A superseded hold's memory may be stale, but its writes are refused by the
 fence anyway, so a stale value can never land.
 
@@ -20,11 +22,16 @@ this memory's back; a config is meant for the saver that made it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Final
 
 from rulvar_langgraph._pending import PendingWrites
 from rulvar_store import Lease
 
-__all__ = ["HoldCache"]
+__all__ = ["NO_CHECKPOINT", "HoldCache"]
+
+NO_CHECKPOINT: Final = ""
+"""A pointer value meaning "the hold read this namespace and it has no checkpoint"
+(checkpoint ids are non-empty safe tokens, so it cannot name one)."""
 
 
 @dataclass(slots=True)
@@ -33,9 +40,25 @@ class HoldCache:
 
     lease: Lease
     pointers: dict[str, str] = field(default_factory=dict)
-    """Namespace -> the checkpoint id its pointer names."""
+    """Namespace -> the checkpoint id its pointer names (or ``NO_CHECKPOINT``)."""
     writes: dict[str, tuple[str, PendingWrites]] = field(default_factory=dict)
     """Namespace -> (checkpoint id, its stored writes): the latest written only."""
+
+    def known_writes(
+        self, checkpoint_ns: str, checkpoint_id: str
+    ) -> PendingWrites | None:
+        """The stored writes of that checkpoint, if it is the one remembered."""
+        known = self.writes.get(checkpoint_ns)
+        return known[1] if known is not None and known[0] == checkpoint_id else None
+
+    def new_checkpoint(self, checkpoint_ns: str, checkpoint_id: str) -> None:
+        """The hold just stored a checkpoint newer than any in the namespace.
+
+        Nobody but this hold can have stored writes against it, and the hold's
+        own would be the ones remembered: so it has none, unless remembered.
+        """
+        if self.known_writes(checkpoint_ns, checkpoint_id) is None:
+            self.writes[checkpoint_ns] = (checkpoint_id, PendingWrites())
 
     def clear(self) -> None:
         """Forget everything: the thread changed by other means than put."""

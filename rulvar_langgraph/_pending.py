@@ -47,8 +47,13 @@ class PendingWrites:
     @classmethod
     def decoded(cls, blob: bytes | None) -> PendingWrites:
         """The writes a stored blob holds (``None``: none yet)."""
+        return cls.of(decode_writes(blob))
+
+    @classmethod
+    def of(cls, writes: Iterable[StoredWrite]) -> PendingWrites:
+        """The writes already read back from a stored blob."""
         pending = cls()
-        pending.merge(decode_writes(blob))
+        pending.merge(writes)
         return pending
 
     def merge(self, new: Iterable[StoredWrite]) -> None:

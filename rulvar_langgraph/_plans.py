@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any, Literal, TypeAlias, TypeVar
 
-from rulvar_langgraph._hold_cache import HoldCache
+from rulvar_langgraph._hold_cache import NO_CHECKPOINT, HoldCache
 from rulvar_langgraph._layout import (
     META_NAME,
     META_TAG,
@@ -187,10 +187,12 @@ def put(
 
     def body(lease: Lease) -> Plan[None]:
         ref = pointer_ref(run_id, checkpoint_ns)
-        current = None if cache is None else cache.pointers.pop(checkpoint_ns, None)
-        if current is None:
+        known = None if cache is None else cache.pointers.pop(checkpoint_ns, None)
+        if known is None:
             stored: bytes | None = yield ("blobs", "get", (ref,))
             current = None if stored is None else stored.decode()
+        else:
+            current = known or None  # NO_CHECKPOINT: the hold saw the namespace empty
         if current is None and held is None and record.parent_id is not None:
             raise ThreadGoneError(
                 f"thread {thread_for_run(run_id)!r} has no checkpoint in namespace "
@@ -208,6 +210,8 @@ def put(
             cache.pointers[checkpoint_ns] = (
                 checkpoint_id if newest or current is None else current
             )
+            if newest:
+                cache.new_checkpoint(checkpoint_ns, checkpoint_id)
         if current is None:
             yield from _ensure_meta(run_id, lease)
 
@@ -258,7 +262,12 @@ class Found:
     writes: list[StoredWrite]
 
 
-def _read(run_id: str, checkpoint_ns: str, checkpoint_id: str) -> Plan[Found | None]:
+def _read(
+    run_id: str,
+    checkpoint_ns: str,
+    checkpoint_id: str,
+    remembered: PendingWrites | None = None,
+) -> Plan[Found | None]:
     blob = yield (
         "blobs",
         "get",
@@ -266,26 +275,54 @@ def _read(run_id: str, checkpoint_ns: str, checkpoint_id: str) -> Plan[Found | N
     )
     if blob is None:
         return None
-    writes = yield ("blobs", "get", (writes_ref(run_id, checkpoint_ns, checkpoint_id),))
+    if remembered is not None:
+        writes = list(remembered.writes)
+    else:
+        stored = yield (
+            "blobs",
+            "get",
+            (writes_ref(run_id, checkpoint_ns, checkpoint_id),),
+        )
+        writes = decode_writes(stored)
     return Found(
         run_id,
         checkpoint_ns,
         checkpoint_id,
         decode_checkpoint(blob),
-        decode_writes(writes),
+        writes,
     )
 
 
 def get_tuple(
-    run_id: str, checkpoint_ns: str, checkpoint_id: str | None
+    run_id: str,
+    checkpoint_ns: str,
+    checkpoint_id: str | None,
+    cache: HoldCache | None = None,
 ) -> Plan[Found | None]:
-    """Read one checkpoint; without an id, the pointer names the latest (three reads)."""
+    """Read one checkpoint; without an id, the pointer names the latest (three reads).
+
+    Under a hold (``cache``, run inside the thread's lock) the hold's memory
+    answers what it knows, and what this read learns of the latest checkpoint
+    is remembered, so the invocation's first put and put_writes read nothing.
+    """
+    latest = checkpoint_id is None
     if checkpoint_id is None:
-        pointer = yield ("blobs", "get", (pointer_ref(run_id, checkpoint_ns),))
-        if pointer is None:
+        known = None if cache is None else cache.pointers.get(checkpoint_ns)
+        if known is None:
+            pointer = yield ("blobs", "get", (pointer_ref(run_id, checkpoint_ns),))
+            known = NO_CHECKPOINT if pointer is None else pointer.decode()
+            if cache is not None:
+                cache.pointers[checkpoint_ns] = known
+        if known == NO_CHECKPOINT:
             return None
-        checkpoint_id = pointer.decode()
-    return (yield from _read(run_id, checkpoint_ns, checkpoint_id))
+        checkpoint_id = known
+    remembered = (
+        None if cache is None else cache.known_writes(checkpoint_ns, checkpoint_id)
+    )
+    found = yield from _read(run_id, checkpoint_ns, checkpoint_id, remembered)
+    if found is not None and cache is not None and latest and remembered is None:
+        cache.writes[checkpoint_ns] = (checkpoint_id, PendingWrites.of(found.writes))
+    return found
 
 
 @dataclass(frozen=True, slots=True)

@@ -110,7 +110,12 @@ class RulvarSaver(SaverCore):
     # --- BaseCheckpointSaver ----------------------------------------------------------
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        found = self._run(self._get_plan(config))
+        locked_run, plan = self._get_plan(config)
+        found = (
+            self._run(plan)
+            if locked_run is None
+            else self._run_locked(locked_run, plan)
+        )
         return None if found is None else self._tuple(found)
 
     def list(

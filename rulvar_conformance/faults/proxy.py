@@ -88,6 +88,11 @@ class FaultProxy:
             _abort(client)
             client.close()
             return
+        # Each end set TCP_NODELAY on its own socket (libpq does); without it here
+        # Nagle's algorithm would hold a pipelined client's second small write
+        # for the delayed ACK (~40 ms), a stall no real network path adds.
+        for sock in (client, upstream):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         with self.lock:
             host.pairs.append((client, upstream))
         for source, sink in ((client, upstream), (upstream, client)):

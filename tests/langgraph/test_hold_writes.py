@@ -127,26 +127,90 @@ def test_a_held_put_is_one_put_many_and_no_read_once_the_hold_knows_the_namespac
     assert len(list(saver.list(_config("t")))) == 4
 
 
+def _pending_tasks(saver: RulvarSaver, thread: str) -> list[str]:
+    found = saver.get_tuple(_config(thread))
+    assert found is not None
+    return sorted(task for task, _, _ in found.pending_writes or [])
+
+
 @pytest.mark.clause("G14")
-def test_held_put_writes_to_one_checkpoint_read_its_writes_once(
+def test_held_put_writes_to_a_checkpoint_the_hold_created_read_nothing(
     opened: OpenedStore,
 ) -> None:
-    """The hold keeps the latest merged writes: the second write reads nothing."""
+    """A checkpoint the hold just created has no writes yet: nothing to read."""
     saver, blobs = _saver(opened)
     with saver.hold("t") as config:
         chain = Chain(saver, config)
         chain.put(0)
         blobs.take()
         chain.put_writes("task-a")
+        assert blobs.take() == ["put"]
+        chain.put_writes("task-b")
+        assert blobs.take() == ["put"]
+    assert _pending_tasks(saver, "t") == ["task-a", "task-b"]
+
+
+@pytest.mark.clause("G14")
+def test_held_put_writes_to_an_older_checkpoint_read_its_writes_once(
+    opened: OpenedStore,
+) -> None:
+    """Writes to a checkpoint stored before the hold are read once, then merged."""
+    saver, blobs = _saver(opened)
+    with saver.hold("t") as config:
+        Chain(saver, config).put(0)
+    first = saver.get_tuple(_config("t"))
+    assert first is not None
+    saver.put_writes(first.config, [("step", "before")], "before")
+    with saver.hold("t") as config:
+        chain = Chain(
+            saver,
+            {
+                **config,
+                "configurable": {
+                    **first.config["configurable"],
+                    **config["configurable"],
+                },
+            },
+        )
+        blobs.take()
+        chain.put_writes("task-a")
         assert blobs.take() == ["get", "put"]
         chain.put_writes("task-b")
         assert blobs.take() == ["put"]
-    found = saver.get_tuple(_config("t"))
-    assert found is not None
-    assert sorted(task for task, _, _ in found.pending_writes or []) == [
-        "task-a",
-        "task-b",
-    ]
+    assert _pending_tasks(saver, "t") == ["before", "task-a", "task-b"]
+
+
+@pytest.mark.clause("G14")
+def test_a_held_read_of_the_latest_fills_what_the_hold_remembers(
+    opened: OpenedStore,
+) -> None:
+    """An invocation's first read serves its first put and put_writes: no read again."""
+    saver, blobs = _saver(opened)
+    with saver.hold("t") as config:
+        chain = Chain(saver, config)
+        blobs.take()
+        assert saver.get_tuple(config) is None
+        assert blobs.take() == ["get"]
+        chain.put(0)
+        assert blobs.take() == ["put_many"]
+    stored = _config("t")
+    stored["configurable"]["checkpoint_id"] = chain.ids[-1]
+    saver.put_writes(stored, [("step", "before")], "before")
+    with saver.hold("t") as config:
+        blobs.take()
+        found = saver.get_tuple(config)
+        assert found is not None
+        assert blobs.take() == ["get", "get", "get"]  # pointer, checkpoint, writes
+        again = saver.get_tuple(config)
+        assert again is not None and again.pending_writes == found.pending_writes
+        assert blobs.take() == ["get"]  # the checkpoint only
+        chain = Chain(saver, found.config)
+        chain.put_writes("task-a")
+        assert blobs.take() == ["put"]
+        chain.put(1)
+        assert blobs.take() == ["put_many"]
+    assert _pending_tasks(saver, "t") == []
+    assert len(list(saver.list(_config("t")))) == 2
 
 
 @pytest.mark.clause("G14")
