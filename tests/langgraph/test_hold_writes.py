@@ -202,7 +202,8 @@ def test_a_held_read_of_the_latest_fills_what_the_hold_remembers(
         assert found is not None
         assert blobs.take() == ["get", "get", "get"]  # pointer, checkpoint, writes
         again = saver.get_tuple(config)
-        assert again is not None and again.pending_writes == found.pending_writes
+        assert again is not None
+        assert again.pending_writes == found.pending_writes
         assert blobs.take() == ["get"]  # the checkpoint only
         chain = Chain(saver, found.config)
         chain.put_writes("task-a")
