@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
@@ -36,6 +37,7 @@ from rulvar_store import (
 )
 
 __all__ = [
+    "HOLDER_KEY",
     "LEASE_KEY",
     "STRIPES",
     "Locked",
@@ -52,6 +54,14 @@ LangGraph copies it into the config of every checkpoint write of the root graph
 and its subgraphs, and leaves ``__``-prefixed keys out of stored metadata.
 """
 
+HOLDER_KEY: Final = "__rulvar_holder__"
+"""The configurable key naming the saver object whose hold made the config.
+
+A hold remembers what it wrote (G14), which is sound only while every write
+under its lease goes through its own saver; another saver object refuses the
+config rather than write behind that memory.
+"""
+
 Locked = tuple[str, Plan[None]]
 """A write's plan and the run whose stripe lock it runs under."""
 
@@ -60,14 +70,16 @@ STRIPES: Final = 64
 
 
 def held_config(
-    thread_id: str, lease: Lease, config: RunnableConfig | None
+    thread_id: str, lease: Lease, config: RunnableConfig | None, holder: str
 ) -> RunnableConfig:
-    """The caller's config with the thread and the lease every checkpoint write carries."""
+    """The caller's config with the thread, the lease every checkpoint write carries
+    and the ``holder`` token of the saver that made the hold."""
     base: dict[str, Any] = dict(config or {})
     base["configurable"] = {
         **(base.get("configurable") or {}),
         "thread_id": thread_id,
         LEASE_KEY: lease,
+        HOLDER_KEY: holder,
     }
     return base  # type: ignore[return-value]  # RunnableConfig is a total=False TypedDict
 
@@ -145,12 +157,26 @@ class SaverCore(BaseCheckpointSaver[int]):
         # threads the saver has touched.
         self._holding: dict[str, Lease] = {}
         self._caches: dict[str, HoldCache] = {}
+        self._holder = secrets.token_hex(8)
 
     def _check_api(self, journal: object, transcripts: object) -> None:
         """Refuse stores of the other API (sync or asyncio); the savers say which."""
 
     def _lease(self, run_id: str, config: RunnableConfig) -> Lease | None:
-        """The config's lease, else this saver's open hold of the thread, else none."""
+        """The config's lease, else this saver's open hold of the thread, else none.
+
+        Raises:
+            InvalidArgumentError: the config comes from a hold of another saver
+                object (its memory would miss this write).
+        """
+        holder = (config.get("configurable") or {}).get(HOLDER_KEY)
+        if holder is not None and holder != self._holder:
+            raise InvalidArgumentError(
+                "this config comes from a hold made by another saver object; write "
+                "through the saver that made the hold (or take a hold of this one)",
+                "checkpoint",
+                "config",
+            )
         return self._held(config) or self._holding.get(run_id)
 
     def _cache(self, run_id: str, lease: Lease | None) -> HoldCache | None:
@@ -179,7 +205,7 @@ class SaverCore(BaseCheckpointSaver[int]):
         """Record the hold's lease; return the config its invocation writes with."""
         self._holding[lease.run_id] = lease
         self._caches[lease.run_id] = HoldCache(lease)
-        return held_config(thread_id, lease, config)
+        return held_config(thread_id, lease, config, self._holder)
 
     def _hold_ended(self, lease: Lease) -> Plan[None]:
         """Forget the hold's lease; return the plan that releases it."""
@@ -242,10 +268,12 @@ class SaverCore(BaseCheckpointSaver[int]):
         """The read's plan, and the run whose lock it takes (a held read only).
 
         A read through this saver's hold uses and fills the hold's memory, so it
-        runs inside the thread's lock like the hold's writes.
+        runs inside the thread's lock like the hold's writes. Any config may read,
+        another saver's hold's included (it changes nothing).
         """
         run_id, ns, checkpoint_id = self._address(config)
-        cache = self._cache(run_id, self._lease(run_id, config))
+        lease = self._held(config) or self._holding.get(run_id)
+        cache = self._cache(run_id, lease)
         plan = _plans.get_tuple(run_id, ns, checkpoint_id, cache)
         return (None if cache is None else run_id), plan
 

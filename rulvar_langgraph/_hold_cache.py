@@ -14,9 +14,9 @@ into the thread. An entry is removed before each write and set again only once
 the write succeeded, so an unknown outcome (a lost connection) reads afresh.
 
 The memory belongs to the saver that made the hold, and is used only for
-writes that carry that hold's lease through that saver. A hold's config handed
-to a second saver object lets that saver write under the same lease behind
-this memory's back; a config is meant for the saver that made it.
+writes that carry that hold's lease through that saver. The hold's config names
+that saver (``HOLDER_KEY``), and any other saver object refuses to write with
+it, so no write under the lease can land behind this memory's back.
 """
 
 from __future__ import annotations

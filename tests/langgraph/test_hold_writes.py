@@ -15,7 +15,7 @@ import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
 from rulvar_langgraph import AsyncRulvarSaver, RulvarSaver
-from rulvar_store import OpenedStore
+from rulvar_store import InvalidArgumentError, OpenedStore
 from rulvar_store.backend import LocationFactory, adapt_opened
 
 BLOB_CALLS = ("put", "put_many", "get", "list_refs", "delete")
@@ -316,3 +316,26 @@ def test_the_async_saver_shares_the_one_write_put(opened: OpenedStore) -> None:
             await served.aclose()  # closes ``opened`` too; its fixture close is a no-op
 
     assert asyncio.run(scenario()) == ["put_many"]
+
+
+@pytest.mark.clause("G14")
+def test_a_second_saver_refuses_to_write_with_another_savers_hold_config(
+    opened: OpenedStore,
+) -> None:
+    """The hold's memory stays whole: no other saver object writes under its lease."""
+    saver, _ = _saver(opened)
+    other = RulvarSaver(opened.journal, opened.transcripts, owner="worker")
+    with saver.hold("t") as config:
+        chain = Chain(saver, config)
+        chain.put(0)
+        chain.put_writes("task-a")
+        foreign = Chain(other, chain.config)
+        with pytest.raises(InvalidArgumentError, match="another saver object"):
+            foreign.put_writes("task-b")
+        with pytest.raises(InvalidArgumentError, match="another saver object"):
+            foreign.put(1)
+        found = other.get_tuple(cast(Any, chain.config))  # a read changes nothing
+        assert found is not None
+        chain.put_writes("task-c")
+    assert _pending_tasks(saver, "t") == ["task-a", "task-c"]
+    assert len(list(saver.list(_config("t")))) == 1
