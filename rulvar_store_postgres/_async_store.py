@@ -187,7 +187,9 @@ class AsyncPostgresStore(PostgresHandle, AsyncClosing):
             try:
                 with translated(operation, where, secrets):
                     async with self._pool.checkout() as conn:
-                        row = await run_mutation_async(conn, operation, call, args)
+                        row = await run_mutation_async(
+                            conn, operation, call, args, self._prepared.get(call)
+                        )
                 result = mutation_result(row, operation, where)
             except StoreBusyError as exc:
                 await asyncio.sleep(self._busy_delay(exc, attempt))

@@ -53,6 +53,7 @@ OPTION_NAMES: Final = frozenset(
         "connect_timeout_s",
         "call_timeout_ms",
         "readonly",
+        "prepared_statements",
     }
 )
 
@@ -98,6 +99,8 @@ class Settings:
     where: str  # the target for messages: no password, ever
     secrets: tuple[str, ...]  # texts to mask if a driver message echoes them
     readonly: bool = False  # observers: no boot DDL, sessions read-only
+    # Server-side prepared statements (off for a pooler that does not keep them).
+    prepared_statements: bool = True
 
 
 def _unreadable_part(exc: ValueError) -> str:
@@ -285,6 +288,7 @@ def resolve_settings(
     return Settings(
         call_timeout_ms=call_timeout_ms,
         readonly=readonly,
+        prepared_statements=option_bool(options, "prepared_statements", True),
         conninfo=conninfo,
         schema=schema,
         ttl_ms=ttl_ms,

@@ -8,9 +8,15 @@ one caller), so the cursor it keeps is too; the cursor lives and dies with its
 connection (a cut or stale connection is discarded whole). Only the one-row
 results of the operation functions pass through it, so what it holds between
 calls is a few bytes; reads keep their own short-lived cursors.
+
+Each connection also records which operation calls it has prepared on the
+server (``_calls``): prepared statements belong to the session, so a new
+connection starts with none.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import psycopg
 from psycopg.rows import TupleRow
@@ -22,6 +28,10 @@ class StoreConnection(psycopg.Connection[TupleRow]):
     """A sync pooled connection with the cursor its mutations reuse."""
 
     _call_cursor: psycopg.Cursor[TupleRow] | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.prepared_calls: set[bytes] = set()  # names prepared in this session
 
     def call_cursor(self) -> psycopg.Cursor[TupleRow]:
         """The connection's mutation cursor, made on first use."""
@@ -35,6 +45,10 @@ class AsyncStoreConnection(psycopg.AsyncConnection[TupleRow]):
     """An asyncio pooled connection with the cursor its mutations reuse."""
 
     _call_cursor: psycopg.AsyncCursor[TupleRow] | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.prepared_calls: set[bytes] = set()  # names prepared in this session
 
     def call_cursor(self) -> psycopg.AsyncCursor[TupleRow]:
         """The connection's mutation cursor, made on first use."""

@@ -17,6 +17,7 @@ from rulvar_store.errors import (
     StoreClosedError,
     StoreUnavailableError,
 )
+from rulvar_store_postgres._calls import prepared_calls
 from rulvar_store_postgres._config import Settings, resolve_settings
 from rulvar_store_postgres._errors import no_store, retry_delay, schema_gone
 from rulvar_store_postgres._plans import Plans
@@ -48,6 +49,7 @@ class PostgresHandle:
         connect_timeout_s: int | None = None,
         call_timeout_ms: int | None = None,
         readonly: bool | None = None,
+        prepared_statements: bool | None = None,
     ) -> None:
         settings = resolve_settings(
             url,
@@ -61,6 +63,7 @@ class PostgresHandle:
                 "connect_timeout_s": connect_timeout_s,
                 "call_timeout_ms": call_timeout_ms,
                 "readonly": readonly,
+                "prepared_statements": prepared_statements,
             },
             injected_clock=now is not None,
         )
@@ -75,6 +78,10 @@ class PostgresHandle:
         self._now = now
         self._sql = Sql(settings.schema)
         self._plans = Plans(self._sql, settings.ttl_ms, now)
+        # Call text -> its prepared form (``_calls``); empty when opted out.
+        self._prepared = (
+            prepared_calls(self._sql) if settings.prepared_statements else {}
+        )
         self._booted = False
         self._closed = False
         self._fork = ForkGuard(f"{type(self).__name__}({settings.where})")

@@ -323,6 +323,10 @@ def pool_options(settings: Settings, name: str) -> dict[str, Any]:
         "connect_timeout": settings.connect_timeout_s,
         "fallback_application_name": "rulvar-store-postgres",
     }
+    if not settings.prepared_statements:
+        # No statement of any kind is prepared, psycopg's own included: a
+        # transaction-mode pooler may send the next one to another server session.
+        kwargs["prepare_threshold"] = None
     # The URL's own keepalive or tcp_user_timeout settings win.
     given = conninfo_to_dict(settings.conninfo)
     kwargs.update(

@@ -365,15 +365,19 @@ $boot$;
         self.booted = f"SELECT {complete}"
 
         by_name = {fn.name: fn for fn in functions}
+        # Each call's text -> (function name, its argument types), for the
+        # prepared call path (``_calls``), which declares those types itself.
+        self.calls: dict[str, tuple[str, tuple[str, ...]]] = {}
 
         def call(name: str) -> str:
             # Explicit casts: a float seq or a NULL owner must not change which
             # function the server resolves.
-            marks = ", ".join(
-                f"%s::{kind}" for kind in _arg_types(by_name[name]).split(", ")
-            )
+            kinds = tuple(_arg_types(by_name[name]).split(", "))
+            marks = ", ".join(f"%s::{kind}" for kind in kinds)
             # A scalar call, not SELECT * FROM f(): no function scan, no tuplestore.
-            return f"SELECT {q}.{name}({marks})"
+            text = f"SELECT {q}.{name}({marks})"
+            self.calls[text] = (name, kinds)
+            return text
 
         self.append = call("rulvar_py_append")
         self.put_meta = call("rulvar_py_put_meta")

@@ -162,7 +162,9 @@ class PostgresStore(PostgresHandle):
                     translated(operation, where, secrets),
                     self._pool.checkout() as conn,
                 ):
-                    row = run_mutation(conn, operation, call, args)
+                    row = run_mutation(
+                        conn, operation, call, args, self._prepared.get(call)
+                    )
                 result = mutation_result(row, operation, where)
             except StoreBusyError as exc:
                 time.sleep(self._busy_delay(exc, attempt))

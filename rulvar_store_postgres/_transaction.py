@@ -31,6 +31,11 @@ from psycopg import generators, pq
 
 from rulvar_store.backend import Failpoint, armed, hit
 from rulvar_store_postgres._async_pool import AsyncConn
+from rulvar_store_postgres._calls import (
+    PreparedCall,
+    call_prepared,
+    call_prepared_async,
+)
 from rulvar_store_postgres._pool import Conn
 from rulvar_store_postgres._schema import BEGIN, COMMIT
 
@@ -38,16 +43,25 @@ __all__ = ["hit_off_loop", "run_mutation", "run_mutation_async"]
 
 
 def run_mutation(
-    conn: Conn, operation: str, call: str, args: Sequence[Any]
+    conn: Conn,
+    operation: str,
+    call: str,
+    args: Sequence[Any],
+    prepared: PreparedCall | None = None,
 ) -> tuple[Any, ...] | None:
     """Run ``call`` (one operation function) as one transaction; return its row.
 
+    ``prepared`` is the call's prepared form (``_calls``), used unless a hook
+    is armed: the hooked transaction spans several statements, and a
+    statement the server forgot could not be prepared again inside it.
     ``after-commit`` is left to the caller, outside any retry: whatever a hook
     does after the commit must never re-run the committed transaction.
     """
-    cursor = conn.call_cursor()
     if not armed():
-        return cursor.execute(call, args).fetchone()
+        if prepared is not None:
+            return call_prepared(conn, prepared, args)
+        return conn.call_cursor().execute(call, args).fetchone()
+    cursor = conn.call_cursor()
     cursor.execute(BEGIN)
     try:
         hit(operation, "after-begin")
@@ -111,7 +125,11 @@ async def hit_off_loop(operation: str, point: Failpoint) -> None:
 
 
 async def run_mutation_async(
-    conn: AsyncConn, operation: str, call: str, args: Sequence[Any]
+    conn: AsyncConn,
+    operation: str,
+    call: str,
+    args: Sequence[Any],
+    prepared: PreparedCall | None = None,
 ) -> tuple[Any, ...] | None:
     """``run_mutation`` for an asyncio connection: the same statements, awaited.
 
@@ -119,9 +137,11 @@ async def run_mutation_async(
     holds up only its own transaction, exactly like a paused thread on the sync
     store.
     """
-    cursor = conn.call_cursor()
     if not armed():
-        return await (await cursor.execute(call, args)).fetchone()
+        if prepared is not None:
+            return await call_prepared_async(conn, prepared, args)
+        return await (await conn.call_cursor().execute(call, args)).fetchone()
+    cursor = conn.call_cursor()
     await cursor.execute(BEGIN)
     try:
         await hit_off_loop(operation, "after-begin")

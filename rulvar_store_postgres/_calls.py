@@ -1,0 +1,158 @@
+"""The prepared call path of the operation functions, one per pooled connection.
+
+Every run-scoped mutation sends one of a few statements (``SELECT
+rulvar_py_append($1, ...)`` and its siblings, ``_schema.Sql.calls``), only the
+values change. Each pooled connection prepares a statement the first time it
+sends it, under a fixed name, with the parameter types declared, and from then
+on sends only Bind/Execute: the server skips parsing and planning, and the
+client skips psycopg's per-execute work (query conversion, dumper lookups, its
+own prepare bookkeeping), since the values are written here as the text the
+declared types read (``str``, ``int`` and ``Decimal`` only, as ``_plans`` builds
+them) and a blob as binary ``bytea``.
+
+The server may forget a statement behind the connection's back (``DEALLOCATE
+ALL``, ``DISCARD ALL``): its call then fails with SQLSTATE 26000 before running
+anything, and is prepared again and sent once more. A new connection (the pool
+replaced a lost one) starts with nothing prepared. Where preparing cannot be
+used (``prepared_statements=false`` for a pooler that does not keep them, an
+armed failpoint hook, a call with no fixed text) the cursor path of
+``_transaction`` runs instead, with the same statement text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import psycopg
+from psycopg import generators, pq
+
+from rulvar_store_postgres._conn import AsyncStoreConnection, StoreConnection
+from rulvar_store_postgres._schema import Sql
+
+__all__ = ["PreparedCall", "call_prepared", "call_prepared_async", "prepared_calls"]
+
+# The argument types of the operation functions, as PostgreSQL type oids.
+_OIDS: Final = {"text": 25, "numeric": 1700, "bigint": 20, "bytea": 17}
+# SQLSTATE invalid_sql_statement_name: "prepared statement ... does not exist".
+_FORGOTTEN: Final = "26000"
+_TUPLES_OK: Final = pq.ExecStatus.TUPLES_OK
+_COMMAND_OK: Final = pq.ExecStatus.COMMAND_OK
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedCall:
+    """One operation call as a named server-side statement."""
+
+    name: bytes
+    text: bytes  # the statement with $n placeholders
+    types: tuple[int, ...]
+    formats: tuple[int, ...]  # per parameter: 1 = binary (bytea), 0 = text
+
+
+def prepared_calls(sql: Sql) -> dict[str, PreparedCall]:
+    """The prepared form of each operation call of ``sql``, keyed by the call's text."""
+    calls = {}
+    for text, (function, kinds) in sql.calls.items():
+        marks = ", ".join(f"${n}::{kind}" for n, kind in enumerate(kinds, 1))
+        calls[text] = PreparedCall(
+            # The prefix Appendix P reserves for our objects; one store per pool,
+            # so one statement per function and connection.
+            name=function.encode(),
+            text=f"SELECT {sql.quoted}.{function}({marks})".encode(),
+            types=tuple(_OIDS[kind] for kind in kinds),
+            formats=tuple(int(kind == "bytea") for kind in kinds),
+        )
+    return calls
+
+
+def _params(
+    call: PreparedCall, args: Sequence[Any], encoding: str
+) -> list[bytes | None]:
+    """The arguments as the bytes the declared types read."""
+    params: list[bytes | None] = []
+    for value, binary in zip(args, call.formats, strict=True):
+        if value is None:
+            params.append(None)
+        elif binary:
+            params.append(value if isinstance(value, bytes) else bytes(value))
+        elif isinstance(value, str):
+            params.append(value.encode(encoding))
+        else:
+            # An int or a Decimal: its str() is a valid bigint or numeric literal.
+            params.append(str(value).encode())
+    return params
+
+
+def _failure(results: Sequence[pq.abc.PGresult], encoding: str) -> psycopg.Error | None:
+    """The server's error among ``results``, if any, as psycopg raises it."""
+    for result in results:
+        if result.status not in (_TUPLES_OK, _COMMAND_OK):
+            return psycopg.errors.error_from_result(result, encoding=encoding)
+    return None
+
+
+def _row(results: Sequence[pq.abc.PGresult]) -> tuple[Any, ...] | None:
+    """The call's one-integer row (``None`` when the server returned no row)."""
+    result = results[-1]
+    if result.ntuples == 0:
+        return None
+    value = result.get_value(0, 0)
+    return (None if value is None else int(value),)
+
+
+def call_prepared(
+    conn: StoreConnection, call: PreparedCall, args: Sequence[Any]
+) -> tuple[Any, ...] | None:
+    """Run ``call`` with ``args`` as its prepared statement on ``conn``; return its row."""
+    encoding = conn.info.encoding
+    params = _params(call, args, encoding)
+    pgconn = conn.pgconn
+    with conn.lock:
+        retried = False
+        while True:
+            if call.name not in conn.prepared_calls:
+                pgconn.send_prepare(call.name, call.text, param_types=call.types)
+                failure = _failure(conn.wait(generators.execute(pgconn)), encoding)
+                if failure is not None:
+                    raise failure
+                conn.prepared_calls.add(call.name)
+            pgconn.send_query_prepared(call.name, params, param_formats=call.formats)
+            results = conn.wait(generators.execute(pgconn))
+            failure = _failure(results, encoding)
+            if failure is None:
+                return _row(results)
+            if failure.sqlstate != _FORGOTTEN or retried:
+                raise failure
+            # Forgotten by the server: nothing ran; prepare again, send again.
+            conn.prepared_calls.discard(call.name)
+            retried = True
+
+
+async def call_prepared_async(
+    conn: AsyncStoreConnection, call: PreparedCall, args: Sequence[Any]
+) -> tuple[Any, ...] | None:
+    """``call_prepared`` on an asyncio connection: the same messages, awaited."""
+    encoding = conn.info.encoding
+    params = _params(call, args, encoding)
+    pgconn = conn.pgconn
+    async with conn.lock:
+        retried = False
+        while True:
+            if call.name not in conn.prepared_calls:
+                pgconn.send_prepare(call.name, call.text, param_types=call.types)
+                results = await conn.wait(generators.execute(pgconn))
+                failure = _failure(results, encoding)
+                if failure is not None:
+                    raise failure
+                conn.prepared_calls.add(call.name)
+            pgconn.send_query_prepared(call.name, params, param_formats=call.formats)
+            results = await conn.wait(generators.execute(pgconn))
+            failure = _failure(results, encoding)
+            if failure is None:
+                return _row(results)
+            if failure.sqlstate != _FORGOTTEN or retried:
+                raise failure
+            conn.prepared_calls.discard(call.name)
+            retried = True
