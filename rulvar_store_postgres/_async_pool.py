@@ -23,6 +23,7 @@ from rulvar_store_postgres._pool import (
     closed_by_server,
     connect_failure,
     deadline_passed,
+    lifo,
     no_connection_made,
     pool_options,
     session_for,
@@ -128,6 +129,11 @@ class AsyncStorePool(AsyncConnectionPool[AsyncConn]):
         # get a fresh attempt (and its error), never a pool timeout.
         if self._nconns == 0 or not self._growth.paused():
             super()._maybe_grow_pool()
+
+    async def _get_ready_connection(self, timeout: float | None) -> AsyncConn | None:
+        # LIFO, as the sync pool (``lifo``); no await before the pop.
+        lifo(self._pool)
+        return await super()._get_ready_connection(timeout)
 
     def checkout(self, extra_s: float = 0.0) -> AsyncCheckout:
         """An async context manager that yields a live connection (``AsyncCheckout``)."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import select
+from collections import deque
 from time import monotonic
 from types import TracebackType
 from typing import Any, Final, TypeAlias
@@ -40,6 +41,7 @@ __all__ = [
     "closed_by_server",
     "connect_failure",
     "deadline_passed",
+    "lifo",
     "make_pool",
     "no_connection_made",
     "pool_options",
@@ -177,6 +179,11 @@ class StorePool(ConnectionPool[Conn]):
         if self._nconns == 0 or not self._growth.paused():
             super()._maybe_grow_pool()
 
+    def _get_ready_connection(self, timeout: float | None) -> Conn | None:
+        # LIFO (see ``lifo``); called under the pool's lock.
+        lifo(self._pool)
+        return super()._get_ready_connection(timeout)
+
     def checkout(self, extra_s: float = 0.0) -> Checkout:
         """A context manager that yields a live connection (see ``Checkout``)."""
         return Checkout(self, extra_s)
@@ -253,6 +260,20 @@ class Checkout:
                 raise deadline_passed(self._bound_s) from exc
         else:
             pool.putconn(conn)
+
+
+def lifo(idle: deque[Any]) -> None:
+    """Put the most recently returned idle connection first in line.
+
+    psycopg_pool hands out the connection idle the longest (it takes from the
+    left, returns to the right). A lone caller then cycles through every
+    connection a burst ever made, each with its own prepared statements and
+    server caches to warm; taking the last returned one keeps it on one warm
+    connection, and leaves the others idle at the left, where the pool's
+    ``max_idle`` shrinking closes them first.
+    """
+    if len(idle) > 1:
+        idle.rotate(1)
 
 
 def deadline_passed(seconds: float) -> DeadlinePassed:
