@@ -37,6 +37,7 @@ __all__ = [
     "STATUS_ORDER",
     "Sql",
     "boot_lock_key",
+    "lock_call",
     "run_lock_key",
     "session_setup",
 ]
@@ -64,6 +65,11 @@ def run_lock_key(schema: str, run_id: str) -> str:
     return f"{schema}:{run_id}"
 
 
+def lock_call(schema: str) -> str:
+    """The SQL expression that takes the run's transaction lock inside a function."""
+    return f"pg_advisory_xact_lock(hashtextextended('{schema}:' || p_run, {LOCK_SEED}))"
+
+
 def boot_lock_key(schema: str) -> str:
     """The text hashed into the boot transaction lock (Appendix P, P3)."""
     return f"rulvar-boot:{schema}"
@@ -87,11 +93,12 @@ def _functions(q: str, schema: str) -> tuple[_Function, ...]:
     every operation, so the hot path runs no nested function call.
     """
     # The run's transaction lock (P4), then the lease clock, read after the lock
-    # so a long wait cannot make the check use a stale time.
-    lock = (
-        f"PERFORM pg_advisory_xact_lock(hashtextextended('{schema}:' || p_run, "
-        f"{LOCK_SEED}));\n  t := {_NOW};"
-    )
+    # so a long wait cannot make the check use a stale time. One assignment: a
+    # CASE evaluates its condition before its result, so the lock is held when
+    # the clock is read, and PL/pgSQL evaluates a plain expression on its fast
+    # path, where a PERFORM was a query of its own through SPI. (The lock
+    # returns void, which is not NULL.)
+    lock = f"t := CASE WHEN {lock_call(schema)} IS NOT NULL\n    THEN {_NOW} END;"
     # L6: the presented (owner, epoch) is the run's live lease.
     live = (
         f"EXISTS (SELECT 1 FROM {q}.rulvar_leases WHERE run_id = p_run "

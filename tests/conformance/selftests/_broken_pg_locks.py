@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 from rulvar_store.backend import LocationFactory
 from rulvar_store_postgres import PostgresStore
 from rulvar_store_postgres._plans import Plans
-from rulvar_store_postgres._schema import LOCK_SEED, Sql
+from rulvar_store_postgres._schema import LOCK_SEED, Sql, lock_call
 from tests.conformance.selftests._broken_postgres import schema_locations
 
 __all__ = ["ProcessHashLockKey", "SchemaBlindLockKey", "pg_lock_locations"]
@@ -35,7 +35,8 @@ _BLOB_CALLS = ("blob_put", "blob_delete")
 
 
 def _honest_lock(schema: str) -> str:
-    return f"PERFORM pg_advisory_xact_lock(hashtextextended('{schema}:' || p_run, {LOCK_SEED}));"
+    # The lock expression inside each function's first assignment (``_schema``).
+    return lock_call(schema)
 
 
 def _rewrite_boot(sql: Sql, lock: str) -> None:
@@ -61,7 +62,7 @@ class SchemaBlindLockKey(PostgresStore):  # type: ignore[misc]  # final; the bug
     def __init__(self, url: str, **options: Any) -> None:
         super().__init__(url, **options)
         sql = Sql(self.schema)
-        blind = f"PERFORM pg_advisory_xact_lock(hashtextextended(p_run, {LOCK_SEED}));"
+        blind = f"pg_advisory_xact_lock(hashtextextended(p_run, {LOCK_SEED}))"
         _rewrite_boot(sql, blind)
         _use_sql(self, sql)
 
@@ -74,7 +75,8 @@ class ProcessHashLockKey(PostgresStore):  # type: ignore[misc]  # final; the bug
     def __init__(self, url: str, **options: Any) -> None:
         super().__init__(url, **options)
         sql = Sql(self.schema)
-        _rewrite_boot(sql, "PERFORM 1;  -- the caller's statement took the lock")
+        # A void that takes nothing: the caller's statement took the lock.
+        _rewrite_boot(sql, "pg_sleep(0)")
         for name in (*_CALLS, *_BLOB_CALLS):
             call: str = getattr(sql, name)
             # A function in FROM runs before the select list: lock, then the call.
