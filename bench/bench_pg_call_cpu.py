@@ -10,10 +10,13 @@ translation, pool checkout, deadline, plans' verdicts) add on top of the driver.
 Each figure pairs a store call with ``cursor.execute(step.statement,
 step.args).fetchone()`` of the plan the store would send (the same intake, the
 same SQL, the same arguments) on the SAME pooled connection (a one-connection
-pool), so the server's work and the round trip cancel. Both sides run in
-alternating chunks; the client CPU of a chunk is ``time.process_time`` (every
-thread of the process: the pool's and the watchdog's too), the wall time
-``perf_counter_ns``. Printed per variant: the per-call minimum and median over
+pool), so the server's work and the round trip cancel. The bare side goes
+through psycopg's cursor (which prepares a statement after its fifth use); the
+store sends its operation calls as statements it prepared itself (``_calls``),
+a leaner driver path, so store - bare is the layers' cost minus that saving.
+Both sides run in alternating chunks; the client CPU of a chunk is
+``time.process_time`` (every thread of the process: the pool's and the
+watchdog's too), the wall time ``perf_counter_ns``. Printed per variant: the per-call minimum and median over
 the chunks, and the median difference store - bare. The load average is printed
 beside the figures: on a shared machine the CPU figures swing with it.
 
