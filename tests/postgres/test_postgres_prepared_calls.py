@@ -6,8 +6,9 @@ change: a statement the server forgot (``DEALLOCATE ALL``) or a new connection
 (the old one was terminated) is prepared again and the write lands (P7); a
 mutation the server refuses mid-statement (a lock wait past ``lock_timeout``)
 is a typed retryable error and leaves the connection fit for the next call
-(P7); a boot that replaces the function bodies under a prepared call leaves
-that call working (P3); ``prepared_statements=false`` prepares nothing at all
+(P7); a lone caller gets the connection it returned last, so it stays on the
+one whose calls are prepared (P7); a boot that replaces the function bodies
+under a prepared call leaves that call working (P3); ``prepared_statements=false`` prepares nothing at all
 (D15). The sync and the asyncio store alike.
 """
 
@@ -212,3 +213,46 @@ def test_prepared_statements_false_prepares_nothing(pg_url: str, schema: str) ->
 def test_prepared_statements_takes_only_a_boolean(pg_url: str) -> None:
     with pytest.raises(ConfigError, match="prepared_statements"):
         PostgresStore(f"{pg_url}?prepared_statements=sometimes")
+
+
+@pytest.mark.clause("P7")
+def test_a_lone_caller_gets_the_connection_it_returned_last(
+    pg_url: str, schema: str
+) -> None:
+    with PostgresStore(pg_url, schema=schema, pool_max_size=3) as store:
+        store.get_meta("boot")
+        first, second = store._pool.getconn(), store._pool.getconn()
+        store._pool.putconn(first)
+        store._pool.putconn(second)
+        store.append("r", {"seq": 0})
+        conn = store._pool.getconn()
+        try:
+            # LIFO: the last one returned served the append and comes back next.
+            assert conn is second
+            assert APPEND in conn.prepared_calls
+            assert APPEND not in first.prepared_calls
+        finally:
+            store._pool.putconn(conn)
+
+
+@pytest.mark.clause("P7")
+def test_a_lone_async_caller_gets_the_connection_it_returned_last(
+    pg_url: str, schema: str
+) -> None:
+    async def scenario() -> None:
+        async with AsyncPostgresStore(pg_url, schema=schema, pool_max_size=3) as store:
+            await store.get_meta("boot")
+            first = await store._pool.getconn()
+            second = await store._pool.getconn()
+            await store._pool.putconn(first)
+            await store._pool.putconn(second)
+            await store.append("r", {"seq": 0})
+            conn = await store._pool.getconn()
+            try:
+                assert conn is second
+                assert APPEND in conn.prepared_calls
+                assert APPEND not in first.prepared_calls
+            finally:
+                await store._pool.putconn(conn)
+
+    asyncio.run(scenario())
