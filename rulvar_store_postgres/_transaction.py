@@ -9,7 +9,8 @@ no other statement.
 What a failpoint hook changes is only where the transaction's end is marked.
 Without a hook the connection is autocommit, so the statement is its own
 implicit transaction: one message, one round trip, committed when the function
-returns. With a hook the same single statement runs between an explicit
+returns; it is sent as the statement the connection prepared for it
+(``_calls``), the same text with its values bound. With a hook the same single statement runs between an explicit
 ``BEGIN`` and ``COMMIT``, so the moments of that transaction can be observed
 from the client: ``after-begin`` (the block is open, nothing done),
 ``after-fence-check`` and ``before-commit`` (the function returned: the run's
