@@ -132,9 +132,14 @@ def list_meta_query(
 
 # -- blobs -------------------------------------------------------------------------
 
+# An overwrite sets data alone. run_id is the ref's leading segment (T3), the
+# same for every write of one ref by either implementation, and naming it in SET
+# would make SQLite delete and re-insert the row's blobs_by_run entry on every
+# overwrite: one more index page per commit (an overwrite of a checkpoint
+# pointer or a writes blob wrote 2 pages instead of 1).
 UPSERT_BLOB: Final = (
     "INSERT INTO blobs (ref, run_id, data) VALUES (?, ?, ?) "
-    "ON CONFLICT (ref) DO UPDATE SET run_id = excluded.run_id, data = excluded.data"
+    "ON CONFLICT (ref) DO UPDATE SET data = excluded.data"
 )
 GET_BLOB: Final = "SELECT data FROM blobs WHERE ref = ?"
 # T4: refs that start with `run_id/`, sorted. For a slashless run id those are

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
+import apsw
 import pytest
 
 from rulvar_store import (
@@ -185,6 +187,46 @@ def test_blob_put_overwrites_in_place(store: SqliteStore) -> None:
     blobs.put(f"{RUN}/b", b"\x02")
     assert blobs.get(f"{RUN}/b") == b"\x02"
     assert blobs.list_refs(RUN) == [f"{RUN}/b"]
+
+
+@pytest.mark.clause("T1")
+def test_blob_overwrite_in_place_writes_no_index_page(
+    store: SqliteStore, db_path: str
+) -> None:
+    """An overwrite changes the row's data alone: no page of either blob index.
+
+    The WAL of the overwrite's commit is read frame by frame and each page
+    named by dbstat. Setting run_id again (the ref's run, unchanged) made
+    SQLite rewrite the row's blobs_by_run entry, one more page per commit.
+    """
+    blobs = store.transcripts()
+    lease = store.acquire(RUN, "owner")
+    for n in range(300):  # the row's index entries on pages of their own
+        blobs.put(f"{RUN}/fill/{n:04d}", b"f" * 100, lease)
+    blobs.put(f"{RUN}/pointer", b"old", lease)
+    blobs.put(f"{RUN}/zz/{'t' * 40}", b"t" * 100, lease)
+    reader = apsw.Connection(db_path)
+    try:
+        reader.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        blobs.put(f"{RUN}/pointer", b"new", lease)
+        names = {
+            int(page): str(name)
+            for name, page in reader.execute("SELECT name, pageno FROM dbstat")
+        }
+    finally:
+        reader.close()
+    with open(f"{db_path}-wal", "rb") as wal:
+        written = _wal_pages(wal.read())
+    assert {names.get(page, f"page {page}") for page in written} == {"blobs"}
+    assert blobs.get(f"{RUN}/pointer") == b"new"
+
+
+def _wal_pages(wal: bytes, page_size: int = 4096) -> set[int]:
+    """Page numbers of every frame in a WAL file (a 32-byte header, then frames)."""
+    pages: set[int] = set()
+    for offset in range(32, len(wal) - 24, 24 + page_size):
+        pages.add(struct.unpack(">I", wal[offset : offset + 4])[0])
+    return pages
 
 
 @pytest.mark.clause("Q11")
