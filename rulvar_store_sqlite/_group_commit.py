@@ -439,7 +439,12 @@ class GroupCommitter:
         _wake_decided(queued)
 
     def _lead(self, own: Operation[Any] | None) -> None:
-        """Run everything queued as one batch, then wake its callers."""
+        """Run everything queued as one batch, then wake its callers.
+
+        The batch-mates are woken as soon as the batch is decided, before the
+        leader's own bookkeeping (releasing the instance lock, choosing the
+        next leader): each of them waits on the leader only for its outcome.
+        """
         batch: list[Operation[Any]] = []
         try:
             with self.lock:
@@ -449,6 +454,7 @@ class GroupCommitter:
                 self.batches += 1
                 self.operations += len(batch)
                 self._decide(batch, lambda: self._take_more(batch))
+                _wake_decided(batch, own)
         finally:
             self._hand_over(batch, own)
 
@@ -470,7 +476,9 @@ class GroupCommitter:
                 self._leading = False
         if heir is not None:
             self._wake_heir(heir)  # not decided: it leads the next batch
-        _wake_decided([op for op in batch if op.done and op is not own])
+        # Normally woken already (``_lead``); after an interrupt or an error
+        # this wakes the decided ones, and a second wake is a no-op.
+        _wake_decided(batch, own)
 
     def _settle_interrupted(self, batch: list[Operation[Any]]) -> None:
         """After an interrupt inside ``run_batch``: commit or nothing, never a part.
@@ -514,13 +522,20 @@ class GroupCommitter:
                 op.fail(ContractError(f"sqlite {op.name}: the batch left it undecided"))
 
 
-def _wake_decided(ops: list[Operation[Any]]) -> None:
-    """Wake decided callers: threads one by one, coroutines one hop per loop."""
+def _wake_decided(ops: list[Operation[Any]], own: Operation[Any] | None = None) -> None:
+    """Wake the decided callers of ``ops`` but ``own`` that were not woken yet.
+
+    Threads one by one, coroutines one hop per loop; each operation's caller
+    is woken once (``signalled``), however often this runs.
+    """
     loops: dict[asyncio.AbstractEventLoop, list[Operation[Any]]] = {}
     for op in ops:
+        if not op.done or op.signalled or op is own:
+            continue
         if op.resume is None:
             op.wake()
         else:
+            op.signalled = True
             loops.setdefault(op.resume[0], []).append(op)
     for loop, resumed in loops.items():
         with suppress(RuntimeError):  # the loop is closed: nobody waits any more

@@ -191,6 +191,113 @@ def test_a_caller_resumes_only_after_the_shared_commit(path: str) -> None:
     run(scenario())
 
 
+def _sync_session(store: SqliteStore) -> None:
+    lease = store.acquire("r", "w")
+    for seq in range(3):
+        store.append("r", {"seq": seq}, lease)
+    store.append("free", {"seq": 0})
+    store.put_meta({"runId": "r", "status": "ok"}, lease)
+    store.renew(lease)
+    store.release(lease)
+
+
+async def _async_session(store: AsyncSqliteStore) -> None:
+    lease = await store.acquire("r", "w")
+    for seq in range(3):
+        await store.append("r", {"seq": seq}, lease)
+    await store.append("free", {"seq": 0})
+    await store.put_meta({"runId": "r", "status": "ok"}, lease)
+    await store.renew(lease)
+    await store.release(lease)
+
+
+@pytest.mark.clause("Q6")
+@pytest.mark.clause("Q15")
+def test_a_lone_coroutine_runs_exactly_the_statements_of_the_sync_store(
+    tmp_path: Path,
+) -> None:
+    """One coroutine's writes: the sync store's statements, one transaction each, no more.
+
+    The same writes (acquire, leased and unleased appends, put_meta, renew,
+    release) through a ``SqliteStore`` and, on another file, one coroutine
+    through an ``AsyncSqliteStore``: the two connections run the same
+    statements in the same order, each write its own BEGIN IMMEDIATE ...
+    COMMIT, none of them on the loop thread.
+    """
+    with SqliteStore(str(tmp_path / "sync.db"), ttl_ms=600_000) as sync_store:
+        sync_seen: list[str] = []
+
+        def trace(cursor: object, statement: str, bindings: object) -> bool:
+            sync_seen.append(statement)
+            return True
+
+        sync_store._conn.exec_trace = trace
+        _sync_session(sync_store)
+        sync_store._conn.exec_trace = None
+
+    async def scenario() -> list[tuple[str, int]]:
+        async with await AsyncSqliteStore.open(
+            str(tmp_path / "async.db"), ttl_ms=600_000
+        ) as store:
+            with statements(store) as seen:
+                await _async_session(store)
+            return seen
+
+    loop_thread = threading.get_ident()
+    async_seen = run(scenario())
+    assert [statement for statement, _ in async_seen] == sync_seen
+    assert sync_seen.count(sql.BEGIN) == sync_seen.count(sql.COMMIT) == 8
+    assert all(thread != loop_thread for _, thread in async_seen)
+
+
+@pytest.mark.clause("Q15")
+def test_batch_mates_resume_before_the_leader_hands_over(path: str) -> None:
+    """Coroutines of a batch resume once COMMIT returns, not after the leader's own steps.
+
+    The worker leads four appends as one batch, parked before its COMMIT;
+    the test then holds the door's queue mutex, which the leader needs to
+    hand over. All four callers still resume, with their writes visible
+    to a second handle, before the leader gets the mutex.
+    """
+
+    async def scenario() -> None:
+        async with await AsyncSqliteStore.open(path, ttl_ms=600_000) as store:
+            door = store._door
+            leases = [await store.acquire(f"r{n}", "w") for n in range(4)]
+            fence = Park("append", "after-fence-check")
+            commit = Park("append", "before-commit")
+
+            def pause(operation: str, point: str) -> None:
+                fence(operation, point)
+                commit(operation, point)
+
+            with hook(pause):
+                tasks = [asyncio.create_task(store.append("r0", {"seq": 0}, leases[0]))]
+                await fence.wait_parked()
+                tasks += [
+                    asyncio.create_task(store.append(f"r{n}", {"seq": 0}, leases[n]))
+                    for n in range(1, 4)
+                ]
+                await until(lambda: door.queued() == 3)
+                fence.release.set()
+                await commit.wait_parked()
+                with door._mutex:  # the leader's hand-over waits for it
+                    commit.release.set()
+                    # Not cancelled on a miss: a cancelled caller would need
+                    # the mutex this loop thread holds.
+                    _, pending = await asyncio.wait(tasks, timeout=DEADLINE_S)
+                    with SqliteStore(path) as other:
+                        landed = [other.load(f"r{n}") for n in range(4)]
+                assert not pending, "a batch-mate waited for the leader's hand-over"
+                assert landed == [[{"seq": 0}]] * 4
+                await asyncio.gather(*tasks)
+            assert door.queued() == 0
+            await store.append("r0", {"seq": 1}, leases[0])  # the leader handed over
+            assert await store.load("r0") == [{"seq": 0}, {"seq": 1}]
+
+    run(scenario())
+
+
 def _second_handle_writes_at_once(path: str) -> None:
     """No transaction and no file lock left behind: a fail-fast handle writes."""
     with SqliteStore(path, busy_timeout_ms=0) as other:
