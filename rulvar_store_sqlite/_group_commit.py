@@ -216,14 +216,18 @@ class GroupCommitter:
         """Close cursor and connection; idempotent.
 
         In a forked child the connection is the parent's: it is only marked
-        closed, never closed (closing would act on the parent's file).
+        closed, never closed (closing would act on the parent's file), and
+        without the instance lock: a parent thread that held it at the fork
+        (a worker finishing a batch whose caller had already resumed) does
+        not exist in the child, so the child's copy stays locked forever.
         """
+        if self.fork.forked:
+            self.closed = True
+            return
         with self.lock:
             if self.closed:
                 return
             self.closed = True
-            if self.fork.forked:
-                return
             # Read after ``closed`` is set: a worker made meanwhile stops itself.
             if self._worker is not None:
                 self._worker.stop()  # queued jobs still run, and fail typed
@@ -262,6 +266,7 @@ class GroupCommitter:
         self, operation: str, statement: str, params: tuple[object, ...]
     ) -> list[apsw.SQLiteValues]:
         """Run one read statement to completion (no hidden read transaction)."""
+        self.fork.check(operation)  # before the lock: see ``close``
         with self.lock:
             self.ensure_open(operation)
             self._busy.arm()
@@ -276,6 +281,7 @@ class GroupCommitter:
         ``Cursor.get`` hands back bare values instead of one tuple per row, the
         cheapest way out of apsw for a long journal.
         """
+        self.fork.check(operation)  # before the lock: see ``close``
         with self.lock:
             self.ensure_open(operation)
             self._busy.arm()

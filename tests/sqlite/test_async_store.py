@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -511,7 +514,11 @@ def test_open_store_async_opens_the_native_store(path: str) -> None:
 
 
 def _in_child(action: Callable[[], None]) -> int:
-    """Fork; the child runs ``action`` and exits 0 on ForkedStoreError, 1 otherwise."""
+    """Fork; the child runs ``action`` and exits 0 on ForkedStoreError, 1 otherwise.
+
+    A child still running after ``DEADLINE_S`` is killed (exit code -9), so a
+    child that hangs fails the test instead of holding it.
+    """
     pid = os.fork()
     if pid == 0:  # the child: report through the exit code only
         code = 1
@@ -522,8 +529,16 @@ def _in_child(action: Callable[[], None]) -> int:
         except BaseException:
             code = 2
         os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status)
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return -signal.SIGKILL
+        time.sleep(0.01)
 
 
 @pytest.mark.clause("Q17")
@@ -557,4 +572,59 @@ def test_a_store_used_after_fork_refuses_typed_and_the_parent_goes_on(
     assert _in_child(async_close_then_write) == 0
     run(store.append("r", {"seq": 5}))
     assert run(store.load("r")) == [{"seq": 1}, {"seq": 3}, {"seq": 5}]
+    run(store.aclose())
+
+
+@pytest.mark.clause("Q17")
+@pytest.mark.filterwarnings(
+    "ignore:This process .* is multi-threaded:DeprecationWarning"
+)
+def test_a_child_forked_while_a_batch_holds_the_lock_refuses_and_closes(
+    path: str,
+) -> None:
+    """Forked while a parent thread holds the store's lock: the child never waits for it.
+
+    A parent thread's write is parked inside its transaction (holding the
+    instance lock) when the process forks. In the child that lock stays
+    locked forever; its reads and its blob twin still refuse with
+    ForkedStoreError, and close and aclose return at once. The parent's
+    write then commits.
+    """
+    sync_store = SqliteStore(path)
+    store = run(AsyncSqliteStore.open(path))
+    parked, release = threading.Event(), threading.Event()
+
+    def pause(operation: str, point: str) -> None:
+        if threading.current_thread().name == "holder" and point == "after-begin":
+            parked.set()
+            assert release.wait(DEADLINE_S)
+
+    def child_uses_both() -> None:
+        sync_store.close()
+        asyncio.run(store.aclose())
+        sync_store.load("r")
+
+    def child_reads_sync() -> None:
+        sync_store.load("r")
+
+    with hook(pause):
+        holders = [
+            threading.Thread(
+                target=partial(held.append, run_id, {"seq": 1}), name="holder"
+            )
+            for held, run_id in ((sync_store, "a"), (store.sync_store, "b"))
+        ]
+        for holder in holders:
+            parked.clear()
+            release.clear()
+            holder.start()
+            assert parked.wait(DEADLINE_S)
+            assert _in_child(child_reads_sync) == 0
+            assert _in_child(sync_store.transcripts) == 0
+            assert _in_child(child_uses_both) == 0
+            release.set()
+            holder.join(DEADLINE_S)
+            assert not holder.is_alive()
+    assert [sync_store.load(run_id) for run_id in ("a", "b")] == [[{"seq": 1}]] * 2
+    sync_store.close()
     run(store.aclose())
