@@ -513,7 +513,7 @@ def test_open_store_async_opens_the_native_store(path: str) -> None:
     run(scenario())
 
 
-def _in_child(action: Callable[[], None]) -> int:
+def _in_child(action: Callable[[], object]) -> int:
     """Fork; the child runs ``action`` and exits 0 on ForkedStoreError, 1 otherwise.
 
     A child still running after ``DEADLINE_S`` is killed (exit code -9), so a
