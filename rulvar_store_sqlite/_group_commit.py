@@ -541,11 +541,14 @@ def _wake_decided(ops: list[Operation[Any]], own: Operation[Any] | None = None) 
         if op.resume is None:
             op.wake()
         else:
-            op.signalled = True
             loops.setdefault(op.resume[0], []).append(op)
     for loop, resumed in loops.items():
         with suppress(RuntimeError):  # the loop is closed: nobody waits any more
             loop.call_soon_threadsafe(_resolve, resumed)
+        # Marked once sent: an interrupt in between sends a second hop at
+        # worst, which ``_resolve`` ignores, never leaves a caller unwoken.
+        for op in resumed:
+            op.signalled = True
 
 
 def _resolve(ops: list[Operation[Any]]) -> None:

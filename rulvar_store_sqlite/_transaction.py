@@ -129,10 +129,17 @@ class Operation(Generic[T]):
             pass
 
     def wake(self) -> None:
-        """Let the waiting thread go on; a second wake is a no-op."""
-        if not self.signalled:
-            self.signalled = True
+        """Let the waiting thread go on; a second wake is a no-op.
+
+        Marked only once released: an interrupt of the waking thread in
+        between leads to a second release at worst (refused below, or undone
+        by nobody waiting again), never to a caller marked woken and asleep.
+        """
+        if self.signalled:
+            return
+        with suppress(RuntimeError):  # already released by an interrupted wake
             self._wake.release()
+        self.signalled = True
 
 
 def one_statement(
