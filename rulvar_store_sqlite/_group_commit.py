@@ -40,8 +40,11 @@ a transaction instead:
    none of the batch behind (SQLite's own atomic commit).
 5. Each caller returns only after the shared COMMIT has returned, that is, is
    durable at the store's ``synchronous`` level, and hits its own
-   ``after-commit`` failpoint in its own thread. A leader that finds callers
-   queued behind its batch hands leadership to the first of them.
+   ``after-commit`` failpoint in its own thread. The leader wakes them as
+   soon as the batch is decided, before its own steps (releasing the lock,
+   the hand-over); each caller is woken once, however often a wake is sent.
+   A leader that finds callers queued behind its batch hands leadership to
+   the first of them.
 
 Operations of one batch execute in queue order, each seeing the ones before it,
 as if run one after another; each caller's operation runs between its call and
