@@ -40,8 +40,11 @@ a transaction instead:
    none of the batch behind (SQLite's own atomic commit).
 5. Each caller returns only after the shared COMMIT has returned, that is, is
    durable at the store's ``synchronous`` level, and hits its own
-   ``after-commit`` failpoint in its own thread. A leader that finds callers
-   queued behind its batch hands leadership to the first of them.
+   ``after-commit`` failpoint in its own thread. The leader wakes them as
+   soon as the batch is decided, before its own steps (releasing the lock,
+   the hand-over); each caller is woken once, however often a wake is sent.
+   A leader that finds callers queued behind its batch hands leadership to
+   the first of them.
 
 Operations of one batch execute in queue order, each seeing the ones before it,
 as if run one after another; each caller's operation runs between its call and
@@ -216,14 +219,18 @@ class GroupCommitter:
         """Close cursor and connection; idempotent.
 
         In a forked child the connection is the parent's: it is only marked
-        closed, never closed (closing would act on the parent's file).
+        closed, never closed (closing would act on the parent's file), and
+        without the instance lock: a parent thread that held it at the fork
+        (a worker finishing a batch whose caller had already resumed) does
+        not exist in the child, so the child's copy stays locked forever.
         """
+        if self.fork.forked:
+            self.closed = True
+            return
         with self.lock:
             if self.closed:
                 return
             self.closed = True
-            if self.fork.forked:
-                return
             # Read after ``closed`` is set: a worker made meanwhile stops itself.
             if self._worker is not None:
                 self._worker.stop()  # queued jobs still run, and fail typed
@@ -262,6 +269,7 @@ class GroupCommitter:
         self, operation: str, statement: str, params: tuple[object, ...]
     ) -> list[apsw.SQLiteValues]:
         """Run one read statement to completion (no hidden read transaction)."""
+        self.fork.check(operation)  # before the lock: see ``close``
         with self.lock:
             self.ensure_open(operation)
             self._busy.arm()
@@ -276,6 +284,7 @@ class GroupCommitter:
         ``Cursor.get`` hands back bare values instead of one tuple per row, the
         cheapest way out of apsw for a long journal.
         """
+        self.fork.check(operation)  # before the lock: see ``close``
         with self.lock:
             self.ensure_open(operation)
             self._busy.arm()
@@ -439,7 +448,12 @@ class GroupCommitter:
         _wake_decided(queued)
 
     def _lead(self, own: Operation[Any] | None) -> None:
-        """Run everything queued as one batch, then wake its callers."""
+        """Run everything queued as one batch, then wake its callers.
+
+        The batch-mates are woken as soon as the batch is decided, before the
+        leader's own bookkeeping (releasing the instance lock, choosing the
+        next leader): each of them waits on the leader only for its outcome.
+        """
         batch: list[Operation[Any]] = []
         try:
             with self.lock:
@@ -449,6 +463,7 @@ class GroupCommitter:
                 self.batches += 1
                 self.operations += len(batch)
                 self._decide(batch, lambda: self._take_more(batch))
+                _wake_decided(batch, own)
         finally:
             self._hand_over(batch, own)
 
@@ -470,7 +485,9 @@ class GroupCommitter:
                 self._leading = False
         if heir is not None:
             self._wake_heir(heir)  # not decided: it leads the next batch
-        _wake_decided([op for op in batch if op.done and op is not own])
+        # Normally woken already (``_lead``); after an interrupt or an error
+        # this wakes the decided ones, and a second wake is a no-op.
+        _wake_decided(batch, own)
 
     def _settle_interrupted(self, batch: list[Operation[Any]]) -> None:
         """After an interrupt inside ``run_batch``: commit or nothing, never a part.
@@ -514,10 +531,16 @@ class GroupCommitter:
                 op.fail(ContractError(f"sqlite {op.name}: the batch left it undecided"))
 
 
-def _wake_decided(ops: list[Operation[Any]]) -> None:
-    """Wake decided callers: threads one by one, coroutines one hop per loop."""
+def _wake_decided(ops: list[Operation[Any]], own: Operation[Any] | None = None) -> None:
+    """Wake the decided callers of ``ops`` but ``own`` that were not woken yet.
+
+    Threads one by one, coroutines one hop per loop; each operation's caller
+    is woken once (``signalled``), however often this runs.
+    """
     loops: dict[asyncio.AbstractEventLoop, list[Operation[Any]]] = {}
     for op in ops:
+        if not op.done or op.signalled or op is own:
+            continue
         if op.resume is None:
             op.wake()
         else:
@@ -525,6 +548,10 @@ def _wake_decided(ops: list[Operation[Any]]) -> None:
     for loop, resumed in loops.items():
         with suppress(RuntimeError):  # the loop is closed: nobody waits any more
             loop.call_soon_threadsafe(_resolve, resumed)
+        # Marked once sent: an interrupt in between sends a second hop at
+        # worst, which ``_resolve`` ignores, never leaves a caller unwoken.
+        for op in resumed:
+            op.signalled = True
 
 
 def _resolve(ops: list[Operation[Any]]) -> None:

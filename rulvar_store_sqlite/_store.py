@@ -148,6 +148,8 @@ class SqliteStore:
         """Return the memoized fenced blob twin: same connection, lock and file (T6, T7)."""
         from rulvar_store_sqlite._transcripts import SqliteFencedTranscriptStore
 
+        # Before the lock: a lock a parent thread held at a fork stays held in the child.
+        self._door.fork.check("transcripts")
         with self._lock:
             self._door.ensure_open("transcripts")
             if self._twin is None:

@@ -69,6 +69,7 @@ class Operation(Generic[T]):
         "name",
         "result",
         "resume",
+        "signalled",
     )
 
     def __init__(
@@ -100,6 +101,9 @@ class Operation(Generic[T]):
             None
         )
         self.loop_woken = False
+        # Its caller was told to go on (thread woken, or loop hop sent): a
+        # second wake of the same operation does nothing.
+        self.signalled = False
 
     def succeed(self, result: T) -> None:
         self.result = result
@@ -125,7 +129,17 @@ class Operation(Generic[T]):
             pass
 
     def wake(self) -> None:
-        self._wake.release()
+        """Let the waiting thread go on; a second wake is a no-op.
+
+        Marked only once released: an interrupt of the waking thread in
+        between leads to a second release at worst (refused below, or undone
+        by nobody waiting again), never to a caller marked woken and asleep.
+        """
+        if self.signalled:
+            return
+        with suppress(RuntimeError):  # already released by an interrupted wake
+            self._wake.release()
+        self.signalled = True
 
 
 def one_statement(

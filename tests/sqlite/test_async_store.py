@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -187,6 +190,113 @@ def test_a_caller_resumes_only_after_the_shared_commit(path: str) -> None:
                 await task
             with SqliteStore(path) as other:
                 assert other.load("r") == [{"seq": 1}]
+
+    run(scenario())
+
+
+def _sync_session(store: SqliteStore) -> None:
+    lease = store.acquire("r", "w")
+    for seq in range(3):
+        store.append("r", {"seq": seq}, lease)
+    store.append("free", {"seq": 0})
+    store.put_meta({"runId": "r", "status": "ok"}, lease)
+    store.renew(lease)
+    store.release(lease)
+
+
+async def _async_session(store: AsyncSqliteStore) -> None:
+    lease = await store.acquire("r", "w")
+    for seq in range(3):
+        await store.append("r", {"seq": seq}, lease)
+    await store.append("free", {"seq": 0})
+    await store.put_meta({"runId": "r", "status": "ok"}, lease)
+    await store.renew(lease)
+    await store.release(lease)
+
+
+@pytest.mark.clause("Q6")
+@pytest.mark.clause("Q15")
+def test_a_lone_coroutine_runs_exactly_the_statements_of_the_sync_store(
+    tmp_path: Path,
+) -> None:
+    """One coroutine's writes: the sync store's statements, one transaction each, no more.
+
+    The same writes (acquire, leased and unleased appends, put_meta, renew,
+    release) through a ``SqliteStore`` and, on another file, one coroutine
+    through an ``AsyncSqliteStore``: the two connections run the same
+    statements in the same order, each write its own BEGIN IMMEDIATE ...
+    COMMIT, none of them on the loop thread.
+    """
+    with SqliteStore(str(tmp_path / "sync.db"), ttl_ms=600_000) as sync_store:
+        sync_seen: list[str] = []
+
+        def trace(cursor: object, statement: str, bindings: object) -> bool:
+            sync_seen.append(statement)
+            return True
+
+        sync_store._conn.exec_trace = trace
+        _sync_session(sync_store)
+        sync_store._conn.exec_trace = None
+
+    async def scenario() -> list[tuple[str, int]]:
+        async with await AsyncSqliteStore.open(
+            str(tmp_path / "async.db"), ttl_ms=600_000
+        ) as store:
+            with statements(store) as seen:
+                await _async_session(store)
+            return seen
+
+    loop_thread = threading.get_ident()
+    async_seen = run(scenario())
+    assert [statement for statement, _ in async_seen] == sync_seen
+    assert sync_seen.count(sql.BEGIN) == sync_seen.count(sql.COMMIT) == 8
+    assert all(thread != loop_thread for _, thread in async_seen)
+
+
+@pytest.mark.clause("Q15")
+def test_batch_mates_resume_before_the_leader_hands_over(path: str) -> None:
+    """Coroutines of a batch resume once COMMIT returns, not after the leader's own steps.
+
+    The worker leads four appends as one batch, parked before its COMMIT;
+    the test then holds the door's queue mutex, which the leader needs to
+    hand over. All four callers still resume, with their writes visible
+    to a second handle, before the leader gets the mutex.
+    """
+
+    async def scenario() -> None:
+        async with await AsyncSqliteStore.open(path, ttl_ms=600_000) as store:
+            door = store._door
+            leases = [await store.acquire(f"r{n}", "w") for n in range(4)]
+            fence = Park("append", "after-fence-check")
+            commit = Park("append", "before-commit")
+
+            def pause(operation: str, point: str) -> None:
+                fence(operation, point)
+                commit(operation, point)
+
+            with hook(pause):
+                tasks = [asyncio.create_task(store.append("r0", {"seq": 0}, leases[0]))]
+                await fence.wait_parked()
+                tasks += [
+                    asyncio.create_task(store.append(f"r{n}", {"seq": 0}, leases[n]))
+                    for n in range(1, 4)
+                ]
+                await until(lambda: door.queued() == 3)
+                fence.release.set()
+                await commit.wait_parked()
+                with door._mutex:  # the leader's hand-over waits for it
+                    commit.release.set()
+                    # Not cancelled on a miss: a cancelled caller would need
+                    # the mutex this loop thread holds.
+                    _, pending = await asyncio.wait(tasks, timeout=DEADLINE_S)
+                    with SqliteStore(path) as other:
+                        landed = [other.load(f"r{n}") for n in range(4)]
+                assert not pending, "a batch-mate waited for the leader's hand-over"
+                assert landed == [[{"seq": 0}]] * 4
+                await asyncio.gather(*tasks)
+            assert door.queued() == 0
+            await store.append("r0", {"seq": 1}, leases[0])  # the leader handed over
+            assert await store.load("r0") == [{"seq": 0}, {"seq": 1}]
 
     run(scenario())
 
@@ -403,8 +513,12 @@ def test_open_store_async_opens_the_native_store(path: str) -> None:
     run(scenario())
 
 
-def _in_child(action: Callable[[], None]) -> int:
-    """Fork; the child runs ``action`` and exits 0 on ForkedStoreError, 1 otherwise."""
+def _in_child(action: Callable[[], object]) -> int:
+    """Fork; the child runs ``action`` and exits 0 on ForkedStoreError, 1 otherwise.
+
+    A child still running after ``DEADLINE_S`` is killed (exit code -9), so a
+    child that hangs fails the test instead of holding it.
+    """
     pid = os.fork()
     if pid == 0:  # the child: report through the exit code only
         code = 1
@@ -415,8 +529,16 @@ def _in_child(action: Callable[[], None]) -> int:
         except BaseException:
             code = 2
         os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status)
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return -signal.SIGKILL
+        time.sleep(0.01)
 
 
 @pytest.mark.clause("Q17")
@@ -450,4 +572,59 @@ def test_a_store_used_after_fork_refuses_typed_and_the_parent_goes_on(
     assert _in_child(async_close_then_write) == 0
     run(store.append("r", {"seq": 5}))
     assert run(store.load("r")) == [{"seq": 1}, {"seq": 3}, {"seq": 5}]
+    run(store.aclose())
+
+
+@pytest.mark.clause("Q17")
+@pytest.mark.filterwarnings(
+    "ignore:This process .* is multi-threaded:DeprecationWarning"
+)
+def test_a_child_forked_while_a_batch_holds_the_lock_refuses_and_closes(
+    path: str,
+) -> None:
+    """Forked while a parent thread holds the store's lock: the child never waits for it.
+
+    A parent thread's write is parked inside its transaction (holding the
+    instance lock) when the process forks. In the child that lock stays
+    locked forever; its reads and its blob twin still refuse with
+    ForkedStoreError, and close and aclose return at once. The parent's
+    write then commits.
+    """
+    sync_store = SqliteStore(path)
+    store = run(AsyncSqliteStore.open(path))
+    parked, release = threading.Event(), threading.Event()
+
+    def pause(operation: str, point: str) -> None:
+        if threading.current_thread().name == "holder" and point == "after-begin":
+            parked.set()
+            assert release.wait(DEADLINE_S)
+
+    def child_uses_both() -> None:
+        sync_store.close()
+        asyncio.run(store.aclose())
+        sync_store.load("r")
+
+    def child_reads_sync() -> None:
+        sync_store.load("r")
+
+    with hook(pause):
+        holders = [
+            threading.Thread(
+                target=partial(held.append, run_id, {"seq": 1}), name="holder"
+            )
+            for held, run_id in ((sync_store, "a"), (store.sync_store, "b"))
+        ]
+        for holder in holders:
+            parked.clear()
+            release.clear()
+            holder.start()
+            assert parked.wait(DEADLINE_S)
+            assert _in_child(child_reads_sync) == 0
+            assert _in_child(sync_store.transcripts) == 0
+            assert _in_child(child_uses_both) == 0
+            release.set()
+            holder.join(DEADLINE_S)
+            assert not holder.is_alive()
+    assert [sync_store.load(run_id) for run_id in ("a", "b")] == [[{"seq": 1}]] * 2
+    sync_store.close()
     run(store.aclose())

@@ -669,3 +669,71 @@ def test_random_mixed_outcomes_under_concurrency_match_the_serial_model(
         assert store.load(f"m{n}") == expected[n]
     assert group.operations - ops_before == 6 * 80  # every step was one write
     assert group.batches - batches_before <= 6 * 80
+
+
+@pytest.mark.clause("Q6")
+def test_batch_mates_return_before_the_leader_hands_over(
+    gc_store: SqliteStore,
+) -> None:
+    """Once COMMIT returns, the leader wakes its batch-mates before its own steps.
+
+    A leader thread carries three batch-mates, parked before its COMMIT; the
+    test then holds the door's queue mutex, which the leader needs to hand
+    over. The three mates still return, their writes committed, while the
+    leader waits for the mutex; then the leader returns too.
+    """
+    store = gc_store
+    door = store._door
+    leases = {run: store.acquire(run, "w") for run in ("lead", "a", "b", "c")}
+    fence_parked, fence_release = threading.Event(), threading.Event()
+    commit_parked, commit_release = threading.Event(), threading.Event()
+    seen: set[str] = set()
+
+    def pause(operation: str, point: str) -> None:
+        if threading.current_thread().name != "leader" or point in seen:
+            return
+        seen.add(point)
+        if point == "after-fence-check":
+            fence_parked.set()
+            assert fence_release.wait(DEADLINE_S)
+        elif point == "before-commit":
+            commit_parked.set()
+            assert commit_release.wait(DEADLINE_S)
+
+    leader, mates = Calls(), Calls()
+    with hook(pause):
+        leader.start(
+            "leader", partial(store.append, "lead", {"seq": 0}, leases["lead"])
+        )
+        assert fence_parked.wait(DEADLINE_S)
+        for count, run in enumerate(("a", "b", "c"), 1):
+            mates.start(run, partial(store.append, run, {"seq": 0}, leases[run]))
+            wait_until(partial(has_queued, store, count))
+        fence_release.set()
+        assert commit_parked.wait(DEADLINE_S)
+        with door._mutex:  # the leader's hand-over waits for it
+            commit_release.set()
+            mates.join()
+            assert leader.threads[0].is_alive()
+        leader.join()
+    assert mates.outcomes == {run: ("ok", None) for run in ("a", "b", "c")}
+    assert leader.outcomes == {"leader": ("ok", None)}
+    with SqliteStore(store.path) as other:
+        assert [other.load(run) for run in ("lead", "a", "b", "c")] == [
+            [{"seq": 0}]
+        ] * 4
+
+
+@pytest.mark.clause("Q14")
+def test_a_second_wake_of_an_operation_is_a_no_op() -> None:
+    """Woken twice (by the early wake and again by the hand-over), a caller wakes once.
+
+    The second wake neither raises nor leaves the operation's lock released
+    for a later wait.
+    """
+    op: Operation[None] = Operation("append", None, lambda cursor: None)
+    op.succeed(None)
+    op.wake()
+    op.wake()
+    op.wait()
+    assert not op._wake.acquire(blocking=False)
