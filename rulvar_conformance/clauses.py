@@ -75,6 +75,7 @@ CLAUSES: Final[dict[str, str]] = {
     "T9": "Run ids of file-backed stores are safe tokens, refused with ConfigError otherwise.",
     "T10": "No symbolic link inside a file store's root is followed: a call that would pass through one raises ConfigError and touches nothing outside the root.",
     "T11": "A blob store offering put_many stores a batch of one run's (ref, blob) pairs all or nothing under one fence check (a lease that is not live refuses the whole batch and no blob changes; other handles see all of it or none), refuses a ref named twice or refs of two runs with InvalidArgumentError, and does nothing for an empty batch; the file store's batch is single-writer and atomic per blob only.",
+    "T12": "A blob store offering last_ref(run_id, prefix) returns the greatest ref by code point among the run's stored blobs whose ref starts with prefix, or None; deleted blobs, the slashless ref and other runs never count, and a run id that no read takes or a prefix not starting with run_id + '/' raises InvalidArgumentError before any I/O.",
     # 6. SQLite
     "Q1": "SqliteStore validates its ttl before opening the database.",
     "Q2": "The SQLite schema has five idempotently created tables with the listed indexes.",

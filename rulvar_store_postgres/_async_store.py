@@ -43,6 +43,7 @@ from rulvar_store_postgres._config import Settings
 from rulvar_store_postgres._errors import mutation_result, translated
 from rulvar_store_postgres._handle import PostgresHandle
 from rulvar_store_postgres._interrupts import interrupts_deferred
+from rulvar_store_postgres._last_ref import last_ref_step
 from rulvar_store_postgres._plans import READ_ROWS, Step
 from rulvar_store_postgres._transaction import hit_off_loop, run_mutation_async
 from rulvar_store_postgres._transcripts import put_many_step
@@ -308,6 +309,11 @@ class AsyncPostgresFencedTranscriptStore(AsyncClosing):
         """Return the refs under ``run_id + "/"``, sorted by code point (T4)."""
         store = self._open("blob list_refs")
         return await store._call(store._plans.blob_list(run_id))
+
+    async def last_ref(self, run_id: str, prefix: str) -> str | None:
+        """Return the greatest stored ref that starts with ``prefix`` (T12, ``_last_ref``)."""
+        store = self._open("blob last_ref")
+        return await store._call(last_ref_step(store._plans, run_id, prefix))
 
     async def delete(self, ref: str, lease: Lease | None = None) -> None:
         """Remove the blob; missing is a no-op (T2); a leased delete is fenced."""

@@ -35,6 +35,7 @@ from rulvar_store import (
     TranscriptStore,
     has_batch_put,
     has_fenced_writes,
+    has_last_ref,
     open_store_async,
 )
 from rulvar_store.backend import (
@@ -179,8 +180,10 @@ def facade_opened(opened: AsyncOpenedStore, loop: EventLoopThread) -> OpenedStor
         if callable(getattr(opened.journal, name, None))
     )
     journal = _facade_class(journal_calls)(opened.journal, loop)
-    blob_calls = _BLOB_CALLS + (
-        ("put_many",) if has_batch_put(opened.transcripts) else ()
+    blob_calls = (
+        _BLOB_CALLS
+        + (("put_many",) if has_batch_put(opened.transcripts) else ())
+        + (("last_ref",) if has_last_ref(opened.transcripts) else ())
     )
     blobs = _facade_class(blob_calls)(opened.transcripts, loop)
     return OpenedStore(
