@@ -38,17 +38,12 @@ from rulvar_store._capabilities import (
     has_batch_put,
     has_fenced_writes,
     has_incremental_read,
-    has_last_ref,
     has_meta_lookup,
     read_run_meta,
 )
 from rulvar_store._file_journal import CorruptFileError, JsonlFileStore, TornTail
 from rulvar_store._file_transcripts import FileTranscriptStore
 from rulvar_store._incremental import IncrementalReadStore, JournalTail
-from rulvar_store._last_ref import (
-    AsyncLastRefTranscriptStore,
-    LastRefTranscriptStore,
-)
 from rulvar_store._location_records import OpenedStore
 from rulvar_store._memory import (
     MemoryFencedTranscriptStore,
@@ -98,7 +93,6 @@ __all__ = [
     "AsyncBatchTranscriptStore",
     "AsyncIncrementalReadStore",
     "AsyncJournalStore",
-    "AsyncLastRefTranscriptStore",
     "AsyncLeasableStore",
     "AsyncMetaLookupStore",
     "AsyncOpenedStore",
@@ -121,7 +115,6 @@ __all__ = [
     "JournalStore",
     "JournalTail",
     "JsonlFileStore",
-    "LastRefTranscriptStore",
     "LeasableStore",
     "Lease",
     "LeaseHeldError",
@@ -149,7 +142,6 @@ __all__ = [
     "has_batch_put",
     "has_fenced_writes",
     "has_incremental_read",
-    "has_last_ref",
     "has_meta_lookup",
     "is_async_store",
     "list_backends",

@@ -66,7 +66,13 @@ from rulvar_store._json import (
     load_records,
     stable_stringify,
 )
-from rulvar_store._last_ref import last_ref_args, last_ref_of, prefix_upper_bound
+from rulvar_store._last_ref import (
+    AsyncLastRefTranscriptStore,
+    LastRefTranscriptStore,
+    last_ref_args,
+    last_ref_of,
+    prefix_upper_bound,
+)
 from rulvar_store._location_records import (
     LOCATION_FEATURES,
     FreshStoreFactory,
@@ -121,6 +127,7 @@ __all__ = [
     "MAX_RUN_ID_LENGTH",
     "MAX_SAFE_TOKEN_LENGTH",
     "AsyncClosing",
+    "AsyncLastRefTranscriptStore",
     "Backend",
     "CheckedBatch",
     "DurabilityReport",
@@ -130,6 +137,7 @@ __all__ = [
     "ForkGuard",
     "FreshStoreFactory",
     "HopThreads",
+    "LastRefTranscriptStore",
     "LocationFactory",
     "LocationOpener",
     "NetworkRoute",

@@ -35,7 +35,6 @@ from rulvar_store import (
     TranscriptStore,
     has_batch_put,
     has_fenced_writes,
-    has_last_ref,
     open_store_async,
 )
 from rulvar_store.backend import (
@@ -45,6 +44,7 @@ from rulvar_store.backend import (
     UrlOpener,
     adapt_opened,
     fork_generation,
+    has_last_ref,
 )
 
 __all__ = [

@@ -15,10 +15,9 @@ from rulvar_conformance.harness.kit import attempt, not_run, require
 from rulvar_conformance.harness.probe import describe
 from rulvar_store import (
     ContractError,
-    LastRefTranscriptStore,
     TranscriptStore,
-    has_last_ref,
 )
+from rulvar_store.backend import LastRefTranscriptStore, has_last_ref
 
 __all__ = ["last_ref_exact"]
 

@@ -58,10 +58,9 @@ from rulvar_store import (
     NotJsonError,
     OpenedStore,
     has_batch_put,
-    has_last_ref,
     has_meta_lookup,
 )
-from rulvar_store.backend import StoreUrl, UrlOpener, parse_store_url
+from rulvar_store.backend import StoreUrl, UrlOpener, has_last_ref, parse_store_url
 
 __all__ = ["SPEC", "argument_rules_conformance"]
 

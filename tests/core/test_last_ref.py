@@ -18,14 +18,17 @@ import pytest
 from rulvar_store import (
     AsyncOpenedStore,
     InvalidArgumentError,
-    LastRefTranscriptStore,
     MemoryStore,
     MemoryTranscriptStore,
-    has_last_ref,
     open_store,
     open_store_async,
 )
-from rulvar_store.backend import adapt_opened, prefix_upper_bound
+from rulvar_store.backend import (
+    LastRefTranscriptStore,
+    adapt_opened,
+    has_last_ref,
+    prefix_upper_bound,
+)
 from tests._postgres_gate import postgres_url
 
 Opener = Callable[[Path], AbstractAsyncContextManager[AsyncOpenedStore]]

@@ -11,15 +11,14 @@ from rulvar_store import (
     FileTranscriptStore,
     JournalStore,
     JsonlFileStore,
-    LastRefTranscriptStore,
     LeasableStore,
     MemoryStore,
     MemoryTranscriptStore,
     MetaLookupStore,
     TranscriptStore,
     has_batch_put,
-    has_last_ref,
 )
+from rulvar_store.backend import LastRefTranscriptStore, has_last_ref
 from rulvar_store_postgres import PostgresFencedTranscriptStore, PostgresStore
 from rulvar_store_sqlite import SqliteStore
 
