@@ -43,7 +43,7 @@ from rulvar_store_postgres._config import Settings
 from rulvar_store_postgres._errors import mutation_result, translated
 from rulvar_store_postgres._handle import PostgresHandle
 from rulvar_store_postgres._interrupts import interrupts_deferred
-from rulvar_store_postgres._last_ref import last_ref_step
+from rulvar_store_postgres._last_ref import alearn_collation, last_ref_step
 from rulvar_store_postgres._plans import READ_ROWS, Step
 from rulvar_store_postgres._transaction import hit_off_loop, run_mutation_async
 from rulvar_store_postgres._transcripts import put_many_step
@@ -132,6 +132,8 @@ class AsyncPostgresStore(PostgresHandle, AsyncClosing):
                             cursor = await conn.execute(self._sql.store_present)
                             row = await cursor.fetchone()
                             present = row is not None and row[0] is True
+                        if present:  # last_ref's plan, on the boot's connection
+                            await alearn_collation(conn, self._plans)
                 self._booted_if_present(present, operation)
 
     # -- the executor ------------------------------------------------------------

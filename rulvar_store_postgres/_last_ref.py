@@ -10,21 +10,30 @@ orders like bytes: libc ``C``/``POSIX``, or the builtin provider's ``C`` and
 fallback: the run's rows through the run index, filtered by prefix and ordered
 ``COLLATE "C"``. Correct everywhere, but it reads every blob row of the run.
 
-The collation is learned once per handle, by one catalog read before its
-first ``last_ref`` (after the boot, so the table is there), and kept in
-``Plans.refs_bytewise``. A handle that finds no table (a read-only handle
-before any boot) uses the fallback and asks again next time.
+The collation is learned once per handle by one catalog read at its boot
+(``learn_collation``, on the boot's connection, so a handle's first
+``last_ref`` pays no extra round trip), and kept in ``Plans.refs_bytewise``.
+A handle that booted without learning it (no table yet) asks before its first
+``last_ref``, and one that finds no table uses the fallback and asks again.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from rulvar_store.backend import last_ref_args, prefix_upper_bound
 from rulvar_store_postgres._plans import Plans, Step
 
-__all__ = ["last_ref_step", "orders_like_bytes"]
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection, Connection
+
+__all__ = [
+    "alearn_collation",
+    "last_ref_step",
+    "learn_collation",
+    "orders_like_bytes",
+]
 
 OPERATION: Final = "blob_last_ref"
 
@@ -81,6 +90,23 @@ def _bytewise(row: tuple[Any, ...]) -> bool:
     if column_provider == "d":  # the column uses the database's default
         return orders_like_bytes(db_provider, db_collate, db_locale)
     return orders_like_bytes(column_provider, column_collate, column_locale)
+
+
+def learn_collation(conn: Connection[Any], plans: Plans) -> None:
+    """Record in ``plans`` whether the ref column orders like bytes (at boot)."""
+    collation = _statements(plans.sql.quoted)[0]
+    row = conn.execute(collation, (f"{plans.sql.quoted}.rulvar_blobs",)).fetchone()
+    if row is not None:
+        plans.refs_bytewise = _bytewise(row)
+
+
+async def alearn_collation(conn: AsyncConnection[Any], plans: Plans) -> None:
+    """``learn_collation`` for the asyncio store."""
+    collation = _statements(plans.sql.quoted)[0]
+    cursor = await conn.execute(collation, (f"{plans.sql.quoted}.rulvar_blobs",))
+    row = await cursor.fetchone()
+    if row is not None:
+        plans.refs_bytewise = _bytewise(row)
 
 
 def last_ref_step(plans: Plans, run_id: str, prefix: str) -> Step[str | None]:

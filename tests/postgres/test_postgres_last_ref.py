@@ -1,6 +1,6 @@
 """last_ref's two plans on PostgreSQL: key scan where refs order like bytes, else fallback (T12).
 
-The handle learns the ref column's collation before its first ``last_ref``;
+The handle learns the ref column's collation at its boot;
 both plans must give the code point answer, and the key scan must be the
 backward index scan that stops at one row.
 """
