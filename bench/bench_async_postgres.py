@@ -95,7 +95,7 @@ class Bench:
             open=False,
         )
         await self.lg_pool.open(wait=True)
-        self.saver = AsyncPostgresSaver(self.lg_pool)  # type: ignore[arg-type]  # its pool type
+        self.saver = AsyncPostgresSaver(self.lg_pool)  # type: ignore[arg-type, unused-ignore]  # its pool type: an error under some langgraph-checkpoint-postgres releases, none under others
         await self.saver.setup()
 
     async def close(self) -> None:

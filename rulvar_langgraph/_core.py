@@ -31,10 +31,10 @@ from rulvar_store import (
     ConfigError,
     InvalidArgumentError,
     Lease,
-    has_batch_put,
     has_fenced_writes,
     has_meta_lookup,
 )
+from rulvar_store.backend import has_last_ref
 
 __all__ = [
     "HOLDER_KEY",
@@ -150,8 +150,9 @@ class SaverCore(BaseCheckpointSaver[int]):
         self._check_api(journal, transcripts)
         check_stores(journal, transcripts)
         self._renew_every_s = renew_interval_s(journal)
-        # Checkpoint and pointer in one fenced write where the blob store can.
-        self._batched = has_batch_put(transcripts)
+        # The newest checkpoint by last_ref (T12) where the blob store has it,
+        # else from the thread's listing.
+        self._indexed = has_last_ref(transcripts)
         # The leases of this saver's open holds, by run, and what each hold
         # knows of its thread: bounded by the holds open at once, never by the
         # threads the saver has touched.
@@ -274,7 +275,7 @@ class SaverCore(BaseCheckpointSaver[int]):
         run_id, ns, checkpoint_id = self._address(config)
         lease = self._held(config) or self._holding.get(run_id)
         cache = self._cache(run_id, lease)
-        plan = _plans.get_tuple(run_id, ns, checkpoint_id, cache)
+        plan = _plans.get_tuple(run_id, ns, checkpoint_id, cache, self._indexed)
         return (None if cache is None else run_id), plan
 
     def _list_plan(
@@ -305,7 +306,7 @@ class SaverCore(BaseCheckpointSaver[int]):
             lease,
             self.owner,
             self._cache(run_id, lease),
-            self._batched,
+            self._indexed,
         )
 
     def _put_writes_plan(

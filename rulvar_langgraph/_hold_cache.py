@@ -2,13 +2,13 @@
 
 While a hold's lease is live, only that lease can write the thread: what the
 hold last wrote or read is what the store has. So a held ``put`` needs no read
-of the namespace pointer, and a held ``put_writes`` no read of the writes blob
+of the namespace's newest checkpoint, and a held ``put_writes`` no read of the writes blob
 of the checkpoint it last wrote or read, or of one the hold just created (a
 checkpoint newer than any in its namespace has no writes yet).
 A superseded hold's memory may be stale, but its writes are refused by the
 fence anyway, so a stale value can never land.
 
-Bounded: one pointer and one writes list per namespace the hold wrote; dropped
+Bounded: one checkpoint id and one writes list per namespace the hold wrote; dropped
 when the hold ends and cleared by the saver's own deletes, prunes and copies
 into the thread. An entry is removed before each write and set again only once
 the write succeeded, so an unknown outcome (a lost connection) reads afresh.
@@ -30,17 +30,17 @@ from rulvar_store import Lease
 __all__ = ["NO_CHECKPOINT", "HoldCache"]
 
 NO_CHECKPOINT: Final = ""
-"""A pointer value meaning "the hold read this namespace and it has no checkpoint"
+"""A ``latest`` value meaning "the hold read this namespace and it has no checkpoint"
 (checkpoint ids are non-empty safe tokens, so it cannot name one)."""
 
 
 @dataclass(slots=True)
 class HoldCache:
-    """One hold's view of its thread: the latest pointer and writes per namespace."""
+    """One hold's view of its thread: the newest checkpoint and writes per namespace."""
 
     lease: Lease
-    pointers: dict[str, str] = field(default_factory=dict)
-    """Namespace -> the checkpoint id its pointer names (or ``NO_CHECKPOINT``)."""
+    latest: dict[str, str] = field(default_factory=dict)
+    """Namespace -> its newest checkpoint's id (or ``NO_CHECKPOINT``)."""
     writes: dict[str, tuple[str, PendingWrites]] = field(default_factory=dict)
     """Namespace -> (checkpoint id, its stored writes): the latest written only."""
 
@@ -62,5 +62,5 @@ class HoldCache:
 
     def clear(self) -> None:
         """Forget everything: the thread changed by other means than put."""
-        self.pointers.clear()
+        self.latest.clear()
         self.writes.clear()

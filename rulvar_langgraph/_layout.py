@@ -1,17 +1,23 @@
 """Where a LangGraph thread lives in a rulvar store, and how its records are encoded.
 
-A thread is one run. Its checkpoints, pending writes and per-namespace latest
-pointers are fenced blobs under the run's ref prefix, so ``delete_run``, the
-blob deletes of ``prune`` and ``delete_for_runs`` give their bytes back:
+A thread is one run. Its checkpoints and pending writes are fenced blobs under
+the run's ref prefix, so ``delete_run``, the blob deletes of ``prune`` and
+``delete_for_runs`` give their bytes back:
 
 ```
 <run>/c/<ns>/<checkpoint_id>   one checkpoint: serialized checkpoint, metadata, parent id
 <run>/w/<ns>/<checkpoint_id>   every pending write stored against that checkpoint
-<run>/p/<ns>                   the namespace's latest checkpoint id (one read finds it)
+<run>/p/<ns>                   written by earlier versions only: ignored on read,
+                               deleted with the thread
 ```
 
 ``<ns>`` is the checkpoint namespace hex-encoded behind an ``n`` (``""`` is ``n``),
-which keeps every segment a safe token for the file and memory blob stores.
+which keeps every segment a safe token for the file and memory blob stores and
+keeps namespaces apart: a namespace's checkpoint prefix ``<run>/c/<ns>/`` ends
+at its own ``/``, and the hex holds none, so it never prefixes another
+namespace's refs. LangGraph's checkpoint ids are uuid6 strings (time fields
+first, fixed-width lowercase hex), so the newest checkpoint of a namespace is
+its greatest ref under that prefix: ``last_ref`` finds it (T12).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ __all__ = [
     "META_TAG",
     "CheckpointRecord",
     "StoredWrite",
+    "checkpoint_prefix",
     "checkpoint_ref",
     "decode_checkpoint",
     "decode_writes",
@@ -92,8 +99,13 @@ def ns_of_segment(segment: str) -> str:
     return bytes.fromhex(segment[1:]).decode()
 
 
+def checkpoint_prefix(run_id: str, checkpoint_ns: str) -> str:
+    """What every checkpoint ref of the namespace starts with, and no other ref."""
+    return f"{run_id}/c/{_ns_segment(checkpoint_ns)}/"
+
+
 def checkpoint_ref(run_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:
-    return f"{run_id}/c/{_ns_segment(checkpoint_ns)}/{_checked_id(checkpoint_id)}"
+    return checkpoint_prefix(run_id, checkpoint_ns) + _checked_id(checkpoint_id)
 
 
 def writes_ref(run_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:
@@ -101,6 +113,7 @@ def writes_ref(run_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:
 
 
 def pointer_ref(run_id: str, checkpoint_ns: str) -> str:
+    """The pointer blob earlier versions kept per namespace (only deleted now)."""
     return f"{run_id}/p/{_ns_segment(checkpoint_ns)}"
 
 

@@ -21,6 +21,7 @@ from rulvar_langgraph._layout import (
     META_TAG,
     CheckpointRecord,
     StoredWrite,
+    checkpoint_prefix,
     checkpoint_ref,
     decode_checkpoint,
     decode_writes,
@@ -44,6 +45,7 @@ __all__ = [
     "delete_thread",
     "drive",
     "get_tuple",
+    "latest_id",
     "list_checkpoints",
     "prune",
     "put",
@@ -152,15 +154,21 @@ def _ensure_meta(run_id: str, lease: Lease) -> Plan[None]:
         yield ("journal", "put_meta", (thread_meta(run_id), lease))
 
 
-def _put_blobs(
-    items: list[tuple[str, bytes]], lease: Lease, batched: bool
-) -> Plan[None]:
-    """One fenced ``put_many`` where the store has it, else one ``put`` per item in order."""
-    if batched:
-        yield ("blobs", "put_many", (items, lease))
-        return
-    for ref, blob in items:
-        yield ("blobs", "put", (ref, blob, lease))
+def latest_id(run_id: str, checkpoint_ns: str, indexed: bool) -> Plan[str | None]:
+    """The id of the namespace's newest checkpoint, or ``None``: ONE read.
+
+    Checkpoint ids grow with time as strings (uuid6), so the newest is the
+    greatest ref under the namespace's checkpoint prefix: ``last_ref`` (T12)
+    where the blob store has it, else the greatest of the thread's listing
+    (still one read, but as long as the thread).
+    """
+    prefix = checkpoint_prefix(run_id, checkpoint_ns)
+    if indexed:
+        ref: str | None = yield ("blobs", "last_ref", (run_id, prefix))
+    else:
+        refs: list[str] = yield ("blobs", "list_refs", (run_id,))
+        ref = max((r for r in refs if r.startswith(prefix)), default=None)
+    return None if ref is None else ref[len(prefix) :]
 
 
 def put(
@@ -171,26 +179,24 @@ def put(
     held: Lease | None,
     owner: str,
     cache: HoldCache | None = None,
-    batched: bool = False,
+    indexed: bool = False,
 ) -> Plan[None]:
-    """Store one checkpoint and move the namespace's pointer if it is the newest.
+    """Store one checkpoint: one fenced ``put``; nothing else names the newest.
 
-    Both blobs land in one ``put_many`` where the store has it; otherwise the
-    checkpoint lands before the pointer, so the pointer never names a
-    checkpoint that is not there. A hold's ``cache`` knows the pointer after
-    its first put of a namespace, so a held put is ONE write, no read. An
-    unheld put that names a parent in a namespace without a pointer is a late
-    write into a deleted thread and is refused (G13); under a hold the fence
-    already refuses a pre-delete lease (G5).
+    The namespace's newest checkpoint is its greatest id (``latest_id``), so
+    no pointer blob is written. The put still learns whether the namespace had
+    a checkpoint: a hold's ``cache`` knows after its first put or read of a
+    namespace (then a held put is ONE write, no read); otherwise one
+    ``latest_id`` read. An unheld put that names a parent in a namespace
+    without a checkpoint is a late write into a deleted thread and is refused
+    (G13); under a hold the fence already refuses a pre-delete lease (G5).
     """
     blob = encode_checkpoint(record)
 
     def body(lease: Lease) -> Plan[None]:
-        ref = pointer_ref(run_id, checkpoint_ns)
-        known = None if cache is None else cache.pointers.pop(checkpoint_ns, None)
+        known = None if cache is None else cache.latest.pop(checkpoint_ns, None)
         if known is None:
-            stored: bytes | None = yield ("blobs", "get", (ref,))
-            current = None if stored is None else stored.decode()
+            current = yield from latest_id(run_id, checkpoint_ns, indexed)
         else:
             current = known or None  # NO_CHECKPOINT: the hold saw the namespace empty
         if current is None and held is None and record.parent_id is not None:
@@ -201,15 +207,11 @@ def put(
                 "a checkpoint_id, or hold it",
                 run_id,
             )
-        items = [(checkpoint_ref(run_id, checkpoint_ns, checkpoint_id), blob)]
+        ref = checkpoint_ref(run_id, checkpoint_ns, checkpoint_id)
+        yield ("blobs", "put", (ref, blob, lease))
         newest = current is None or checkpoint_id > current
-        if newest:
-            items.append((ref, checkpoint_id.encode()))
-        yield from _put_blobs(items, lease, batched)
         if cache is not None:
-            cache.pointers[checkpoint_ns] = (
-                checkpoint_id if newest or current is None else current
-            )
+            cache.latest[checkpoint_ns] = checkpoint_id if newest else current or ""
             if newest:
                 cache.new_checkpoint(checkpoint_ns, checkpoint_id)
         if current is None:
@@ -298,8 +300,9 @@ def get_tuple(
     checkpoint_ns: str,
     checkpoint_id: str | None,
     cache: HoldCache | None = None,
+    indexed: bool = False,
 ) -> Plan[Found | None]:
-    """Read one checkpoint; without an id, the pointer names the latest (three reads).
+    """Read one checkpoint; without an id, the newest (``latest_id``: three reads).
 
     Under a hold (``cache``, run inside the thread's lock) the hold's memory
     answers what it knows, and what this read learns of the latest checkpoint
@@ -307,12 +310,12 @@ def get_tuple(
     """
     latest = checkpoint_id is None
     if checkpoint_id is None:
-        known = None if cache is None else cache.pointers.get(checkpoint_ns)
+        known = None if cache is None else cache.latest.get(checkpoint_ns)
         if known is None:
-            pointer = yield ("blobs", "get", (pointer_ref(run_id, checkpoint_ns),))
-            known = NO_CHECKPOINT if pointer is None else pointer.decode()
+            newest = yield from latest_id(run_id, checkpoint_ns, indexed)
+            known = NO_CHECKPOINT if newest is None else newest
             if cache is not None:
-                cache.pointers[checkpoint_ns] = known
+                cache.latest[checkpoint_ns] = known
         if known == NO_CHECKPOINT:
             return None
         checkpoint_id = known
@@ -327,7 +330,8 @@ def get_tuple(
 
 @dataclass(frozen=True, slots=True)
 class _Inventory:
-    """What one run's refs say: checkpoint ids per namespace and the pointers."""
+    """What one run's refs say: checkpoint ids per namespace, and the namespaces
+    with a pointer blob left by an earlier version (ignored on read)."""
 
     checkpoints: dict[str, set[str]]
     writes: dict[str, set[str]]
@@ -390,17 +394,12 @@ def _delete_refs(refs: Iterable[str], lease: Lease) -> Plan[None]:
         yield ("blobs", "delete", (ref, lease))
 
 
-def _pointers_first(refs: Iterable[str]) -> list[str]:
-    # A pointer goes before what it names, so no reader follows it into a hole.
-    return sorted(refs, key=lambda ref: (ref.split("/")[1:2] != ["p"], ref))
-
-
 def delete_thread(run_id: str, held: Lease | None, owner: str) -> Plan[None]:
-    """Delete every blob of the thread, then its run; the epoch stays (L5)."""
+    """Delete every blob of the thread (old pointers too), then its run; the epoch stays (L5)."""
 
     def body(lease: Lease) -> Plan[None]:
         refs = yield ("blobs", "list_refs", (run_id,))
-        yield from _delete_refs(_pointers_first(refs), lease)
+        yield from _delete_refs(sorted(refs), lease)
         yield ("journal", "delete", (run_id, lease))
 
     return (yield from _leased(run_id, held, owner, body))
@@ -412,19 +411,12 @@ def _drop(
     doomed: dict[str, set[str]],
     lease: Lease,
 ) -> Plan[None]:
-    """Delete the doomed checkpoints and their writes; re-point each touched pointer."""
+    """Delete the doomed checkpoints and their writes (and a touched namespace's old pointer)."""
     for ns, ids in doomed.items():
         if not ids:
             continue
-        remaining = inventory.checkpoints.get(ns, set()) - ids
-        ref = pointer_ref(run_id, ns)
-        if not remaining:
-            yield ("blobs", "delete", (ref, lease))
-        else:
-            newest = max(remaining)
-            current = yield ("blobs", "get", (ref,))
-            if current is None or current.decode() != newest:
-                yield ("blobs", "put", (ref, newest.encode(), lease))
+        if ns in inventory.pointers:
+            yield ("blobs", "delete", (pointer_ref(run_id, ns), lease))
         for cid in sorted(ids):
             yield ("blobs", "delete", (checkpoint_ref(run_id, ns, cid), lease))
             if cid in inventory.writes.get(ns, set()):
@@ -487,13 +479,13 @@ def delete_for_runs(
 def copy_thread(
     source_run: str, target_run: str, held: Lease | None, owner: str
 ) -> Plan[None]:
-    """Copy every checkpoint and writes blob, then the pointers, under a lease on the target."""
+    """Copy every checkpoint and writes blob under a lease on the target (no old pointer)."""
 
     def body(lease: Lease) -> Plan[None]:
         refs: list[str] = yield ("blobs", "list_refs", (source_run,))
-        ordered = sorted(refs, key=lambda ref: (ref.split("/")[1:2] == ["p"], ref))
-        for ref in ordered:
-            if split_ref(ref) is None:
+        for ref in refs:
+            parts = split_ref(ref)
+            if parts is None or parts[0] == "p":
                 continue
             blob = yield ("blobs", "get", (ref,))
             if blob is not None:

@@ -37,11 +37,13 @@ from rulvar_store._capabilities import (
     has_batch_put,
     has_fenced_writes,
     has_incremental_read,
+    has_last_ref,
     has_meta_lookup,
 )
 from rulvar_store._fork import ForkGuard
 from rulvar_store._hop_threads import HopThreads
 from rulvar_store._incremental import IncrementalReadStore, JournalTail
+from rulvar_store._last_ref import LastRefTranscriptStore
 from rulvar_store._location_records import OpenedStore
 from rulvar_store._protocols import (
     JournalStore,
@@ -238,12 +240,33 @@ class AsyncBatchTranscriptAdapter(AsyncTranscriptAdapter):
         await self._hop.run("put_many", put_many, items, lease)
 
 
+class _AsyncLastRefAdapter(AsyncTranscriptAdapter):
+    """The ``last_ref`` of an adapted blob store whose sync store offers it (T12)."""
+
+    async def last_ref(self, run_id: str, prefix: str) -> str | None:
+        last_ref = cast(LastRefTranscriptStore, self.sync_store).last_ref
+        return await self._hop.run("last_ref", last_ref, run_id, prefix)
+
+
+@cache
+def _transcript_class(batch: bool, last_ref: bool) -> type[AsyncTranscriptAdapter]:
+    """The adapter class offering exactly the optional calls the sync store offers."""
+    if not last_ref:
+        return AsyncBatchTranscriptAdapter if batch else AsyncTranscriptAdapter
+    if not batch:
+        return _AsyncLastRefAdapter
+    return type(
+        "AsyncBatchLastRefTranscriptAdapter",
+        (_AsyncLastRefAdapter, AsyncBatchTranscriptAdapter),
+        {},
+    )
+
+
 def _transcripts(store: TranscriptStore, hop: _Hop) -> AsyncTranscriptAdapter:
-    # put_many is offered only where the sync store has it: has_batch_put is
-    # its declaration, so an adapter must not claim what it cannot do whole.
-    if has_batch_put(store):
-        return AsyncBatchTranscriptAdapter(store, hop)
-    return AsyncTranscriptAdapter(store, hop)
+    # put_many and last_ref are offered only where the sync store has them:
+    # has_batch_put and has_last_ref are their declarations, so an adapter
+    # must not claim what it cannot do.
+    return _transcript_class(has_batch_put(store), has_last_ref(store))(store, hop)
 
 
 def adapt_opened(

@@ -14,6 +14,7 @@ __all__ = [
     "has_batch_put",
     "has_fenced_writes",
     "has_incremental_read",
+    "has_last_ref",
     "has_meta_lookup",
     "has_single_writer_files",
     "read_run_meta",
@@ -83,3 +84,13 @@ def has_batch_put(store: object) -> bool:
     sync store that does.
     """
     return callable(getattr(store, "put_many", None))
+
+
+def has_last_ref(store: object) -> bool:
+    """Return whether the blob store ``store`` offers ``last_ref`` (see ``_last_ref``, T12).
+
+    Sync and asyncio stores alike, like ``has_batch_put``: the method is the
+    declaration, and the asyncio adapter offers it only over a sync store that
+    does.
+    """
+    return callable(getattr(store, "last_ref", None))

@@ -36,6 +36,7 @@ from rulvar_store._file_io import (
 )
 from rulvar_store._fork import ForkGuard
 from rulvar_store._jsonl_file import read_all
+from rulvar_store._last_ref import last_ref_args, last_ref_of
 from rulvar_store._records import BlobInput, Lease
 from rulvar_store._refs import check_safe_token, is_safe_token
 from rulvar_store.errors import ConfigError, ContractError
@@ -200,6 +201,19 @@ class FileTranscriptStore(GuardedHandle):
                     if is_safe_token(name)
                 )
         return sorted(refs)
+
+    def last_ref(self, run_id: str, prefix: str) -> str | None:
+        """Return the greatest stored ref that starts with ``prefix`` (T12).
+
+        The folder of the run is the index here: its refs are listed (as
+        ``list_refs`` does) and the greatest under ``prefix`` kept.
+
+        Raises:
+            InvalidArgumentError: a ``_last_ref`` rule is broken.
+            JournalOrderViolation: ``run_id`` is not a safe token.
+        """
+        run_id, prefix = last_ref_args(run_id, prefix)
+        return last_ref_of(self.list_refs(run_id), prefix)
 
     def delete(self, ref: str, lease: Lease | None = None) -> None:
         """Remove the blob; a missing ref is a no-op (T2). ``lease`` is ignored.

@@ -25,6 +25,7 @@ from rulvar_store._batch import BlobBatch, blob_batch
 from rulvar_store._fork import ForkGuard, holding
 from rulvar_store._incremental import JournalTail, parse_cursor
 from rulvar_store._json import load_listing, load_record, load_records
+from rulvar_store._last_ref import last_ref_args, last_ref_of
 from rulvar_store._records import (
     DEFAULT_LEASE_TTL_MS,
     BlobInput,
@@ -323,6 +324,12 @@ class MemoryFencedTranscriptStore:
         with self._journal._entered("blob list_refs"):
             return sorted(ref for ref in self._domain.blobs if ref.startswith(prefix))
 
+    def last_ref(self, run_id: str, prefix: str) -> str | None:
+        """Return the greatest stored ref that starts with ``prefix`` (T12)."""
+        _, prefix = last_ref_args(run_id, prefix)
+        with self._journal._entered("blob last_ref"):
+            return last_ref_of(self._domain.blobs, prefix)
+
     def delete(self, ref: str, lease: Lease | None = None) -> None:
         ref, run_id = _intake.ref_for_read(ref, "blob delete")
         check_run_match(
@@ -378,6 +385,12 @@ class MemoryTranscriptStore:
         prefix = _intake.run_id_for_read(run_id, "blob list_refs") + "/"
         with self._entered("blob list_refs"):
             return sorted(ref for ref in self._blobs if ref.startswith(prefix))
+
+    def last_ref(self, run_id: str, prefix: str) -> str | None:
+        """Return the greatest stored ref that starts with ``prefix`` (T12)."""
+        _, prefix = last_ref_args(run_id, prefix)
+        with self._entered("blob last_ref"):
+            return last_ref_of(self._blobs, prefix)
 
     def delete(self, ref: str, lease: Lease | None = None) -> None:
         _intake.ref_for_read(ref, "blob delete")

@@ -15,7 +15,7 @@ Store users import from ``rulvar_store``; operators from ``rulvar_store.ops``.
 from rulvar_store._async_adapter import adapt_opened
 from rulvar_store._async_closing import AsyncClosing, finish_uncancelled, wait_out
 from rulvar_store._batch import CheckedBatch, blob_batch
-from rulvar_store._capabilities import has_single_writer_files
+from rulvar_store._capabilities import has_last_ref, has_single_writer_files
 from rulvar_store._durability import (
     DurabilityReport,
     ReportsDurability,
@@ -65,6 +65,13 @@ from rulvar_store._json import (
     load_record,
     load_records,
     stable_stringify,
+)
+from rulvar_store._last_ref import (
+    AsyncLastRefTranscriptStore,
+    LastRefTranscriptStore,
+    last_ref_args,
+    last_ref_of,
+    prefix_upper_bound,
 )
 from rulvar_store._location_records import (
     LOCATION_FEATURES,
@@ -120,6 +127,7 @@ __all__ = [
     "MAX_RUN_ID_LENGTH",
     "MAX_SAFE_TOKEN_LENGTH",
     "AsyncClosing",
+    "AsyncLastRefTranscriptStore",
     "Backend",
     "CheckedBatch",
     "DurabilityReport",
@@ -129,6 +137,7 @@ __all__ = [
     "ForkGuard",
     "FreshStoreFactory",
     "HopThreads",
+    "LastRefTranscriptStore",
     "LocationFactory",
     "LocationOpener",
     "NetworkRoute",
@@ -150,12 +159,15 @@ __all__ = [
     "finish_uncancelled",
     "finite_seq",
     "fork_generation",
+    "has_last_ref",
     "has_single_writer_files",
     "hit",
     "hookimpl",
     "hookspec",
     "install_hint",
     "is_safe_token",
+    "last_ref_args",
+    "last_ref_of",
     "lease_or_none",
     "load_listing",
     "load_record",
@@ -175,6 +187,7 @@ __all__ = [
     "owner_for_write",
     "parse_cursor",
     "parse_store_url",
+    "prefix_upper_bound",
     "redact_url",
     "ref_for_read",
     "ref_for_write",

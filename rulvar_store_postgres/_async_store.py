@@ -43,6 +43,7 @@ from rulvar_store_postgres._config import Settings
 from rulvar_store_postgres._errors import mutation_result, translated
 from rulvar_store_postgres._handle import PostgresHandle
 from rulvar_store_postgres._interrupts import interrupts_deferred
+from rulvar_store_postgres._last_ref import alearn_collation, last_ref_step
 from rulvar_store_postgres._plans import READ_ROWS, Step
 from rulvar_store_postgres._transaction import hit_off_loop, run_mutation_async
 from rulvar_store_postgres._transcripts import put_many_step
@@ -131,6 +132,8 @@ class AsyncPostgresStore(PostgresHandle, AsyncClosing):
                             cursor = await conn.execute(self._sql.store_present)
                             row = await cursor.fetchone()
                             present = row is not None and row[0] is True
+                        if present:  # last_ref's plan, on the boot's connection
+                            await alearn_collation(conn, self._plans)
                 self._booted_if_present(present, operation)
 
     # -- the executor ------------------------------------------------------------
@@ -310,6 +313,11 @@ class AsyncPostgresFencedTranscriptStore(AsyncClosing):
         """Return the refs under ``run_id + "/"``, sorted by code point (T4)."""
         store = self._open("blob list_refs")
         return await store._call(store._plans.blob_list(run_id))
+
+    async def last_ref(self, run_id: str, prefix: str) -> str | None:
+        """Return the greatest stored ref that starts with ``prefix`` (T12, ``_last_ref``)."""
+        store = self._open("blob last_ref")
+        return await store._call(last_ref_step(store._plans, run_id, prefix))
 
     async def delete(self, ref: str, lease: Lease | None = None) -> None:
         """Remove the blob; missing is a no-op (T2); a leased delete is fenced."""

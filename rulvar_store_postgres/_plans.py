@@ -78,12 +78,14 @@ def _fence_args(lease: Lease | None) -> tuple[str | None, int | None]:
 class Plans:
     """The plans of one store: its SQL texts, its ttl and its (optional) test clock."""
 
-    __slots__ = ("_now", "sql", "ttl_ms")
+    __slots__ = ("_now", "refs_bytewise", "sql", "ttl_ms")
 
     def __init__(self, sql: Sql, ttl_ms: int, now: Clock | None) -> None:
         self.sql = sql
         self.ttl_ms = ttl_ms
         self._now = now
+        # Whether the blobs key orders like bytes; None until learned (_last_ref).
+        self.refs_bytewise: bool | None = None
 
     def clock(self) -> int | None:
         """The injected clock's reading, or ``None``: the server's clock decides."""

@@ -23,6 +23,7 @@ from rulvar_store_postgres._config import Settings
 from rulvar_store_postgres._errors import mutation_result, translated
 from rulvar_store_postgres._handle import PostgresHandle
 from rulvar_store_postgres._interrupts import interrupts_deferred
+from rulvar_store_postgres._last_ref import learn_collation
 from rulvar_store_postgres._plans import READ_ROWS, Step
 from rulvar_store_postgres._pool import make_pool
 from rulvar_store_postgres._transaction import run_mutation
@@ -141,6 +142,8 @@ class PostgresStore(PostgresHandle):
                         else:
                             row = conn.execute(self._sql.store_present).fetchone()
                             present = row is not None and row[0] is True
+                        if present:  # last_ref's plan, on the boot's connection
+                            learn_collation(conn, self._plans)
                 self._booted_if_present(present, operation)
 
     # -- the one transaction path ----------------------------------------------

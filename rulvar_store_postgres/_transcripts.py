@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Literal, final
 from rulvar_store import BlobBatch, BlobInput, Lease
 from rulvar_store.backend import blob_batch, not_live_lease
 from rulvar_store.errors import StoreClosedError
+from rulvar_store_postgres._last_ref import last_ref_step
 from rulvar_store_postgres._plans import Plans, Step
 from rulvar_store_postgres._schema import (
     LOCK_SEED,
@@ -124,6 +125,11 @@ class PostgresFencedTranscriptStore:
         """Return the refs under ``run_id + "/"``, sorted by code point (T4)."""
         self._ensure_open("blob list_refs")
         return self._store._run(self._store._plans.blob_list(run_id))
+
+    def last_ref(self, run_id: str, prefix: str) -> str | None:
+        """Return the greatest stored ref that starts with ``prefix`` (T12, ``_last_ref``)."""
+        self._ensure_open("blob last_ref")
+        return self._store._run(last_ref_step(self._store._plans, run_id, prefix))
 
     def delete(self, ref: str, lease: Lease | None = None) -> None:
         """Remove the blob; missing is a no-op (T2); a leased delete is fenced."""

@@ -251,3 +251,9 @@ class AsyncSqliteTranscriptStore(AsyncClosing):
     async def list_refs(self, run_id: str) -> list[str]:
         twin = self.sync_store
         return await _call(self._door, "blob_list", lambda: twin.list_refs(run_id))
+
+    async def last_ref(self, run_id: str, prefix: str) -> str | None:
+        twin = self.sync_store
+        return await _call(
+            self._door, "blob_last_ref", lambda: twin.last_ref(run_id, prefix)
+        )

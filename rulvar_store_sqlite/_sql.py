@@ -150,6 +150,11 @@ LIST_BLOB_REFS: Final = (
     "AND substr(ref, 1, length(?1) + 1) = ?1 || '/' ORDER BY ref"
 )
 LIST_BLOB_REFS_BY_PREFIX: Final = "SELECT ref FROM blobs WHERE substr(ref, 1, length(?1) + 1) = ?1 || '/' ORDER BY ref"
+# T12: the greatest ref in [prefix, bound), a backward scan of the ref key
+# (BINARY collation: UTF-8 bytes, so code point order).
+LAST_BLOB_REF: Final = (
+    "SELECT ref FROM blobs WHERE ref >= ?1 AND ref < ?2 ORDER BY ref DESC LIMIT 1"
+)
 DELETE_BLOB: Final = "DELETE FROM blobs WHERE ref = ?"
 
 

@@ -9,7 +9,12 @@ import apsw
 
 from rulvar_store import BlobBatch, Lease
 from rulvar_store import backend as _intake
-from rulvar_store.backend import blob_batch, check_run_match
+from rulvar_store.backend import (
+    blob_batch,
+    check_run_match,
+    last_ref_args,
+    prefix_upper_bound,
+)
 from rulvar_store_sqlite import _sql as sql
 from rulvar_store_sqlite._group_commit import GroupCommitter
 from rulvar_store_sqlite._transaction import Operation, one_statement
@@ -113,6 +118,21 @@ class SqliteFencedTranscriptStore:
         return [
             str(row[0]) for row in self._door.read("blob_list", statement, (run_id,))
         ]
+
+    def last_ref(self, run_id: str, prefix: str) -> str | None:
+        """Return the greatest stored ref that starts with ``prefix`` (T12).
+
+        One read: a backward scan of the ref key over ``[prefix, bound)``.
+
+        Raises:
+            InvalidArgumentError: a ``_last_ref`` rule is broken.
+        """
+        _, prefix = last_ref_args(run_id, prefix)
+        bound = prefix_upper_bound(prefix)
+        # The prefix holds a '/', which can always be raised: a bound exists.
+        assert bound is not None
+        rows = self._door.read("blob_last_ref", sql.LAST_BLOB_REF, (prefix, bound))
+        return str(rows[0][0]) if rows else None
 
     def delete(self, ref: str, lease: Lease | None = None) -> None:
         """Remove the blob; a missing ref is a no-op, also under a live lease (T2).

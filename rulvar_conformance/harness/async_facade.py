@@ -44,6 +44,7 @@ from rulvar_store.backend import (
     UrlOpener,
     adapt_opened,
     fork_generation,
+    has_last_ref,
 )
 
 __all__ = [
@@ -179,8 +180,10 @@ def facade_opened(opened: AsyncOpenedStore, loop: EventLoopThread) -> OpenedStor
         if callable(getattr(opened.journal, name, None))
     )
     journal = _facade_class(journal_calls)(opened.journal, loop)
-    blob_calls = _BLOB_CALLS + (
-        ("put_many",) if has_batch_put(opened.transcripts) else ()
+    blob_calls = (
+        _BLOB_CALLS
+        + (("put_many",) if has_batch_put(opened.transcripts) else ())
+        + (("last_ref",) if has_last_ref(opened.transcripts) else ())
     )
     blobs = _facade_class(blob_calls)(opened.transcripts, loop)
     return OpenedStore(

@@ -60,7 +60,7 @@ from rulvar_store import (
     has_batch_put,
     has_meta_lookup,
 )
-from rulvar_store.backend import StoreUrl, UrlOpener, parse_store_url
+from rulvar_store.backend import StoreUrl, UrlOpener, has_last_ref, parse_store_url
 
 __all__ = ["SPEC", "argument_rules_conformance"]
 
@@ -277,6 +277,48 @@ def _batch_cases(seeded: _Seeded) -> list[_Case]:
             touches=("ref", other),
         )
         for name, items in shapes.items()
+    ]
+
+
+def _last_ref_with(run_id: Any, prefix: Any, s: _Seeded) -> object:
+    return s.blobs.last_ref(run_id, prefix)
+
+
+BAD_PREFIXES: Final[dict[str, object]] = {
+    "none": None,
+    "int": 5,
+    "bytes": GOOD_RUN.encode() + b"/",
+    "empty": "",
+    "the run id alone": GOOD_RUN,
+    "a prefix of the run id": GOOD_RUN[:4],
+    "another run": "fresh-run/x",
+    "a run extending it": GOOD_RUN + "-2/",
+    "nul": GOOD_RUN + "/\x00",
+    "lone-surrogate": GOOD_RUN + "/\udc00",
+}
+"""Prefixes ``last_ref`` refuses: not text any store can look up, or not under
+``run_id + "/"`` (T12)."""
+
+
+def _last_ref_cases(seeded: _Seeded) -> list[_Case]:
+    """last_ref's rules (T12): a readable run id, a prefix under its '/'."""
+    if not has_last_ref(seeded.blobs):
+        not_run("the blob store offers no last_ref (an optional ability, T12)")
+    prefix = GOOD_RUN + "/"
+    return [
+        _Case(
+            f"last_ref(run_id={name})",
+            partial(_last_ref_with, run_id, prefix),
+            "run_id",
+        )
+        for name, run_id in BAD_READ_RUN_IDS.items()
+    ] + [
+        _Case(
+            f"last_ref(prefix={name})",
+            partial(_last_ref_with, GOOD_RUN, bad),
+            "prefix",
+        )
+        for name, bad in BAD_PREFIXES.items()
     ]
 
 
@@ -601,6 +643,8 @@ def argument_rules_conformance(certification: Certification) -> ConformanceSuite
          ("D2", "D13", "D14"), partial(_require_all_refused, certification, _record_cases)),
         ("args-leases-filters-blobs", "a presented lease, filter or blob of the wrong shape",
          ("D14", "T11"), partial(_require_all_refused, certification, _lease_filter_blob_cases)),
+        ("args-last-ref", "last_ref's run id and prefix of the wrong shape are refused",
+         ("T12", "D12", "D14"), partial(_require_all_refused, certification, _last_ref_cases)),
         ("args-ttl", "ttl_ms outside 1..2^31-1 or not an int is a ConfigError",
          ("D9",), partial(_ttl_refused, certification)),
         ("args-url-options", "an unknown or mistyped URL option is a ConfigError",

@@ -32,6 +32,7 @@ from rulvar_conformance.harness.probe import describe, difference, typed_refusal
 from rulvar_conformance.harness.site import at_fresh_location
 from rulvar_conformance.suites._exact_edges import exact_text, run_ids_exact
 from rulvar_conformance.suites._filter_edges import list_refs_exact, run_filters
+from rulvar_conformance.suites._last_ref_edges import last_ref_exact
 from rulvar_conformance.suites._seq_edges import (
     float_and_huge_seqs,
     non_number_seqs,
@@ -347,6 +348,11 @@ def _refs(locations: LocationFactory) -> None:
         list_refs_exact(writer.transcripts)
 
 
+def _last_ref(locations: LocationFactory) -> None:
+    with _handles(locations) as (writer, reader):
+        last_ref_exact(writer.transcripts, reader.transcripts)
+
+
 def _twin(locations: LocationFactory) -> None:
     with _handles(locations) as (writer, _reader):
         make: Any = getattr(writer.journal, "transcripts", None)
@@ -391,6 +397,9 @@ def data_edges_conformance(certification: Certification) -> ConformanceSuite:
          ("M4", "D7"), partial(_filters, locations)),
         ("data-list-refs-exact", "list_refs: sorted, exactly the run's refs, no wildcards",
          ("T4", "T3"), partial(_refs, locations)),
+        ("data-last-ref-exact",
+         "last_ref: the greatest live ref under a prefix, of its run only",
+         ("T12", "T4", "T3"), partial(_last_ref, locations)),
         ("data-transcripts-twin", "transcripts() returns one memoized twin",
          ("T7",), partial(_twin, locations)),
     ]  # fmt: skip
@@ -406,5 +415,5 @@ SPEC: Final = SuiteSpec(
     data_edges_conformance,
     None,
     True,
-    "seq edges, paging, big payloads, snapshots, filters, refs (D2-D7, T4)",
+    "seq edges, paging, big payloads, snapshots, filters, refs (D2-D7, T4, T12)",
 )

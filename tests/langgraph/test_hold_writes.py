@@ -1,4 +1,4 @@
-"""What a held write costs and what a hold remembers (G14, T11, G13).
+"""What a held write costs and what a hold remembers (G14, T12, G13).
 
 The savers run over real stores of each backend; the blob store is wrapped only to
 write down which of its methods the saver calls, so "one write, no read" is an
@@ -8,7 +8,7 @@ observed fact about the calls that reach the store.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any, cast
 
 import pytest
@@ -18,19 +18,19 @@ from rulvar_langgraph import AsyncRulvarSaver, RulvarSaver
 from rulvar_store import InvalidArgumentError, OpenedStore
 from rulvar_store.backend import LocationFactory, adapt_opened
 
-BLOB_CALLS = ("put", "put_many", "get", "list_refs", "delete")
+BLOB_CALLS = ("put", "put_many", "get", "list_refs", "last_ref", "delete")
 
 
 class Recording:
-    """A real blob store that writes down each call; ``batch=False`` hides put_many."""
+    """A real blob store that writes down each call; ``indexed=False`` hides last_ref."""
 
-    def __init__(self, inner: Any, *, batch: bool = True) -> None:
+    def __init__(self, inner: Any, *, indexed: bool = True) -> None:
         self._inner = inner
-        self._batch = batch
+        self._indexed = indexed
         self.calls: list[str] = []
 
     def __getattr__(self, name: str) -> Any:
-        if name == "put_many" and not self._batch:
+        if name == "last_ref" and not self._indexed:
             raise AttributeError(name)
         attr = getattr(self._inner, name)
         if name not in BLOB_CALLS:
@@ -98,8 +98,10 @@ class Chain:
         self.saver.put_writes(self.config, [("step", task)], task)
 
 
-def _saver(opened: OpenedStore, *, batch: bool = True) -> tuple[RulvarSaver, Recording]:
-    blobs = Recording(opened.transcripts, batch=batch)
+def _saver(
+    opened: OpenedStore, *, indexed: bool = True
+) -> tuple[RulvarSaver, Recording]:
+    blobs = Recording(opened.transcripts, indexed=indexed)
     return RulvarSaver(opened.journal, cast(Any, blobs), owner="worker"), blobs
 
 
@@ -110,19 +112,19 @@ def _latest_id(saver: RulvarSaver, thread: str) -> str:
 
 
 @pytest.mark.clause("G14")
-@pytest.mark.clause("T11")
-def test_a_held_put_is_one_put_many_and_no_read_once_the_hold_knows_the_namespace(
+@pytest.mark.clause("T12")
+def test_a_held_put_is_one_put_and_no_read_once_the_hold_knows_the_namespace(
     opened: OpenedStore,
 ) -> None:
-    """The first held put reads the pointer; every later one is one put_many."""
+    """The first held put asks last_ref; every later one is one put, no pointer."""
     saver, blobs = _saver(opened)
     with saver.hold("t") as config:
         chain = Chain(saver, config)
         chain.put(0)
-        assert "get" in blobs.take()
+        assert "last_ref" in blobs.take()
         for step in range(1, 4):
             chain.put(step)
-            assert blobs.take() == ["put_many"], step
+            assert blobs.take() == ["put"], step
     assert _latest_id(saver, "t") == chain.ids[-1]
     assert len(list(saver.list(_config("t")))) == 4
 
@@ -190,9 +192,9 @@ def test_a_held_read_of_the_latest_fills_what_the_hold_remembers(
         chain = Chain(saver, config)
         blobs.take()
         assert saver.get_tuple(config) is None
-        assert blobs.take() == ["get"]
+        assert blobs.take() == ["last_ref"]
         chain.put(0)
-        assert blobs.take() == ["put_many"]
+        assert blobs.take() == ["put"]
     stored = _config("t")
     stored["configurable"]["checkpoint_id"] = chain.ids[-1]
     saver.put_writes(stored, [("step", "before")], "before")
@@ -200,7 +202,7 @@ def test_a_held_read_of_the_latest_fills_what_the_hold_remembers(
         blobs.take()
         found = saver.get_tuple(config)
         assert found is not None
-        assert blobs.take() == ["get", "get", "get"]  # pointer, checkpoint, writes
+        assert blobs.take() == ["last_ref", "get", "get"]  # newest, checkpoint, writes
         again = saver.get_tuple(config)
         assert again is not None
         assert again.pending_writes == found.pending_writes
@@ -209,14 +211,14 @@ def test_a_held_read_of_the_latest_fills_what_the_hold_remembers(
         chain.put_writes("task-a")
         assert blobs.take() == ["put"]
         chain.put(1)
-        assert blobs.take() == ["put_many"]
+        assert blobs.take() == ["put"]
     assert _pending_tasks(saver, "t") == []
     assert len(list(saver.list(_config("t")))) == 2
 
 
 @pytest.mark.clause("G14")
 def test_the_hold_forgets_at_exit(opened: OpenedStore) -> None:
-    """Nothing of a hold outlives it: the next hold reads the pointer again."""
+    """Nothing of a hold outlives it: the next hold reads the namespace again."""
     saver, blobs = _saver(opened)
     with saver.hold("t") as config:
         chain = Chain(saver, config)
@@ -227,7 +229,7 @@ def test_the_hold_forgets_at_exit(opened: OpenedStore) -> None:
     with saver.hold("t") as config:
         later = Chain(saver, config)
         later.put(2)
-        assert "get" in blobs.take()
+        assert "last_ref" in blobs.take()
     assert _latest_id(saver, "t") == later.ids[-1]
 
 
@@ -235,7 +237,7 @@ def test_the_hold_forgets_at_exit(opened: OpenedStore) -> None:
 def test_prune_and_copy_inside_a_hold_clear_what_it_remembers(
     opened: OpenedStore,
 ) -> None:
-    """prune re-points a namespace; the next held put reads the pointer afresh."""
+    """prune changes a namespace; the next held put reads its newest afresh."""
     saver, blobs = _saver(opened)
     with saver.hold("t") as config:
         chain = Chain(saver, config)
@@ -244,62 +246,87 @@ def test_prune_and_copy_inside_a_hold_clear_what_it_remembers(
         saver.prune(["t"])
         blobs.take()
         chain.put(3)
-        assert "get" in blobs.take()
+        assert "last_ref" in blobs.take()
         saver.copy_thread("other", "t")
         blobs.take()
         chain.put(4)
-        assert "get" in blobs.take()
+        assert "last_ref" in blobs.take()
     assert _latest_id(saver, "t") == chain.ids[-1]
 
 
-@pytest.mark.clause("T11")
-@pytest.mark.clause("G14")
-def test_without_put_many_the_saver_writes_the_checkpoint_then_the_pointer(
+@pytest.mark.clause("T12")
+@pytest.mark.clause("G9")
+def test_without_last_ref_the_saver_finds_the_newest_in_the_listing(
     opened: OpenedStore,
 ) -> None:
-    """A blob store without put_many still serves: two puts, checkpoint first."""
-    saver, blobs = _saver(opened, batch=False)
-    refs: list[str] = []
-    original = blobs._inner.put
-
-    def put(ref: str, blob: bytes, lease: Any = None) -> None:
-        refs.append(ref.split("/")[1])
-        original(ref, blob, lease)
-
-    blobs._inner = _Patched(blobs._inner, put)
-    with saver.hold("t") as config:
-        chain = Chain(saver, config)
-        chain.put(0)
-        chain.put(1)
-    assert refs[-2:] == ["c", "p"]
+    """A blob store without last_ref still serves: one listing read, one put."""
+    saver, blobs = _saver(opened, indexed=False)
+    chain = Chain(saver, _config("t"))
+    for step in range(3):
+        chain.put(step)
+    blobs.take()
+    chain.put(3)
+    assert blobs.take() == ["list_refs", "put"]
     assert _latest_id(saver, "t") == chain.ids[-1]
+    assert blobs.take() == ["list_refs", "get", "get"]
+    with saver.hold("t") as config:
+        held = Chain(
+            saver,
+            {
+                **config,
+                "configurable": {
+                    **chain.config["configurable"],
+                    **config["configurable"],
+                },
+            },
+        )
+        held.put(4)
+        blobs.take()
+        held.put(5)
+        assert blobs.take() == ["put"]
+    assert _latest_id(saver, "t") == held.ids[-1]
 
 
-class _Patched:
-    """The real store with its ``put`` seen first by ``put``."""
+@pytest.mark.clause("G10")
+def test_old_pointer_blobs_are_ignored_and_deleted_with_the_thread(
+    opened: OpenedStore,
+) -> None:
+    """A pointer an earlier version left (naming an older checkpoint) is not read."""
+    saver, _ = _saver(opened)
+    chain = Chain(saver, _config("t"))
+    chain.put(0)
+    chain.put(1)
+    stale = f"t/p/{_NS_ROOT}"
+    opened.transcripts.put(stale, chain.ids[0].encode())
+    assert _latest_id(saver, "t") == chain.ids[-1]
+    assert [
+        found.config["configurable"]["checkpoint_id"]
+        for found in saver.list(_config("t"))
+    ] == chain.ids[::-1]
+    saver.copy_thread("t", "copy")
+    assert stale.replace("t/", "copy/", 1) not in opened.transcripts.list_refs("copy")
+    saver.delete_thread("t")
+    assert opened.transcripts.list_refs("t") == []
 
-    def __init__(self, inner: Any, put: Callable[..., None]) -> None:
-        self._inner = inner
-        self.put = put
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
+_NS_ROOT = "n"
+"""The root namespace's ref segment (``_layout``: ``n`` + the hex of ``""``)."""
 
 
 @pytest.mark.clause("G13")
-def test_an_unheld_put_still_reads_the_pointer(opened: OpenedStore) -> None:
-    """Outside a hold nothing is remembered: every put reads the pointer (G13)."""
+def test_an_unheld_put_still_reads_the_newest(opened: OpenedStore) -> None:
+    """Outside a hold nothing is remembered: every put asks last_ref (G13)."""
     saver, blobs = _saver(opened)
     chain = Chain(saver, _config("t"))
     chain.put(0)
     blobs.take()
     chain.put(1)
-    assert "get" in blobs.take()
+    assert "last_ref" in blobs.take()
 
 
 @pytest.mark.clause("G14")
 def test_the_async_saver_shares_the_one_write_put(opened: OpenedStore) -> None:
-    """aput in a hold is one put_many too (the plans are the sync saver's)."""
+    """aput in a hold is one put too (the plans are the sync saver's)."""
 
     async def scenario() -> list[str]:
         served = adapt_opened(opened)
@@ -315,7 +342,7 @@ def test_the_async_saver_shares_the_one_write_put(opened: OpenedStore) -> None:
         finally:
             await served.aclose()  # closes ``opened`` too; its fixture close is a no-op
 
-    assert asyncio.run(scenario()) == ["put_many"]
+    assert asyncio.run(scenario()) == ["put"]
 
 
 @pytest.mark.clause("G14")

@@ -78,7 +78,7 @@ def test_rulvar_runs_list_show_audit_delete_work_on_a_thread(
         assert "langgraph" in listed.stdout
         shown = _rulvar("runs", "show", url, THREAD)
         assert shown.returncode == 0, shown.stderr
-        assert f"{THREAD}/p/n" in shown.stdout
+        assert f"{THREAD}/c/n/" in shown.stdout
         audited = _rulvar("runs", "audit", url)
         assert audited.returncode == 0, audited.stdout + audited.stderr
         deleted = _rulvar("runs", "delete", url, THREAD)

@@ -18,6 +18,7 @@ from rulvar_store import (
     TranscriptStore,
     has_batch_put,
 )
+from rulvar_store.backend import LastRefTranscriptStore, has_last_ref
 from rulvar_store_postgres import PostgresFencedTranscriptStore, PostgresStore
 from rulvar_store_sqlite import SqliteStore
 
@@ -108,3 +109,33 @@ def test_every_blob_store_is_a_batch_store(tmp_path: Path) -> None:
             assert has_batch_put(store)
     assert callable(PostgresFencedTranscriptStore.put_many)
     assert callable(_batch_stores)
+
+
+def _last_ref_stores(
+    tmp_path: Path, sqlite: SqliteStore, postgres: PostgresStore
+) -> list[LastRefTranscriptStore]:
+    """Checked by mypy: every blob store of the package offers last_ref (T12)."""
+    return [
+        MemoryStore().transcripts(),
+        MemoryTranscriptStore(),
+        FileTranscriptStore(tmp_path),
+        sqlite.transcripts(),
+        postgres.transcripts(),
+    ]
+
+
+@pytest.mark.clause("T12")
+def test_every_blob_store_answers_last_ref(tmp_path: Path) -> None:
+    """At run time too: the in-process ones pass the protocol and has_last_ref."""
+    with SqliteStore(":memory:") as sqlite:
+        stores = [
+            MemoryStore().transcripts(),
+            MemoryTranscriptStore(),
+            FileTranscriptStore(tmp_path),
+            sqlite.transcripts(),
+        ]
+        for store in stores:
+            assert isinstance(store, LastRefTranscriptStore)
+            assert has_last_ref(store)
+    assert callable(PostgresFencedTranscriptStore.last_ref)
+    assert callable(_last_ref_stores)

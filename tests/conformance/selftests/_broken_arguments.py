@@ -10,7 +10,9 @@ Each is an honest ``MemoryStore`` with one habit a store author might have:
 - ``RetryableRefusals``: refuses, but as a retryable ``StoreUnavailableError``;
 - ``UntypedOddReads``: reads of an id with ``/`` raise a bare ``ValueError``;
 - ``clamped_ttl_locations``: the opener replaces a bad ttl by its default;
-- ``LAX_OPTIONS``: a backend whose ``open`` ignores every URL option.
+- ``LAX_OPTIONS``: a backend whose ``open`` ignores every URL option;
+- ``UncheckedLastRef``: a blob twin whose ``last_ref`` answers any prefix,
+  another run's or a non-str one's, instead of refusing it (T12).
 """
 
 from __future__ import annotations
@@ -142,6 +144,25 @@ class UntypedOddReads(MemoryStore):  # type: ignore[misc]  # MemoryStore is fina
         if isinstance(run_id, str) and "/" in run_id:
             raise ValueError(f"run ids may not contain '/': {run_id!r}")
         return super().load(run_id)
+
+
+class UncheckedLastRef:
+    """A blob twin whose ``last_ref`` matches any prefix against every stored ref."""
+
+    fenced_writes = True
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def last_ref(self, run_id: Any, prefix: Any) -> str | None:
+        text = str(prefix)
+        refs = [
+            ref for ref in self._inner.list_refs(str(run_id)) if ref.startswith(text)
+        ]
+        return max(refs, default=None)
 
 
 def locations_of(

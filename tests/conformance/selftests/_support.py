@@ -248,5 +248,8 @@ class MemoryTwinDelegate:
     def list_refs(self, run_id: str) -> list[str]:
         return self.inner.list_refs(run_id)
 
+    def last_ref(self, run_id: str, prefix: str) -> str | None:
+        return self.inner.last_ref(run_id, prefix)
+
     def delete(self, ref: str, lease: Lease | None = None) -> None:
         self.inner.delete(ref, lease)

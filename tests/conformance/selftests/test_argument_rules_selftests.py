@@ -27,6 +27,7 @@ SELF_TESTED: frozenset[str] = frozenset(
         "args-leases-filters-blobs",
         "args-ttl",
         "args-url-options",
+        "args-last-ref",
     }
 )
 
@@ -111,6 +112,15 @@ def test_ignored_url_options_fail_the_url_options_row() -> None:
     detail = _failure(certification, "args-url-options")
     assert "?rulvar_no_such_option=1: observed it opened" in detail
     assert "?ttl_ms=not-a-number: observed it opened" in detail
+
+
+@pytest.mark.clause("C4")
+def test_an_unchecked_prefix_fails_the_last_ref_row() -> None:
+    """last_ref answering a prefix outside its run (None) hides the caller's mistake."""
+    locations = broken.locations_of(MemoryStore, twin=broken.UncheckedLastRef)
+    detail = _failure(_of(locations), "args-last-ref")
+    assert "last_ref(prefix=the run id alone): expected InvalidArgumentError" in detail
+    assert "observed the call succeeded" in detail
 
 
 def test_the_honest_memory_store_passes_every_row() -> None:

@@ -198,6 +198,83 @@ class LikeRefs(Handle):
     twin_class = LikeRefsTwin
 
 
+class FirstRefTwin(Twin):
+    def last_ref(self, run_id: str, prefix: str) -> str | None:
+        with self.domain.lock:
+            return min(
+                (ref for ref in self.domain.blobs if ref.startswith(prefix)),
+                default=None,
+            )
+
+
+class FirstRef(Handle):
+    """last_ref answers the least ref under the prefix (an ascending scan's first row)."""
+
+    twin_class = FirstRefTwin
+
+
+_EVER_PUT: Final[dict[int, set[str]]] = {}
+"""Every ref a ``DeletesIgnored`` domain ever stored, by the domain's id."""
+
+
+class DeletesIgnoredTwin(Twin):
+    def _seen(self) -> set[str]:
+        return _EVER_PUT.setdefault(id(self.domain), set())
+
+    def put(
+        self, ref: str, blob: bytes | bytearray | memoryview, lease: Lease | None = None
+    ) -> None:
+        self.inner.put(ref, blob, lease)
+        self._seen().add(ref)
+
+    def last_ref(self, run_id: str, prefix: str) -> str | None:
+        return max(
+            (ref for ref in self._seen() if ref.startswith(prefix)), default=None
+        )
+
+
+class DeletesIgnored(Handle):
+    """last_ref reads a separate index of refs that deletes never update."""
+
+    twin_class = DeletesIgnoredTwin
+
+
+class OtherRunsTwin(Twin):
+    def last_ref(self, run_id: str, prefix: str) -> str | None:
+        rest = prefix.split("/", 1)[1]
+        with self.domain.lock:
+            return max(
+                (
+                    ref
+                    for ref in self.domain.blobs
+                    if "/" in ref and ref.split("/", 1)[1].startswith(rest)
+                ),
+                default=None,
+            )
+
+
+class OtherRuns(Handle):
+    """last_ref matches the prefix's path after the run segment in every run."""
+
+    twin_class = OtherRunsTwin
+
+
+class LocaleOrderTwin(Twin):
+    def last_ref(self, run_id: str, prefix: str) -> str | None:
+        with self.domain.lock:
+            return max(
+                (ref for ref in self.domain.blobs if ref.startswith(prefix)),
+                key=str.casefold,
+                default=None,
+            )
+
+
+class LocaleOrder(Handle):
+    """last_ref orders refs case-insensitively, as a locale collation does."""
+
+    twin_class = LocaleOrderTwin
+
+
 class SortedKeysJournal(Handle):
     """Entries are normalized on the way in (sorted keys, as a jsonb column would)."""
 
@@ -281,6 +358,10 @@ BROKEN: Final[tuple[tuple[type[Handle], str], ...]] = (
     (PrefixRefs, "data-list-refs-exact"),
     (LikeRefs, "data-list-refs-exact"),
     (FreshTwinEachCall, "data-transcripts-twin"),
+    (FirstRef, "data-last-ref-exact"),
+    (DeletesIgnored, "data-last-ref-exact"),
+    (OtherRuns, "data-last-ref-exact"),
+    (LocaleOrder, "data-last-ref-exact"),
     (SortedKeysJournal, "data-exact-text"),
     (FloatNumbersMeta, "data-exact-text"),
     (PrefixDelete, "data-run-ids-exact"),
