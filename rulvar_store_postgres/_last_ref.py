@@ -5,8 +5,13 @@ default unless the column was declared with another. Refs compare by code
 point (T4), so the key answers ``last_ref`` directly, a backward scan of
 ``[prefix, bound)`` that stops at its first row, only when that collation
 orders like bytes: libc ``C``/``POSIX``, or the builtin provider's ``C`` and
-``C.UTF-8``. Any other collation (``en_US.UTF-8``, ICU, even libc
-``C.UTF-8``, whose order the server leaves to the C library) gets the
+``C.UTF-8``. libc ``C.UTF-8`` (the default of many Debian and Docker
+clusters) leaves its order to the C library: glibc and musl sort it by code
+point, but PostgreSQL promises nothing, so such a database default counts as
+bytewise only when the server, asked at boot, sorts a set of probe strings
+(case, punctuation, multi-byte and supplementary characters) exactly as
+``COLLATE "C"`` does. Any other collation (``en_US.UTF-8``, ICU, a libc
+``C.UTF-8`` failing the probe or declared on the column itself) gets the
 fallback: the run's rows through the run index, filtered by prefix and ordered
 ``COLLATE "C"``. Correct everywhere, but it reads every blob row of the run.
 
@@ -39,6 +44,43 @@ OPERATION: Final = "blob_last_ref"
 
 _BYTEWISE_LIBC: Final = frozenset({"C", "POSIX"})
 _BYTEWISE_BUILTIN: Final = frozenset({"C", "C.UTF-8"})
+# libc's names for its code-point locale, as initdb and distributions spell it.
+_LIBC_CODE_POINT: Final = frozenset({"C.UTF-8", "C.utf8", "C.UTF8", "C.utf-8"})
+# Pairs that a locale-aware order puts apart from bytes: case, punctuation that
+# dictionary orders skip, accents, the BMP's top and a supplementary character.
+_PROBES: Final = (
+    " ",
+    "!",
+    "-",
+    ".",
+    "/",
+    "0",
+    "9",
+    ":",
+    "A",
+    "Z",
+    "_",
+    "a",
+    "a b",
+    "a-b",
+    "a/b",
+    "a0",
+    "aB",
+    "aa",
+    "ab",
+    "b",
+    "z",
+    "~",
+    "\u00e9",
+    "\u00ff",
+    "\u0100",
+    "\u017f",
+    "\u1e9e",
+    "\uff21",
+    "\u4e2d",
+    "\ufffd",
+    "\U0001f600",
+)
 
 
 def orders_like_bytes(
@@ -62,7 +104,10 @@ def _statements(quoted_schema: str) -> tuple[str, str, str]:
         "SELECT to_jsonb(c) ->> 'collprovider', to_jsonb(c) ->> 'collcollate', "
         "coalesce(to_jsonb(c) ->> 'colllocale', to_jsonb(c) ->> 'colliculocale'), "
         "to_jsonb(d) ->> 'datlocprovider', d.datcollate::text, "
-        "coalesce(to_jsonb(d) ->> 'datlocale', to_jsonb(d) ->> 'daticulocale') "
+        "coalesce(to_jsonb(d) ->> 'datlocale', to_jsonb(d) ->> 'daticulocale'), "
+        # A parameter's text takes the database default's collation.
+        '(SELECT array_agg(s ORDER BY s) = array_agg(s ORDER BY s COLLATE "C") '
+        "FROM unnest(%s::text[]) AS u(s)) "
         "FROM pg_attribute a JOIN pg_collation c ON c.oid = a.attcollation, "
         "pg_database d WHERE a.attrelid = to_regclass(%s) AND a.attname = 'ref' "
         "AND d.datname = current_database()"
@@ -86,16 +131,24 @@ def _bytewise(row: tuple[Any, ...]) -> bool:
         db_provider,
         db_collate,
         db_locale,
+        default_sorts_probes_like_bytes,
     ) = row
     if column_provider == "d":  # the column uses the database's default
+        if db_provider in (None, "c") and db_collate in _LIBC_CODE_POINT:
+            return bool(default_sorts_probes_like_bytes)
         return orders_like_bytes(db_provider, db_collate, db_locale)
     return orders_like_bytes(column_provider, column_collate, column_locale)
+
+
+def _collation_args(plans: Plans) -> tuple[list[str], str]:
+    """The collation read's parameters, in the order the SQL names them."""
+    return list(_PROBES), f"{plans.sql.quoted}.rulvar_blobs"
 
 
 def learn_collation(conn: Connection[Any], plans: Plans) -> None:
     """Record in ``plans`` whether the ref column orders like bytes (at boot)."""
     collation = _statements(plans.sql.quoted)[0]
-    row = conn.execute(collation, (f"{plans.sql.quoted}.rulvar_blobs",)).fetchone()
+    row = conn.execute(collation, _collation_args(plans)).fetchone()
     if row is not None:
         plans.refs_bytewise = _bytewise(row)
 
@@ -103,7 +156,7 @@ def learn_collation(conn: Connection[Any], plans: Plans) -> None:
 async def alearn_collation(conn: AsyncConnection[Any], plans: Plans) -> None:
     """``learn_collation`` for the asyncio store."""
     collation = _statements(plans.sql.quoted)[0]
-    cursor = await conn.execute(collation, (f"{plans.sql.quoted}.rulvar_blobs",))
+    cursor = await conn.execute(collation, _collation_args(plans))
     row = await cursor.fetchone()
     if row is not None:
         plans.refs_bytewise = _bytewise(row)
@@ -138,5 +191,4 @@ def last_ref_step(plans: Plans, run_id: str, prefix: str) -> Step[str | None]:
             plans.refs_bytewise = _bytewise(rows[0])
         return query()
 
-    table = f"{plans.sql.quoted}.rulvar_blobs"
-    return Step(OPERATION, "rows", collation, (table,), learned)
+    return Step(OPERATION, "rows", collation, _collation_args(plans), learned)

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from rulvar_store_postgres import PostgresStore
-from rulvar_store_postgres._last_ref import orders_like_bytes
+from rulvar_store_postgres._last_ref import _bytewise, orders_like_bytes
 
 pytestmark = pytest.mark.postgres
 
@@ -54,6 +54,19 @@ def test_which_collations_order_like_bytes(
 
 
 @pytest.mark.clause("T12")
+@pytest.mark.parametrize("probes_sort_like_bytes", [True, False])
+def test_a_libc_c_utf8_default_is_trusted_only_when_the_probes_sort_like_bytes(
+    probes_sort_like_bytes: bool,
+) -> None:
+    """libc C.UTF-8's order is the C library's: the server's probe answer decides."""
+    for name in ("C.UTF-8", "C.utf8"):
+        row = ("d", None, None, "c", name, None, probes_sort_like_bytes)
+        assert _bytewise(row) is probes_sort_like_bytes
+    # A locale order is never trusted, whatever a probe says.
+    assert _bytewise(("d", None, None, "c", "en_US.UTF-8", None, True)) is False
+
+
+@pytest.mark.clause("T12")
 def test_the_database_collation_decides_the_plan_and_both_answer_alike(
     pg_url: str, schema: str, admin: psycopg.Connection[Any]
 ) -> None:
@@ -64,7 +77,9 @@ def test_the_database_collation_decides_the_plan_and_both_answer_alike(
     assert row is not None
     with PostgresStore(pg_url, schema=schema) as store:
         assert _answers(store) == EXPECTED
-        assert store._plans.refs_bytewise is (row[0] in ("C", "POSIX"))
+        # glibc and musl sort C.UTF-8 by code point, so the probe passes there.
+        bytewise = ("C", "POSIX", "C.UTF-8", "C.utf8")
+        assert store._plans.refs_bytewise is (row[0] in bytewise)
 
 
 @pytest.mark.clause("T12")
