@@ -21,7 +21,7 @@ armed failpoint hook, a call with no fixed text) the cursor path of
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -102,57 +102,65 @@ def _row(results: Sequence[pq.abc.PGresult]) -> tuple[Any, ...] | None:
     return (None if value is None else int(value),)
 
 
+# One exchange of a prepared call, written once for both drivers: it sends on
+# ``pgconn`` and yields for the results of what it sent; the sync and asyncio
+# drivers below only differ in how they wait for those results.
+_Exchange = Generator[None, list[pq.abc.PGresult], tuple[Any, ...] | None]
+
+
+def _exchange(
+    conn: StoreConnection | AsyncStoreConnection,
+    call: PreparedCall,
+    args: Sequence[Any],
+) -> _Exchange:
+    encoding = conn.info.encoding
+    params = _params(call, args, encoding)
+    pgconn = conn.pgconn
+    retried = False
+    while True:
+        if call.name not in conn.prepared_calls:
+            pgconn.send_prepare(call.name, call.text, param_types=call.types)
+            failure = _failure((yield), encoding)
+            if failure is not None:
+                raise failure
+            conn.prepared_calls.add(call.name)
+        pgconn.send_query_prepared(call.name, params, param_formats=call.formats)
+        results = yield
+        failure = _failure(results, encoding)
+        if failure is None:
+            return _row(results)
+        if failure.sqlstate != _FORGOTTEN or retried:
+            raise failure
+        # Forgotten by the server: nothing ran; prepare again, send again.
+        conn.prepared_calls.discard(call.name)
+        retried = True
+
+
 def call_prepared(
     conn: StoreConnection, call: PreparedCall, args: Sequence[Any]
 ) -> tuple[Any, ...] | None:
     """Run ``call`` with ``args`` as its prepared statement on ``conn``; return its row."""
-    encoding = conn.info.encoding
-    params = _params(call, args, encoding)
-    pgconn = conn.pgconn
+    exchange = _exchange(conn, call, args)
     with conn.lock:
-        retried = False
-        while True:
-            if call.name not in conn.prepared_calls:
-                pgconn.send_prepare(call.name, call.text, param_types=call.types)
-                failure = _failure(conn.wait(generators.execute(pgconn)), encoding)
-                if failure is not None:
-                    raise failure
-                conn.prepared_calls.add(call.name)
-            pgconn.send_query_prepared(call.name, params, param_formats=call.formats)
-            results = conn.wait(generators.execute(pgconn))
-            failure = _failure(results, encoding)
-            if failure is None:
-                return _row(results)
-            if failure.sqlstate != _FORGOTTEN or retried:
-                raise failure
-            # Forgotten by the server: nothing ran; prepare again, send again.
-            conn.prepared_calls.discard(call.name)
-            retried = True
+        try:
+            next(exchange)
+            while True:
+                exchange.send(conn.wait(generators.execute(conn.pgconn)))
+        except StopIteration as done:
+            row: tuple[Any, ...] | None = done.value
+            return row
 
 
 async def call_prepared_async(
     conn: AsyncStoreConnection, call: PreparedCall, args: Sequence[Any]
 ) -> tuple[Any, ...] | None:
     """``call_prepared`` on an asyncio connection: the same messages, awaited."""
-    encoding = conn.info.encoding
-    params = _params(call, args, encoding)
-    pgconn = conn.pgconn
+    exchange = _exchange(conn, call, args)
     async with conn.lock:
-        retried = False
-        while True:
-            if call.name not in conn.prepared_calls:
-                pgconn.send_prepare(call.name, call.text, param_types=call.types)
-                results = await conn.wait(generators.execute(pgconn))
-                failure = _failure(results, encoding)
-                if failure is not None:
-                    raise failure
-                conn.prepared_calls.add(call.name)
-            pgconn.send_query_prepared(call.name, params, param_formats=call.formats)
-            results = await conn.wait(generators.execute(pgconn))
-            failure = _failure(results, encoding)
-            if failure is None:
-                return _row(results)
-            if failure.sqlstate != _FORGOTTEN or retried:
-                raise failure
-            conn.prepared_calls.discard(call.name)
-            retried = True
+        try:
+            next(exchange)
+            while True:
+                exchange.send(await conn.wait(generators.execute(conn.pgconn)))
+        except StopIteration as done:
+            row: tuple[Any, ...] | None = done.value
+            return row
