@@ -31,7 +31,28 @@ from psycopg import generators, pq
 from rulvar_store_postgres._conn import AsyncStoreConnection, StoreConnection
 from rulvar_store_postgres._schema import Sql
 
-__all__ = ["PreparedCall", "call_prepared", "call_prepared_async", "prepared_calls"]
+__all__ = [
+    "DRIVER_OFFERS_PREPARED_PATH",
+    "PreparedCall",
+    "call_prepared",
+    "call_prepared_async",
+    "prepared_calls",
+]
+
+# This path talks to psycopg below its documented surface (the libpq wrapper,
+# its wait generators, error_from_result). A psycopg release without one of
+# them gets the cursor path instead of an AttributeError mid-write.
+DRIVER_OFFERS_PREPARED_PATH: Final = all(
+    hasattr(owner, name)
+    for owner, name in (
+        (generators, "execute"),
+        (psycopg.Connection, "wait"),
+        (psycopg.AsyncConnection, "wait"),
+        (psycopg.errors, "error_from_result"),
+        (pq.PGconn, "send_prepare"),
+        (pq.PGconn, "send_query_prepared"),
+    )
+)
 
 # The argument types of the operation functions, as PostgreSQL type oids.
 _OIDS: Final = {"text": 25, "numeric": 1700, "bigint": 20, "bytea": 17}

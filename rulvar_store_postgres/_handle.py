@@ -17,7 +17,7 @@ from rulvar_store.errors import (
     StoreClosedError,
     StoreUnavailableError,
 )
-from rulvar_store_postgres._calls import prepared_calls
+from rulvar_store_postgres._calls import DRIVER_OFFERS_PREPARED_PATH, prepared_calls
 from rulvar_store_postgres._config import Settings, resolve_settings
 from rulvar_store_postgres._errors import no_store, retry_delay, schema_gone
 from rulvar_store_postgres._plans import Plans
@@ -78,9 +78,12 @@ class PostgresHandle:
         self._now = now
         self._sql = Sql(settings.schema)
         self._plans = Plans(self._sql, settings.ttl_ms, now)
-        # Call text -> its prepared form (``_calls``); empty when opted out.
+        # Call text -> its prepared form (``_calls``); empty when opted out or
+        # when the installed psycopg lacks what that path uses.
         self._prepared = (
-            prepared_calls(self._sql) if settings.prepared_statements else {}
+            prepared_calls(self._sql)
+            if settings.prepared_statements and DRIVER_OFFERS_PREPARED_PATH
+            else {}
         )
         self._booted = False
         self._closed = False

@@ -22,6 +22,7 @@ import pytest
 
 from rulvar_store.errors import ConfigError, JournalOrderViolation, StoreBusyError
 from rulvar_store_postgres import AsyncPostgresStore, PostgresStore
+from rulvar_store_postgres._calls import DRIVER_OFFERS_PREPARED_PATH
 from rulvar_store_postgres._schema import LOCK_SEED
 
 pytestmark = pytest.mark.postgres
@@ -256,3 +257,13 @@ def test_a_lone_async_caller_gets_the_connection_it_returned_last(
                 await store._pool.putconn(conn)
 
     asyncio.run(scenario())
+
+
+@pytest.mark.clause("P7")
+def test_the_installed_psycopg_offers_what_the_prepared_path_uses(
+    pg_url: str, schema: str
+) -> None:
+    """The path is not silently replaced by the cursor path on the pinned driver."""
+    assert DRIVER_OFFERS_PREPARED_PATH
+    with PostgresStore(pg_url, schema=schema) as store:
+        assert store._prepared
