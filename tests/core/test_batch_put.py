@@ -8,15 +8,12 @@ declaration, and the file store's documented per-blob atomicity.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from rulvar_store import (
-    AsyncOpenedStore,
     ContractError,
     FileTranscriptStore,
     InvalidArgumentError,
@@ -24,54 +21,17 @@ from rulvar_store import (
     MemoryTranscriptStore,
     has_batch_put,
     open_store,
-    open_store_async,
 )
 from rulvar_store.backend import adapt_opened
-from tests._postgres_gate import postgres_url
+from tests._async_openers import AsyncOpener, async_store_params
 
-Opener = Callable[[Path], AbstractAsyncContextManager[AsyncOpenedStore]]
-
-
-@asynccontextmanager
-async def _native_sqlite(tmp: Path) -> AsyncIterator[AsyncOpenedStore]:
-    async with open_store_async(f"sqlite:///{tmp / 'a.db'}") as opened:
-        yield opened
-
-
-@asynccontextmanager
-async def _adapted_memory(tmp: Path) -> AsyncIterator[AsyncOpenedStore]:
-    served = adapt_opened(open_store("memory://"))
-    try:
-        yield served
-    finally:
-        await served.aclose()
-
-
-@asynccontextmanager
-async def _native_postgres(tmp: Path) -> AsyncIterator[AsyncOpenedStore]:
-    import psycopg
-
-    url = postgres_url()
-    schema = f"lgput_batch_{tmp.name[-12:].replace('-', '_').lower()}"
-    try:
-        async with open_store_async(f"{url}?schema={schema}") as opened:
-            yield opened
-    finally:
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-
-
-ASYNC_STORES = [
-    pytest.param(_native_sqlite, id="sqlite"),
-    pytest.param(_adapted_memory, id="adapter-memory"),
-    pytest.param(_native_postgres, id="postgres", marks=pytest.mark.postgres),
-]
+ASYNC_STORES = async_store_params("lgput_batch")
 
 
 @pytest.mark.clause("T11")
 @pytest.mark.parametrize("open_async", ASYNC_STORES)
 def test_async_put_many_is_all_or_nothing_and_fenced(
-    open_async: Opener, tmp_path: Path
+    open_async: AsyncOpener, tmp_path: Path
 ) -> None:
     """The asyncio twins: a batch lands whole; a stale or bad one changes nothing."""
 

@@ -9,19 +9,15 @@ column orders like bytes, the run-index fallback elsewhere).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 
 import pytest
 
 from rulvar_store import (
-    AsyncOpenedStore,
     InvalidArgumentError,
     MemoryStore,
     MemoryTranscriptStore,
     open_store,
-    open_store_async,
 )
 from rulvar_store.backend import (
     LastRefTranscriptStore,
@@ -29,9 +25,7 @@ from rulvar_store.backend import (
     has_last_ref,
     prefix_upper_bound,
 )
-from tests._postgres_gate import postgres_url
-
-Opener = Callable[[Path], AbstractAsyncContextManager[AsyncOpenedStore]]
+from tests._async_openers import AsyncOpener, async_store_params
 
 
 @pytest.mark.clause("T12")
@@ -54,46 +48,13 @@ def test_the_bound_is_the_least_string_above_the_prefix(
     assert not bound.startswith(prefix)
 
 
-@asynccontextmanager
-async def _native_sqlite(tmp: Path) -> AsyncIterator[AsyncOpenedStore]:
-    async with open_store_async(f"sqlite:///{tmp / 'a.db'}") as opened:
-        yield opened
-
-
-@asynccontextmanager
-async def _adapted_memory(tmp: Path) -> AsyncIterator[AsyncOpenedStore]:
-    served = adapt_opened(open_store("memory://"))
-    try:
-        yield served
-    finally:
-        await served.aclose()
-
-
-@asynccontextmanager
-async def _native_postgres(tmp: Path) -> AsyncIterator[AsyncOpenedStore]:
-    import psycopg
-
-    url = postgres_url()
-    schema = f"lastref_{tmp.name[-12:].replace('-', '_').lower()}"
-    try:
-        async with open_store_async(f"{url}?schema={schema}") as opened:
-            yield opened
-    finally:
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-
-
-ASYNC_STORES = [
-    pytest.param(_native_sqlite, id="sqlite"),
-    pytest.param(_adapted_memory, id="adapter-memory"),
-    pytest.param(_native_postgres, id="postgres", marks=pytest.mark.postgres),
-]
+ASYNC_STORES = async_store_params("lastref")
 
 
 @pytest.mark.clause("T12")
 @pytest.mark.parametrize("open_async", ASYNC_STORES)
 def test_async_last_ref_answers_and_refuses_typed(
-    open_async: Opener, tmp_path: Path
+    open_async: AsyncOpener, tmp_path: Path
 ) -> None:
     """The asyncio twins answer like the sync stores and refuse bad prefixes typed."""
 

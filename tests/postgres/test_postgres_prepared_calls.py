@@ -15,6 +15,8 @@ under a prepared call leaves that call working (P3); ``prepared_statements=false
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
@@ -23,6 +25,7 @@ import pytest
 from rulvar_store.errors import ConfigError, JournalOrderViolation, StoreBusyError
 from rulvar_store_postgres import AsyncPostgresStore, PostgresStore
 from rulvar_store_postgres._calls import DRIVER_OFFERS_PREPARED_PATH
+from rulvar_store_postgres._conn import StoreConnection
 from rulvar_store_postgres._schema import LOCK_SEED
 
 pytestmark = pytest.mark.postgres
@@ -38,6 +41,16 @@ def _hold_run_lock(admin: psycopg.Connection[Any], schema: str, run_id: str) -> 
         "SELECT pg_advisory_xact_lock(hashtextextended(%s, %s))",
         (f"{schema}:{run_id}", LOCK_SEED),
     )
+
+
+@contextmanager
+def _borrowed(store: PostgresStore) -> Iterator[StoreConnection]:
+    """One of the store's pooled connections, put back at exit."""
+    conn = store._pool.getconn()
+    try:
+        yield conn
+    finally:
+        store._pool.putconn(conn)
 
 
 def _prepared_names(conn: psycopg.Connection[Any]) -> list[str]:
@@ -61,14 +74,11 @@ def test_a_refused_mutation_leaves_the_connection_and_its_prepared_call_usable(
         finally:
             admin.execute("ROLLBACK")
         store.append("r", {"seq": 2})
-        again = store._pool.getconn()
-        try:
+        with _borrowed(store) as again:
             # The same connection served every call, its statement still prepared.
             assert again is conn
             assert APPEND in again.prepared_calls
             assert "rulvar_py_append" in _prepared_names(again)
-        finally:
-            store._pool.putconn(again)
         assert [e["seq"] for e in store.load("r")] == [0, 2]
 
 
@@ -106,19 +116,13 @@ def test_a_call_the_server_forgot_is_prepared_again(pg_url: str, schema: str) ->
     with PostgresStore(pg_url, schema=schema, pool_max_size=1) as store:
         lease = store.acquire("r", "me")
         store.append("r", {"seq": 0}, lease)
-        conn = store._pool.getconn()
-        try:
+        with _borrowed(store) as conn:
             conn.execute("DEALLOCATE ALL")
             assert _prepared_names(conn) == []
             assert APPEND in conn.prepared_calls  # the connection does not know yet
-        finally:
-            store._pool.putconn(conn)
         store.append("r", {"seq": 1}, lease)
-        conn = store._pool.getconn()
-        try:
+        with _borrowed(store) as conn:
             assert "rulvar_py_append" in _prepared_names(conn)
-        finally:
-            store._pool.putconn(conn)
         assert [e["seq"] for e in store.load("r")] == [0, 1]
 
 
@@ -163,12 +167,9 @@ def test_a_new_connection_prepares_its_calls_afresh(
         # pool's check sees the connection closed.
         admin.execute("SELECT pg_terminate_backend(%s, 30000)", (pid,))
         store.append("r", {"seq": 1}, lease)
-        conn = store._pool.getconn()
-        try:
+        with _borrowed(store) as conn:
             assert conn.info.backend_pid != pid
             assert APPEND in conn.prepared_calls
-        finally:
-            store._pool.putconn(conn)
         assert [e["seq"] for e in store.load("r")] == [0, 1]
 
 
@@ -202,12 +203,9 @@ def test_prepared_statements_false_prepares_nothing(pg_url: str, schema: str) ->
         for seq in range(8):  # past psycopg's own threshold (5) for preparing
             store.append("r", {"seq": seq}, lease)
         assert len(store.load("r")) == 8
-        conn = store._pool.getconn()
-        try:
+        with _borrowed(store) as conn:
             assert _prepared_names(conn) == []
             assert conn.prepare_threshold is None
-        finally:
-            store._pool.putconn(conn)
 
 
 @pytest.mark.clause("D15")
@@ -226,14 +224,11 @@ def test_a_lone_caller_gets_the_connection_it_returned_last(
         store._pool.putconn(first)
         store._pool.putconn(second)
         store.append("r", {"seq": 0})
-        conn = store._pool.getconn()
-        try:
+        with _borrowed(store) as conn:
             # LIFO: the last one returned served the append and comes back next.
             assert conn is second
             assert APPEND in conn.prepared_calls
             assert APPEND not in first.prepared_calls
-        finally:
-            store._pool.putconn(conn)
 
 
 @pytest.mark.clause("P7")

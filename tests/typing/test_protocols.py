@@ -81,6 +81,16 @@ def test_postgres_store_class_has_the_protocol_methods() -> None:
     assert callable(_postgres_pair)
 
 
+def _in_process_blob_stores(tmp_path: Path, sqlite: SqliteStore) -> list[object]:
+    """The package's blob stores that need no server, for the run-time checks."""
+    return [
+        MemoryStore().transcripts(),
+        MemoryTranscriptStore(),
+        FileTranscriptStore(tmp_path),
+        sqlite.transcripts(),
+    ]
+
+
 def _batch_stores(
     tmp_path: Path, sqlite: SqliteStore, postgres: PostgresStore
 ) -> list[BatchTranscriptStore]:
@@ -98,13 +108,7 @@ def _batch_stores(
 def test_every_blob_store_is_a_batch_store(tmp_path: Path) -> None:
     """At run time too: the in-process ones pass the protocol and has_batch_put."""
     with SqliteStore(":memory:") as sqlite:
-        stores = [
-            MemoryStore().transcripts(),
-            MemoryTranscriptStore(),
-            FileTranscriptStore(tmp_path),
-            sqlite.transcripts(),
-        ]
-        for store in stores:
+        for store in _in_process_blob_stores(tmp_path, sqlite):
             assert isinstance(store, BatchTranscriptStore)
             assert has_batch_put(store)
     assert callable(PostgresFencedTranscriptStore.put_many)
@@ -128,13 +132,7 @@ def _last_ref_stores(
 def test_every_blob_store_answers_last_ref(tmp_path: Path) -> None:
     """At run time too: the in-process ones pass the protocol and has_last_ref."""
     with SqliteStore(":memory:") as sqlite:
-        stores = [
-            MemoryStore().transcripts(),
-            MemoryTranscriptStore(),
-            FileTranscriptStore(tmp_path),
-            sqlite.transcripts(),
-        ]
-        for store in stores:
+        for store in _in_process_blob_stores(tmp_path, sqlite):
             assert isinstance(store, LastRefTranscriptStore)
             assert has_last_ref(store)
     assert callable(PostgresFencedTranscriptStore.last_ref)
