@@ -76,6 +76,7 @@ CLAUSES: Final[dict[str, str]] = {
     "T10": "No symbolic link inside a file store's root is followed: a call that would pass through one raises ConfigError and touches nothing outside the root.",
     "T11": "A blob store offering put_many stores a batch of one run's (ref, blob) pairs all or nothing under one fence check (a lease that is not live refuses the whole batch and no blob changes; other handles see all of it or none), refuses a ref named twice or refs of two runs with InvalidArgumentError, and does nothing for an empty batch; the file store's batch is single-writer and atomic per blob only.",
     "T12": "A blob store offering last_ref(run_id, prefix) returns the greatest ref by code point among the run's stored blobs whose ref starts with prefix, or None; deleted blobs, the slashless ref and other runs never count, and a run id that no read takes or a prefix not starting with run_id + '/' raises InvalidArgumentError before any I/O.",
+    "T13": "A blob store offering get_under(run_id, prefix) returns (ref, blob) for every one of the run's stored blobs whose ref starts with prefix, sorted by ref in code point order (an empty list when none); deleted blobs, the slashless ref and other runs never count, and its arguments follow T12's rules, refused with InvalidArgumentError before any I/O.",
     # 6. SQLite
     "Q1": "SqliteStore validates its ttl before opening the database.",
     "Q2": "The SQLite schema has five idempotently created tables with the listed indexes.",
@@ -186,8 +187,8 @@ CLAUSES: Final[dict[str, str]] = {
     "G6": "Subgraph checkpoint writes carry the hold's lease and are fenced like the root graph's.",
     "G7": "A write outside a hold takes a brief lease and is refused while another worker holds the thread.",
     "G8": "After a refusal the saver never re-acquires the thread silently, even once it is free.",
-    "G9": "A fresh saver reads a thread's latest checkpoint with the same few reads at any thread length: last_ref (T12) names the newest checkpoint, or over a blob store without last_ref one listing of the thread does; no pointer blob is written, and pointers left by earlier versions are ignored.",
-    "G10": "delete_for_runs and prune delete the blobs of the checkpoints they drop and their writes, and delete_thread every blob of the thread, pointers of earlier versions included.",
+    "G9": "A fresh saver reads a thread's latest checkpoint with the same few reads at any thread length: last_ref (T12) names the newest checkpoint and get_under (T13) reads it with every task's writes, or over a blob store without them one listing of the thread does; no pointer blob is written, and pointers left by earlier versions are ignored.",
+    "G10": "delete_for_runs and prune delete the blobs of the checkpoints they drop and their writes (a blob per task, or an earlier version's one writes blob), and delete_thread every blob of the thread, pointers of earlier versions included.",
     "G11": "A LangGraph thread is an ordinary run: rulvar runs list, show, audit and delete work on it.",
     "G12": "LangGraph's own checkpointer conformance suite passes at FULL for the async saver.",
     "G13": "An unheld put that continues a checkpoint of a deleted thread is refused and the thread stays deleted.",

@@ -34,7 +34,7 @@ from rulvar_store import (
     has_fenced_writes,
     has_meta_lookup,
 )
-from rulvar_store.backend import has_last_ref
+from rulvar_store.backend import has_get_under, has_last_ref
 
 __all__ = [
     "HOLDER_KEY",
@@ -153,6 +153,9 @@ class SaverCore(BaseCheckpointSaver[int]):
         # The newest checkpoint by last_ref (T12) where the blob store has it,
         # else from the thread's listing.
         self._indexed = has_last_ref(transcripts)
+        # A checkpoint and its writes in one read by get_under (T13) where the
+        # blob store has it, else a get and the thread's listing.
+        self._whole = has_get_under(transcripts)
         # The leases of this saver's open holds, by run, and what each hold
         # knows of its thread: bounded by the holds open at once, never by the
         # threads the saver has touched.
@@ -275,7 +278,9 @@ class SaverCore(BaseCheckpointSaver[int]):
         run_id, ns, checkpoint_id = self._address(config)
         lease = self._held(config) or self._holding.get(run_id)
         cache = self._cache(run_id, lease)
-        plan = _plans.get_tuple(run_id, ns, checkpoint_id, cache, self._indexed)
+        plan = _plans.get_tuple(
+            run_id, ns, checkpoint_id, cache, self._indexed, self._whole
+        )
         return (None if cache is None else run_id), plan
 
     def _list_plan(
@@ -286,7 +291,7 @@ class SaverCore(BaseCheckpointSaver[int]):
         limit: int | None,
     ) -> Plan[list[Found]]:
         return _plans.list_checkpoints(
-            *self._list_args(config, before), self._keep(filter), limit
+            *self._list_args(config, before), self._keep(filter), limit, self._whole
         )
 
     def _put_plan(
@@ -323,10 +328,12 @@ class SaverCore(BaseCheckpointSaver[int]):
             run_id,
             ns,
             str(checkpoint_id),
+            task_id,
             stored,
             lease,
             self.owner,
             self._cache(run_id, lease),
+            self._whole,
         )
         return run_id, plan
 

@@ -2,13 +2,13 @@
 
 While a hold's lease is live, only that lease can write the thread: what the
 hold last wrote or read is what the store has. So a held ``put`` needs no read
-of the namespace's newest checkpoint, and a held ``put_writes`` no read of the writes blob
-of the checkpoint it last wrote or read, or of one the hold just created (a
-checkpoint newer than any in its namespace has no writes yet).
+of the namespace's newest checkpoint, and a held ``put_writes`` no read of the task's
+writes blob on the checkpoint it last wrote or read, or on one the hold just
+created (a checkpoint newer than any in its namespace has no writes yet).
 A superseded hold's memory may be stale, but its writes are refused by the
 fence anyway, so a stale value can never land.
 
-Bounded: one checkpoint id and one writes list per namespace the hold wrote; dropped
+Bounded: one checkpoint id and its writes (by task) per namespace the hold wrote; dropped
 when the hold ends and cleared by the saver's own deletes, prunes and copies
 into the thread. An entry is removed before each write and set again only once
 the write succeeded, so an unknown outcome (a lost connection) reads afresh.
@@ -22,12 +22,15 @@ it, so no write under the lease can land behind this memory's back.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, TypeAlias
 
 from rulvar_langgraph._pending import PendingWrites
 from rulvar_store import Lease
 
-__all__ = ["NO_CHECKPOINT", "HoldCache"]
+__all__ = ["NO_CHECKPOINT", "HoldCache", "TaskWrites"]
+
+TaskWrites: TypeAlias = dict[str, PendingWrites]
+"""Task id -> the writes stored in that task's blob."""
 
 NO_CHECKPOINT: Final = ""
 """A ``latest`` value meaning "the hold read this namespace and it has no checkpoint"
@@ -41,13 +44,11 @@ class HoldCache:
     lease: Lease
     latest: dict[str, str] = field(default_factory=dict)
     """Namespace -> its newest checkpoint's id (or ``NO_CHECKPOINT``)."""
-    writes: dict[str, tuple[str, PendingWrites]] = field(default_factory=dict)
-    """Namespace -> (checkpoint id, its stored writes): the latest written only."""
+    writes: dict[str, tuple[str, TaskWrites]] = field(default_factory=dict)
+    """Namespace -> (checkpoint id, ALL its stored writes by task): the latest only."""
 
-    def known_writes(
-        self, checkpoint_ns: str, checkpoint_id: str
-    ) -> PendingWrites | None:
-        """The stored writes of that checkpoint, if it is the one remembered."""
+    def known_writes(self, checkpoint_ns: str, checkpoint_id: str) -> TaskWrites | None:
+        """Every stored write of that checkpoint by task, if it is the one remembered."""
         known = self.writes.get(checkpoint_ns)
         return known[1] if known is not None and known[0] == checkpoint_id else None
 
@@ -58,7 +59,7 @@ class HoldCache:
         own would be the ones remembered: so it has none, unless remembered.
         """
         if self.known_writes(checkpoint_ns, checkpoint_id) is None:
-            self.writes[checkpoint_ns] = (checkpoint_id, PendingWrites())
+            self.writes[checkpoint_ns] = (checkpoint_id, {})
 
     def clear(self) -> None:
         """Forget everything: the thread changed by other means than put."""

@@ -22,8 +22,9 @@ its greatest ref under that prefix: ``last_ref`` finds it (T12).
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import ormsgpack
 
@@ -35,6 +36,7 @@ __all__ = [
     "META_TAG",
     "CheckpointRecord",
     "StoredWrite",
+    "checkpoint_base",
     "checkpoint_prefix",
     "checkpoint_ref",
     "decode_checkpoint",
@@ -42,14 +44,18 @@ __all__ = [
     "encode_checkpoint",
     "encode_writes",
     "ns_of_segment",
+    "old_checkpoint_ref",
     "pointer_ref",
     "run_for_thread",
     "split_ref",
+    "task_writes_ref",
     "thread_for_run",
     "writes_ref",
 ]
 
 META_NAME: Final = "langgraph"
+CHECKPOINT_LEAF: Final = "z"
+"""The checkpoint's own blob under its base: sorts after its writes' ``w``."""
 META_TAG: Final = "langgraph"
 # Thread ids that are not safe tokens (or that look encoded) become this prefix
 # plus their UTF-8 hex, so the mapping stays reversible and collision-free.
@@ -104,11 +110,35 @@ def checkpoint_prefix(run_id: str, checkpoint_ns: str) -> str:
     return f"{run_id}/c/{_ns_segment(checkpoint_ns)}/"
 
 
-def checkpoint_ref(run_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:
+def checkpoint_base(run_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:
+    """The ref every blob of one checkpoint is, or lies under (``get_under``'s prefix)."""
     return checkpoint_prefix(run_id, checkpoint_ns) + _checked_id(checkpoint_id)
 
 
+def checkpoint_ref(run_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:
+    """The checkpoint's own blob."""
+    return checkpoint_base(run_id, checkpoint_ns, checkpoint_id) + "/" + CHECKPOINT_LEAF
+
+
+def old_checkpoint_ref(run_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:
+    """Where earlier versions stored the checkpoint (read, never written now)."""
+    return checkpoint_base(run_id, checkpoint_ns, checkpoint_id)
+
+
+def task_writes_ref(
+    run_id: str, checkpoint_ns: str, checkpoint_id: str, task_id: str
+) -> str:
+    """One task's writes against the checkpoint.
+
+    The segment is a digest of the task id: a safe token of fixed length
+    whatever the id holds (the id itself is stored inside the blob).
+    """
+    digest = hashlib.blake2b(task_id.encode(), digest_size=16).hexdigest()
+    return f"{checkpoint_base(run_id, checkpoint_ns, checkpoint_id)}/w/t{digest}"
+
+
 def writes_ref(run_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:
+    """Where earlier versions stored every write of the checkpoint in one blob."""
     return f"{run_id}/w/{_ns_segment(checkpoint_ns)}/{_checked_id(checkpoint_id)}"
 
 
@@ -117,16 +147,31 @@ def pointer_ref(run_id: str, checkpoint_ns: str) -> str:
     return f"{run_id}/p/{_ns_segment(checkpoint_ns)}"
 
 
-def split_ref(ref: str) -> tuple[str, str, str] | None:
-    """Return ``(kind, checkpoint_ns, checkpoint_id)`` of a checkpoint or writes ref.
+RefKind = Literal["c", "w", "oc", "ow", "p"]
+"""A ref's role: checkpoint, a task's writes, an earlier version's checkpoint,
+an earlier version's writes blob, an earlier version's pointer."""
+
+
+def split_ref(ref: str) -> tuple[RefKind, str, str] | None:
+    """Return ``(kind, checkpoint_ns, checkpoint_id)`` of a ref this package writes or wrote.
 
     Pointers give an empty id; refs this package did not write give ``None``.
     """
     parts = ref.split("/")
-    if len(parts) == 4 and parts[1] in ("c", "w"):
-        return parts[1], ns_of_segment(parts[2]), parts[3]
     if len(parts) == 3 and parts[1] == "p":
         return "p", ns_of_segment(parts[2]), ""
+    if len(parts) < 4 or parts[1] not in ("c", "w"):
+        return None
+    ns, cid = ns_of_segment(parts[2]), parts[3]
+    tail = parts[4:]
+    if parts[1] == "w":
+        return ("ow", ns, cid) if not tail else None
+    if not tail:
+        return "oc", ns, cid
+    if tail == [CHECKPOINT_LEAF]:
+        return "c", ns, cid
+    if len(tail) == 2 and tail[0] == "w":
+        return "w", ns, cid
     return None
 
 

@@ -15,19 +15,22 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any, Literal, TypeAlias, TypeVar
 
-from rulvar_langgraph._hold_cache import NO_CHECKPOINT, HoldCache
+from rulvar_langgraph._hold_cache import NO_CHECKPOINT, HoldCache, TaskWrites
 from rulvar_langgraph._layout import (
     META_NAME,
     META_TAG,
     CheckpointRecord,
     StoredWrite,
+    checkpoint_base,
     checkpoint_prefix,
     checkpoint_ref,
     decode_checkpoint,
     decode_writes,
     encode_checkpoint,
+    old_checkpoint_ref,
     pointer_ref,
     split_ref,
+    task_writes_ref,
     thread_for_run,
     writes_ref,
 )
@@ -154,21 +157,48 @@ def _ensure_meta(run_id: str, lease: Lease) -> Plan[None]:
         yield ("journal", "put_meta", (thread_meta(run_id), lease))
 
 
+def _newest_listed(refs: Iterable[str], prefix: str) -> str | None:
+    """The greatest checkpoint id among listed refs under a namespace's prefix."""
+    ids = (
+        parts[2]
+        for ref in refs
+        if ref.startswith(prefix)
+        and (parts := split_ref(ref)) is not None
+        and parts[0] in ("c", "oc")
+    )
+    return max(ids, default=None)
+
+
 def latest_id(run_id: str, checkpoint_ns: str, indexed: bool) -> Plan[str | None]:
+    """The id of the namespace's newest checkpoint, or ``None`` (``_latest``)."""
+    newest, _ = yield from _latest(run_id, checkpoint_ns, indexed)
+    return newest
+
+
+def _latest(
+    run_id: str, checkpoint_ns: str, indexed: bool
+) -> Plan[tuple[str | None, list[str] | None]]:
     """The id of the namespace's newest checkpoint, or ``None``: ONE read.
 
-    Checkpoint ids grow with time as strings (uuid6), so the newest is the
-    greatest ref under the namespace's checkpoint prefix: ``last_ref`` (T12)
+    Checkpoint ids grow with time as strings (uuid6), and a checkpoint's own
+    blob is the greatest of its refs (``_layout``), so the newest checkpoint
+    owns the greatest ref under the namespace's prefix: ``last_ref`` (T12)
     where the blob store has it, else the greatest of the thread's listing
-    (still one read, but as long as the thread).
+    (still one read, but as long as the thread). A greatest ref that is not a
+    checkpoint's (writes stored against an id with no checkpoint, or an
+    earlier version's checkpoint with writes of this one) costs one listing.
+    Returns the listing too, when one was read.
     """
     prefix = checkpoint_prefix(run_id, checkpoint_ns)
     if indexed:
         ref: str | None = yield ("blobs", "last_ref", (run_id, prefix))
-    else:
-        refs: list[str] = yield ("blobs", "list_refs", (run_id,))
-        ref = max((r for r in refs if r.startswith(prefix)), default=None)
-    return None if ref is None else ref[len(prefix) :]
+        if ref is None:
+            return None, None
+        parts = split_ref(ref)
+        if parts is not None and parts[0] in ("c", "oc"):
+            return parts[2], None
+    refs: list[str] = yield ("blobs", "list_refs", (run_id,))
+    return _newest_listed(refs, prefix), refs
 
 
 def put(
@@ -220,35 +250,54 @@ def put(
     return (yield from _leased(run_id, held, owner, body))
 
 
+def _by_task(writes: Iterable[StoredWrite]) -> TaskWrites:
+    tasks: TaskWrites = {}
+    for write in writes:
+        tasks.setdefault(write.task_id, PendingWrites()).merge([write])
+    return tasks
+
+
 def put_writes(
     run_id: str,
     checkpoint_ns: str,
     checkpoint_id: str,
+    task_id: str,
     new: Sequence[StoredWrite],
     held: Lease | None,
     owner: str,
     cache: HoldCache | None = None,
+    whole: bool = False,
 ) -> Plan[None]:
-    """Merge ``new`` into the checkpoint's writes blob; always a fenced write.
+    """Merge ``new`` into the task's writes blob on the checkpoint; one fenced write.
 
-    Callers serialize this read-modify-write per thread inside one saver; across
-    savers the lease does, since only its holder can write. A hold's ``cache``
-    keeps the namespace's latest merged writes, so repeated writes to one
-    checkpoint read nothing.
+    Only this task's blob is written, so the cost stays flat however many
+    tasks wrote before. Callers serialize this read-modify-write per thread
+    inside one saver; across savers the lease does, since only its holder can
+    write. A hold's ``cache`` keeps every write of the namespace's latest
+    checkpoint by task, so writes to it read nothing; a hold that does not
+    know the checkpoint reads all its writes once (``get_under``, T13, where
+    the store has it), outside a hold the task's own blob is read.
     """
-    ref = writes_ref(run_id, checkpoint_ns, checkpoint_id)
+    ref = task_writes_ref(run_id, checkpoint_ns, checkpoint_id, task_id)
 
     def body(lease: Lease) -> Plan[None]:
         known = None if cache is None else cache.writes.pop(checkpoint_ns, None)
+        tasks: TaskWrites | None = None
         if known is not None and known[0] == checkpoint_id:
-            pending = known[1]
+            tasks = known[1]
+        elif cache is not None and whole:
+            base = checkpoint_base(run_id, checkpoint_ns, checkpoint_id)
+            stored = yield ("blobs", "get_under", (run_id, base + "/w/"))
+            tasks = _by_task(w for _, blob in stored for w in decode_writes(blob))
+        if tasks is not None:
+            pending = tasks.setdefault(task_id, PendingWrites())
         else:
             blob: bytes | None = yield ("blobs", "get", (ref,))
             pending = PendingWrites.decoded(blob)
         pending.merge(new)
         yield ("blobs", "put", (ref, pending.blob(), lease))
-        if cache is not None:
-            cache.writes[checkpoint_ns] = (checkpoint_id, pending)
+        if cache is not None and tasks is not None:
+            cache.writes[checkpoint_ns] = (checkpoint_id, tasks)
 
     return (yield from _leased(run_id, held, owner, body))
 
@@ -264,34 +313,75 @@ class Found:
     writes: list[StoredWrite]
 
 
+def _own(pairs: Iterable[tuple[str, bytes]], base: str) -> dict[str, bytes]:
+    """The pairs that belong to the checkpoint at ``base``: the base or under its '/'."""
+    under = base + "/"
+    return {ref: blob for ref, blob in pairs if ref == base or ref.startswith(under)}
+
+
 def _read(
     run_id: str,
     checkpoint_ns: str,
     checkpoint_id: str,
-    remembered: PendingWrites | None = None,
+    remembered: TaskWrites | None = None,
+    *,
+    whole: bool,
+    listed: Sequence[str] | None = None,
 ) -> Plan[Found | None]:
-    blob = yield (
-        "blobs",
-        "get",
-        (checkpoint_ref(run_id, checkpoint_ns, checkpoint_id),),
-    )
-    if blob is None:
-        return None
+    """Read one checkpoint and its writes.
+
+    With ``get_under`` (``whole``) one read brings the checkpoint and every
+    task's writes; with the writes ``remembered`` by a hold, one ``get`` of the
+    checkpoint. Otherwise the checkpoint is a ``get`` and its writes are found
+    in the thread's listing (``listed``: the id's refs, when the caller has
+    them). A
+    checkpoint an earlier version stored also has its one writes blob read,
+    merged before this version's (regular writes keep the first stored).
+    """
+    base = checkpoint_base(run_id, checkpoint_ns, checkpoint_id)
+    own: dict[str, bytes]
     if remembered is not None:
-        writes = list(remembered.writes)
+        blob = yield (
+            "blobs",
+            "get",
+            (checkpoint_ref(run_id, checkpoint_ns, checkpoint_id),),
+        )
+        if blob is not None:
+            writes = [w for pending in remembered.values() for w in pending.writes]
+            return Found(
+                run_id, checkpoint_ns, checkpoint_id, decode_checkpoint(blob), writes
+            )
+    if whole:
+        own = _own((yield ("blobs", "get_under", (run_id, base))), base)
     else:
-        stored = yield (
+        if listed is None:
+            listed = yield ("blobs", "list_refs", (run_id,))
+        own = {}
+        for ref in _own(((ref, b"") for ref in listed), base):
+            got: bytes | None = yield ("blobs", "get", (ref,))
+            if got is not None:
+                own[ref] = got
+    record = own.get(checkpoint_ref(run_id, checkpoint_ns, checkpoint_id))
+    pending = PendingWrites()
+    if record is None:
+        record = own.get(base)  # an earlier version's checkpoint
+        if record is None:
+            return None
+        old = yield (
             "blobs",
             "get",
             (writes_ref(run_id, checkpoint_ns, checkpoint_id),),
         )
-        writes = decode_writes(stored)
+        pending.merge(decode_writes(old))
+    for ref in sorted(own):
+        if ref.startswith(base + "/w/"):
+            pending.merge(decode_writes(own[ref]))
     return Found(
         run_id,
         checkpoint_ns,
         checkpoint_id,
-        decode_checkpoint(blob),
-        writes,
+        decode_checkpoint(record),
+        list(pending.writes),
     )
 
 
@@ -301,18 +391,20 @@ def get_tuple(
     checkpoint_id: str | None,
     cache: HoldCache | None = None,
     indexed: bool = False,
+    whole: bool = False,
 ) -> Plan[Found | None]:
-    """Read one checkpoint; without an id, the newest (``latest_id``: three reads).
+    """Read one checkpoint; without an id, the newest (``latest_id``: two reads).
 
     Under a hold (``cache``, run inside the thread's lock) the hold's memory
     answers what it knows, and what this read learns of the latest checkpoint
     is remembered, so the invocation's first put and put_writes read nothing.
     """
     latest = checkpoint_id is None
+    listed: list[str] | None = None
     if checkpoint_id is None:
         known = None if cache is None else cache.latest.get(checkpoint_ns)
         if known is None:
-            newest = yield from latest_id(run_id, checkpoint_ns, indexed)
+            newest, listed = yield from _latest(run_id, checkpoint_ns, indexed)
             known = NO_CHECKPOINT if newest is None else newest
             if cache is not None:
                 cache.latest[checkpoint_ns] = known
@@ -322,19 +414,22 @@ def get_tuple(
     remembered = (
         None if cache is None else cache.known_writes(checkpoint_ns, checkpoint_id)
     )
-    found = yield from _read(run_id, checkpoint_ns, checkpoint_id, remembered)
+    found = yield from _read(
+        run_id, checkpoint_ns, checkpoint_id, remembered, whole=whole, listed=listed
+    )
     if found is not None and cache is not None and latest and remembered is None:
-        cache.writes[checkpoint_ns] = (checkpoint_id, PendingWrites.of(found.writes))
+        cache.writes[checkpoint_ns] = (checkpoint_id, _by_task(found.writes))
     return found
 
 
 @dataclass(frozen=True, slots=True)
 class _Inventory:
-    """What one run's refs say: checkpoint ids per namespace, and the namespaces
-    with a pointer blob left by an earlier version (ignored on read)."""
+    """What one run's refs say: per namespace, each checkpoint id's refs (its
+    checkpoint, its writes, an earlier version's writes blob) and which ids
+    have a checkpoint; the namespaces with an earlier version's pointer."""
 
     checkpoints: dict[str, set[str]]
-    writes: dict[str, set[str]]
+    refs: dict[str, dict[str, list[str]]]
     pointers: set[str]
 
 
@@ -345,12 +440,13 @@ def _inventory(refs: Iterable[str]) -> _Inventory:
         if parts is None:
             continue
         kind, checkpoint_ns, checkpoint_id = parts
-        if kind == "c":
-            inventory.checkpoints.setdefault(checkpoint_ns, set()).add(checkpoint_id)
-        elif kind == "w":
-            inventory.writes.setdefault(checkpoint_ns, set()).add(checkpoint_id)
-        else:
+        if kind == "p":
             inventory.pointers.add(checkpoint_ns)
+            continue
+        by_id = inventory.refs.setdefault(checkpoint_ns, {})
+        by_id.setdefault(checkpoint_id, []).append(ref)
+        if kind in ("c", "oc"):
+            inventory.checkpoints.setdefault(checkpoint_ns, set()).add(checkpoint_id)
     return inventory
 
 
@@ -368,6 +464,7 @@ def list_checkpoints(
     before_id: str | None,
     keep: Callable[[CheckpointRecord], bool],
     limit: int | None,
+    whole: bool = False,
 ) -> Plan[list[Found]]:
     """Checkpoints newest first per namespace, filtered by id, cursor and ``keep``."""
     found: list[Found] = []
@@ -383,7 +480,9 @@ def list_checkpoints(
                     continue
                 if limit is not None and len(found) >= limit:
                     return found
-                item = yield from _read(run, ns, cid)
+                item = yield from _read(
+                    run, ns, cid, whole=whole, listed=inventory.refs[ns][cid]
+                )
                 if item is not None and keep(item.record):
                     found.append(item)
     return found
@@ -411,16 +510,16 @@ def _drop(
     doomed: dict[str, set[str]],
     lease: Lease,
 ) -> Plan[None]:
-    """Delete the doomed checkpoints and their writes (and a touched namespace's old pointer)."""
+    """Delete every ref of the doomed checkpoint ids (and a touched namespace's old pointer)."""
     for ns, ids in doomed.items():
         if not ids:
             continue
         if ns in inventory.pointers:
             yield ("blobs", "delete", (pointer_ref(run_id, ns), lease))
-        for cid in sorted(ids):
-            yield ("blobs", "delete", (checkpoint_ref(run_id, ns, cid), lease))
-            if cid in inventory.writes.get(ns, set()):
-                yield ("blobs", "delete", (writes_ref(run_id, ns, cid), lease))
+        refs = inventory.refs.get(ns, {})
+        yield from _delete_refs(
+            sorted(r for cid in ids for r in refs.get(cid, [])), lease
+        )
 
 
 def prune(run_id: str, strategy: str, held: Lease | None, owner: str) -> Plan[None]:
@@ -430,20 +529,27 @@ def prune(run_id: str, strategy: str, held: Lease | None, owner: str) -> Plan[No
 
     def body(lease: Lease) -> Plan[None]:
         inventory = _inventory((yield ("blobs", "list_refs", (run_id,))))
-        doomed = {
-            ns: ids - {max(ids)} for ns, ids in inventory.checkpoints.items() if ids
-        }
-        # Writes stored against a checkpoint that no longer exists go too.
-        orphans = {
-            ns: ids - inventory.checkpoints.get(ns, set())
-            for ns, ids in inventory.writes.items()
-        }
+        doomed: dict[str, set[str]] = {}
+        for ns, by_id in inventory.refs.items():
+            ids = inventory.checkpoints.get(ns, set())
+            newest = max(ids, default=None)
+            # Writes stored against a checkpoint that no longer exists go too.
+            doomed[ns] = {cid for cid in by_id if cid != newest}
         yield from _drop(run_id, inventory, doomed, lease)
-        for ns, ids in orphans.items():
-            for cid in sorted(ids):
-                yield ("blobs", "delete", (writes_ref(run_id, ns, cid), lease))
 
     return (yield from _leased(run_id, held, owner, body))
+
+
+def _record_blob(
+    run_id: str, checkpoint_ns: str, checkpoint_id: str, inventory: _Inventory
+) -> Plan[bytes | None]:
+    """The checkpoint's own blob, where this version or an earlier one put it."""
+    refs = inventory.refs.get(checkpoint_ns, {}).get(checkpoint_id, [])
+    ref = checkpoint_ref(run_id, checkpoint_ns, checkpoint_id)
+    if ref not in refs:
+        ref = old_checkpoint_ref(run_id, checkpoint_ns, checkpoint_id)
+    blob: bytes | None = yield ("blobs", "get", (ref,))
+    return blob
 
 
 def delete_for_runs(
@@ -461,7 +567,7 @@ def delete_for_runs(
         doomed: dict[str, set[str]] = {}
         for ns, ids in inventory.checkpoints.items():
             for cid in ids:
-                blob = yield ("blobs", "get", (checkpoint_ref(run, ns, cid),))
+                blob = yield from _record_blob(run, ns, cid, inventory)
                 if (
                     blob is not None
                     and metadata_run_id(decode_checkpoint(blob)) in wanted
@@ -479,7 +585,10 @@ def delete_for_runs(
 def copy_thread(
     source_run: str, target_run: str, held: Lease | None, owner: str
 ) -> Plan[None]:
-    """Copy every checkpoint and writes blob under a lease on the target (no old pointer)."""
+    """Copy every checkpoint and writes blob under a lease on the target (no old pointer).
+
+    Copied as stored: an earlier version's checkpoint stays one, and reads the same.
+    """
 
     def body(lease: Lease) -> Plan[None]:
         refs: list[str] = yield ("blobs", "list_refs", (source_run,))

@@ -36,11 +36,13 @@ from rulvar_store._batch import BatchTranscriptStore, BlobBatch
 from rulvar_store._capabilities import (
     has_batch_put,
     has_fenced_writes,
+    has_get_under,
     has_incremental_read,
     has_last_ref,
     has_meta_lookup,
 )
 from rulvar_store._fork import ForkGuard
+from rulvar_store._get_under import GetUnderTranscriptStore
 from rulvar_store._hop_threads import HopThreads
 from rulvar_store._incremental import IncrementalReadStore, JournalTail
 from rulvar_store._last_ref import LastRefTranscriptStore
@@ -248,25 +250,43 @@ class _AsyncLastRefAdapter(AsyncTranscriptAdapter):
         return await self._hop.run("last_ref", last_ref, run_id, prefix)
 
 
+class _AsyncGetUnderAdapter(AsyncTranscriptAdapter):
+    """The ``get_under`` of an adapted blob store whose sync store offers it (T13)."""
+
+    async def get_under(self, run_id: str, prefix: str) -> list[tuple[str, bytes]]:
+        get_under = cast(GetUnderTranscriptStore, self.sync_store).get_under
+        return await self._hop.run("get_under", get_under, run_id, prefix)
+
+
 @cache
-def _transcript_class(batch: bool, last_ref: bool) -> type[AsyncTranscriptAdapter]:
+def _transcript_class(
+    batch: bool, last_ref: bool, get_under: bool
+) -> type[AsyncTranscriptAdapter]:
     """The adapter class offering exactly the optional calls the sync store offers."""
-    if not last_ref:
-        return AsyncBatchTranscriptAdapter if batch else AsyncTranscriptAdapter
-    if not batch:
-        return _AsyncLastRefAdapter
-    return type(
-        "AsyncBatchLastRefTranscriptAdapter",
-        (_AsyncLastRefAdapter, AsyncBatchTranscriptAdapter),
-        {},
-    )
+    mixins = [
+        mixin
+        for wanted, mixin in (
+            (get_under, _AsyncGetUnderAdapter),
+            (last_ref, _AsyncLastRefAdapter),
+            (batch, AsyncBatchTranscriptAdapter),
+        )
+        if wanted
+    ]
+    if not mixins:
+        return AsyncTranscriptAdapter
+    if len(mixins) == 1:
+        return mixins[0]
+    name = "".join(m.__name__.strip("_") for m in mixins)
+    return type(name, tuple(mixins), {})
 
 
 def _transcripts(store: TranscriptStore, hop: _Hop) -> AsyncTranscriptAdapter:
-    # put_many and last_ref are offered only where the sync store has them:
-    # has_batch_put and has_last_ref are their declarations, so an adapter
-    # must not claim what it cannot do.
-    return _transcript_class(has_batch_put(store), has_last_ref(store))(store, hop)
+    # put_many, last_ref and get_under are offered only where the sync store
+    # has them: has_batch_put, has_last_ref and has_get_under are their
+    # declarations, so an adapter must not claim what it cannot do.
+    return _transcript_class(
+        has_batch_put(store), has_last_ref(store), has_get_under(store)
+    )(store, hop)
 
 
 def adapt_opened(

@@ -13,6 +13,7 @@ __all__ = [
     "assert_fenced_writes",
     "has_batch_put",
     "has_fenced_writes",
+    "has_get_under",
     "has_incremental_read",
     "has_last_ref",
     "has_meta_lookup",
@@ -94,3 +95,11 @@ def has_last_ref(store: object) -> bool:
     does.
     """
     return callable(getattr(store, "last_ref", None))
+
+
+def has_get_under(store: object) -> bool:
+    """Return whether the blob store ``store`` offers ``get_under`` (see ``_get_under``, T13).
+
+    Sync and asyncio stores alike, like ``has_last_ref``.
+    """
+    return callable(getattr(store, "get_under", None))

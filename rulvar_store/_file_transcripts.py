@@ -35,6 +35,7 @@ from rulvar_store._file_io import (
     write_atomic,
 )
 from rulvar_store._fork import ForkGuard
+from rulvar_store._get_under import get_under_args
 from rulvar_store._jsonl_file import read_all
 from rulvar_store._last_ref import last_ref_args, last_ref_of
 from rulvar_store._records import BlobInput, Lease
@@ -214,6 +215,23 @@ class FileTranscriptStore(GuardedHandle):
         """
         run_id, prefix = last_ref_args(run_id, prefix)
         return last_ref_of(self.list_refs(run_id), prefix)
+
+    def get_under(self, run_id: str, prefix: str) -> list[tuple[str, bytes]]:
+        """Return ``(ref, blob)`` of the run's blobs under ``prefix``, sorted (T13).
+
+        The run's folder is listed (as ``list_refs`` does) and every blob under
+        ``prefix`` read; one removed between the two is left out.
+
+        Raises:
+            InvalidArgumentError: a ``_last_ref`` rule is broken.
+            JournalOrderViolation: ``run_id`` is not a safe token.
+        """
+        run_id, prefix = get_under_args(run_id, prefix)
+        found: list[tuple[str, bytes]] = []
+        for ref in self.list_refs(run_id):
+            if ref.startswith(prefix) and (blob := self.get(ref)) is not None:
+                found.append((ref, blob))
+        return found
 
     def delete(self, ref: str, lease: Lease | None = None) -> None:
         """Remove the blob; a missing ref is a no-op (T2). ``lease`` is ignored.

@@ -62,20 +62,24 @@ class AsyncLastRefTranscriptStore(Protocol):
         ...
 
 
-def last_ref_args(run_id: object, prefix: object) -> tuple[str, str]:
+def last_ref_args(
+    run_id: object, prefix: object, operation: str = OPERATION
+) -> tuple[str, str]:
     """Return ``(run_id, prefix)`` once the rules of the module docstring hold.
+
+    ``operation`` names the read in the error (``get_under`` shares the rules).
 
     Raises:
         InvalidArgumentError: a rule is broken; nothing was read.
     """
-    run_id = _intake.run_id_for_read(run_id, OPERATION)
-    prefix = _intake.text_for_read(prefix, OPERATION, "prefix")
+    run_id = _intake.run_id_for_read(run_id, operation)
+    prefix = _intake.text_for_read(prefix, operation, "prefix")
     if not prefix.startswith(run_id + "/"):
         shown = prefix if len(prefix) <= 80 else prefix[:80] + "..."
         raise InvalidArgumentError(
-            f"{OPERATION}: prefix must start with the run id and '/' "
+            f"{operation}: prefix must start with the run id and '/' "
             f"({run_id[:80]!r} + '/'), got {shown!r}",
-            OPERATION,
+            operation,
             "prefix",
         )
     return run_id, prefix

@@ -23,6 +23,7 @@ from typing import Literal, final
 from rulvar_store import _intake
 from rulvar_store._batch import BlobBatch, blob_batch
 from rulvar_store._fork import ForkGuard, holding
+from rulvar_store._get_under import blobs_under, get_under_args
 from rulvar_store._incremental import JournalTail, parse_cursor
 from rulvar_store._json import load_listing, load_record, load_records
 from rulvar_store._last_ref import last_ref_args, last_ref_of
@@ -330,6 +331,12 @@ class MemoryFencedTranscriptStore:
         with self._journal._entered("blob last_ref"):
             return last_ref_of(self._domain.blobs, prefix)
 
+    def get_under(self, run_id: str, prefix: str) -> list[tuple[str, bytes]]:
+        """Return ``(ref, blob)`` of the run's blobs under ``prefix``, sorted (T13)."""
+        _, prefix = get_under_args(run_id, prefix)
+        with self._journal._entered("blob get_under"):
+            return blobs_under(self._domain.blobs.items(), prefix)
+
     def delete(self, ref: str, lease: Lease | None = None) -> None:
         ref, run_id = _intake.ref_for_read(ref, "blob delete")
         check_run_match(
@@ -391,6 +398,12 @@ class MemoryTranscriptStore:
         _, prefix = last_ref_args(run_id, prefix)
         with self._entered("blob last_ref"):
             return last_ref_of(self._blobs, prefix)
+
+    def get_under(self, run_id: str, prefix: str) -> list[tuple[str, bytes]]:
+        """Return ``(ref, blob)`` of the run's blobs under ``prefix``, sorted (T13)."""
+        _, prefix = get_under_args(run_id, prefix)
+        with self._entered("blob get_under"):
+            return blobs_under(self._blobs.items(), prefix)
 
     def delete(self, ref: str, lease: Lease | None = None) -> None:
         _intake.ref_for_read(ref, "blob delete")

@@ -15,7 +15,11 @@ Store users import from ``rulvar_store``; operators from ``rulvar_store.ops``.
 from rulvar_store._async_adapter import adapt_opened
 from rulvar_store._async_closing import AsyncClosing, finish_uncancelled, wait_out
 from rulvar_store._batch import CheckedBatch, blob_batch
-from rulvar_store._capabilities import has_last_ref, has_single_writer_files
+from rulvar_store._capabilities import (
+    has_get_under,
+    has_last_ref,
+    has_single_writer_files,
+)
 from rulvar_store._durability import (
     DurabilityReport,
     ReportsDurability,
@@ -34,6 +38,12 @@ from rulvar_store._failpoints import (
 )
 from rulvar_store._file_ops import FileOps, file_ops_layer
 from rulvar_store._fork import ForkGuard, fork_generation
+from rulvar_store._get_under import (
+    AsyncGetUnderTranscriptStore,
+    GetUnderTranscriptStore,
+    blobs_under,
+    get_under_args,
+)
 from rulvar_store._hop_threads import HopThreads
 from rulvar_store._incremental import parse_cursor
 from rulvar_store._intake import (
@@ -127,6 +137,7 @@ __all__ = [
     "MAX_RUN_ID_LENGTH",
     "MAX_SAFE_TOKEN_LENGTH",
     "AsyncClosing",
+    "AsyncGetUnderTranscriptStore",
     "AsyncLastRefTranscriptStore",
     "Backend",
     "CheckedBatch",
@@ -136,6 +147,7 @@ __all__ = [
     "FileOps",
     "ForkGuard",
     "FreshStoreFactory",
+    "GetUnderTranscriptStore",
     "HopThreads",
     "LastRefTranscriptStore",
     "LocationFactory",
@@ -149,6 +161,7 @@ __all__ = [
     "armed",
     "blob_batch",
     "blob_bytes",
+    "blobs_under",
     "caller_identity",
     "check_run_match",
     "check_safe_token",
@@ -159,6 +172,8 @@ __all__ = [
     "finish_uncancelled",
     "finite_seq",
     "fork_generation",
+    "get_under_args",
+    "has_get_under",
     "has_last_ref",
     "has_single_writer_files",
     "hit",

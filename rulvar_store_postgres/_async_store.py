@@ -41,6 +41,7 @@ from rulvar_store.ops import LeaseState
 from rulvar_store_postgres._async_pool import make_async_pool
 from rulvar_store_postgres._config import Settings
 from rulvar_store_postgres._errors import mutation_result, translated
+from rulvar_store_postgres._get_under import get_under_step
 from rulvar_store_postgres._handle import PostgresHandle
 from rulvar_store_postgres._interrupts import interrupts_deferred
 from rulvar_store_postgres._last_ref import alearn_collation, last_ref_step
@@ -318,6 +319,11 @@ class AsyncPostgresFencedTranscriptStore(AsyncClosing):
         """Return the greatest stored ref that starts with ``prefix`` (T12, ``_last_ref``)."""
         store = self._open("blob last_ref")
         return await store._call(last_ref_step(store._plans, run_id, prefix))
+
+    async def get_under(self, run_id: str, prefix: str) -> list[tuple[str, bytes]]:
+        """Return ``(ref, blob)`` of the run's blobs under ``prefix``, sorted (T13, ``_get_under``)."""
+        store = self._open("blob get_under")
+        return await store._call(get_under_step(store._plans, run_id, prefix))
 
     async def delete(self, ref: str, lease: Lease | None = None) -> None:
         """Remove the blob; missing is a no-op (T2); a leased delete is fenced."""

@@ -78,7 +78,16 @@ _IMPOSSIBLE_CONNECT: Final = re.compile(
 _SOCKET: Final = re.compile(r'on socket "([^"]+)" failed: No such file or directory')
 # Operations that only read: a connection lost under them leaves no write behind.
 _READS: Final = frozenset(
-    {"load", "get_meta", "list_runs", "blob_get", "blob_list", "connect"}
+    {
+        "load",
+        "get_meta",
+        "list_runs",
+        "blob_get",
+        "blob_list",
+        "blob_last_ref",
+        "blob_get_under",
+        "connect",
+    }
 )
 
 

@@ -24,8 +24,9 @@ A handle that booted without learning it (no table yet) asks before its first
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from rulvar_store.backend import last_ref_args, prefix_upper_bound
 from rulvar_store_postgres._plans import Plans, Step
@@ -35,12 +36,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "alearn_collation",
+    "collation_step",
     "last_ref_step",
     "learn_collation",
     "orders_like_bytes",
 ]
 
 OPERATION: Final = "blob_last_ref"
+T = TypeVar("T")
 
 _BYTEWISE_LIBC: Final = frozenset({"C", "POSIX"})
 _BYTEWISE_BUILTIN: Final = frozenset({"C", "C.UTF-8"})
@@ -169,7 +172,7 @@ def last_ref_step(plans: Plans, run_id: str, prefix: str) -> Step[str | None]:
         InvalidArgumentError: a ``_last_ref`` rule is broken; nothing was sent.
     """
     _, prefix = last_ref_args(run_id, prefix)
-    collation, scan, fallback = _statements(plans.sql.quoted)
+    _, scan, fallback = _statements(plans.sql.quoted)
 
     def first(values: list[Any]) -> str | None:
         return str(values[0]) if values else None
@@ -183,12 +186,24 @@ def last_ref_step(plans: Plans, run_id: str, prefix: str) -> Step[str | None]:
         run_column = prefix.split("/", 1)[0]
         return Step(OPERATION, "values", fallback, (run_column, prefix), first)
 
+    return collation_step(plans, OPERATION, query)
+
+
+def collation_step(
+    plans: Plans, operation: str, query: Callable[[], Step[T]]
+) -> Step[T]:
+    """``query()`` once ``plans.refs_bytewise`` is known: first the catalog read if not.
+
+    Shared by the reads whose statement depends on the ref column's order
+    (``last_ref``, ``get_under``).
+    """
     if plans.refs_bytewise is not None:
         return query()
+    collation = _statements(plans.sql.quoted)[0]
 
-    def learned(rows: list[tuple[Any, ...]]) -> Step[str | None]:
+    def learned(rows: list[tuple[Any, ...]]) -> Step[T]:
         if rows:
             plans.refs_bytewise = _bytewise(rows[0])
         return query()
 
-    return Step(OPERATION, "rows", collation, _collation_args(plans), learned)
+    return Step(operation, "rows", collation, _collation_args(plans), learned)

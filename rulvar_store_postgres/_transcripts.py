@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Literal, final
 from rulvar_store import BlobBatch, BlobInput, Lease
 from rulvar_store.backend import blob_batch, not_live_lease
 from rulvar_store.errors import StoreClosedError
+from rulvar_store_postgres._get_under import get_under_step
 from rulvar_store_postgres._last_ref import last_ref_step
 from rulvar_store_postgres._plans import Plans, Step
 from rulvar_store_postgres._schema import (
@@ -130,6 +131,11 @@ class PostgresFencedTranscriptStore:
         """Return the greatest stored ref that starts with ``prefix`` (T12, ``_last_ref``)."""
         self._ensure_open("blob last_ref")
         return self._store._run(last_ref_step(self._store._plans, run_id, prefix))
+
+    def get_under(self, run_id: str, prefix: str) -> list[tuple[str, bytes]]:
+        """Return ``(ref, blob)`` of the run's blobs under ``prefix``, sorted (T13, ``_get_under``)."""
+        self._ensure_open("blob get_under")
+        return self._store._run(get_under_step(self._store._plans, run_id, prefix))
 
     def delete(self, ref: str, lease: Lease | None = None) -> None:
         """Remove the blob; missing is a no-op (T2); a leased delete is fenced."""

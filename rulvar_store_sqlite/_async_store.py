@@ -257,3 +257,9 @@ class AsyncSqliteTranscriptStore(AsyncClosing):
         return await _call(
             self._door, "blob_last_ref", lambda: twin.last_ref(run_id, prefix)
         )
+
+    async def get_under(self, run_id: str, prefix: str) -> list[tuple[str, bytes]]:
+        twin = self.sync_store
+        return await _call(
+            self._door, "blob_get_under", lambda: twin.get_under(run_id, prefix)
+        )

@@ -155,6 +155,10 @@ LIST_BLOB_REFS_BY_PREFIX: Final = "SELECT ref FROM blobs WHERE substr(ref, 1, le
 LAST_BLOB_REF: Final = (
     "SELECT ref FROM blobs WHERE ref >= ?1 AND ref < ?2 ORDER BY ref DESC LIMIT 1"
 )
+# T13: every (ref, blob) in [prefix, bound), a forward range scan of the ref key.
+BLOBS_UNDER: Final = (
+    "SELECT ref, data FROM blobs WHERE ref >= ?1 AND ref < ?2 ORDER BY ref"
+)
 DELETE_BLOB: Final = "DELETE FROM blobs WHERE ref = ?"
 
 

@@ -12,6 +12,7 @@ from rulvar_store import backend as _intake
 from rulvar_store.backend import (
     blob_batch,
     check_run_match,
+    get_under_args,
     last_ref_args,
     prefix_upper_bound,
 )
@@ -133,6 +134,26 @@ class SqliteFencedTranscriptStore:
         assert bound is not None
         rows = self._door.read("blob_last_ref", sql.LAST_BLOB_REF, (prefix, bound))
         return str(rows[0][0]) if rows else None
+
+    def get_under(self, run_id: str, prefix: str) -> list[tuple[str, bytes]]:
+        """Return ``(ref, blob)`` of the run's blobs under ``prefix``, sorted (T13).
+
+        One read: a range scan of the ref key over ``[prefix, bound)`` (BINARY
+        collation: code point order).
+
+        Raises:
+            InvalidArgumentError: a ``_last_ref`` rule is broken.
+        """
+        _, prefix = get_under_args(run_id, prefix)
+        bound = prefix_upper_bound(prefix)
+        # The prefix holds a '/', which can always be raised: a bound exists.
+        assert bound is not None
+        rows = self._door.read("blob_get_under", sql.BLOBS_UNDER, (prefix, bound))
+        found: list[tuple[str, bytes]] = []
+        for ref, data in rows:
+            assert isinstance(data, bytes)
+            found.append((str(ref), data))
+        return found
 
     def delete(self, ref: str, lease: Lease | None = None) -> None:
         """Remove the blob; a missing ref is a no-op, also under a live lease (T2).

@@ -44,6 +44,7 @@ from rulvar_store.backend import (
     UrlOpener,
     adapt_opened,
     fork_generation,
+    has_get_under,
     has_last_ref,
 )
 
@@ -184,6 +185,7 @@ def facade_opened(opened: AsyncOpenedStore, loop: EventLoopThread) -> OpenedStor
         _BLOB_CALLS
         + (("put_many",) if has_batch_put(opened.transcripts) else ())
         + (("last_ref",) if has_last_ref(opened.transcripts) else ())
+        + (("get_under",) if has_get_under(opened.transcripts) else ())
     )
     blobs = _facade_class(blob_calls)(opened.transcripts, loop)
     return OpenedStore(

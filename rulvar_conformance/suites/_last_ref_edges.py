@@ -19,7 +19,7 @@ from rulvar_store import (
 )
 from rulvar_store.backend import LastRefTranscriptStore, has_last_ref
 
-__all__ = ["last_ref_exact"]
+__all__ = ["last_ref_exact", "stored_all"]
 
 SAFE_RUN: Final = "lr-1"
 SAFE_REFS: Final = (
@@ -57,7 +57,7 @@ def _expected(stored: Sequence[str], prefix: str) -> str | None:
     return max((ref for ref in stored if ref.startswith(prefix)), default=None)
 
 
-def _stored(writer: TranscriptStore, refs: Sequence[str]) -> bool:
+def stored_all(writer: TranscriptStore, refs: Sequence[str]) -> bool:
     """Put every ref; ``False`` if the store refuses its names (typed, T8)."""
     for index, ref in enumerate(refs):
         outcome = attempt(partial(writer.put, ref, ref.encode()))
@@ -94,7 +94,7 @@ def last_ref_exact(writer: TranscriptStore, reader: TranscriptStore) -> None:
         not_run("the blob store offers no last_ref (an optional ability, T12)")
     answering = cast(LastRefTranscriptStore, reader)
     require(
-        _stored(writer, (*SAFE_REFS, *DECOYS)),
+        stored_all(writer, (*SAFE_REFS, *DECOYS)),
         "expected the store to accept safe-token refs",
     )
     stored = list(SAFE_REFS)
@@ -103,7 +103,7 @@ def last_ref_exact(writer: TranscriptStore, reader: TranscriptStore) -> None:
         writer.delete(gone)
         stored.remove(gone)
     _answers(answering, SAFE_RUN, stored, SAFE_PREFIXES, "after deletes")
-    if _stored(writer, WIDE_REFS):
+    if stored_all(writer, WIDE_REFS):
         _answers(answering, WIDE_RUN, WIDE_REFS, WIDE_PREFIXES, "")
     never = attempt(partial(answering.last_ref, "never-stored", "never-stored/"))
     require(

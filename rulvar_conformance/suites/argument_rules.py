@@ -60,7 +60,13 @@ from rulvar_store import (
     has_batch_put,
     has_meta_lookup,
 )
-from rulvar_store.backend import StoreUrl, UrlOpener, has_last_ref, parse_store_url
+from rulvar_store.backend import (
+    StoreUrl,
+    UrlOpener,
+    has_get_under,
+    has_last_ref,
+    parse_store_url,
+)
 
 __all__ = ["SPEC", "argument_rules_conformance"]
 
@@ -316,6 +322,32 @@ def _last_ref_cases(seeded: _Seeded) -> list[_Case]:
         _Case(
             f"last_ref(prefix={name})",
             partial(_last_ref_with, GOOD_RUN, bad),
+            "prefix",
+        )
+        for name, bad in BAD_PREFIXES.items()
+    ]
+
+
+def _get_under_with(run_id: Any, prefix: Any, s: _Seeded) -> object:
+    return s.blobs.get_under(run_id, prefix)
+
+
+def _get_under_cases(seeded: _Seeded) -> list[_Case]:
+    """get_under's rules (T13): last_ref's, a readable run id and a prefix under its '/'."""
+    if not has_get_under(seeded.blobs):
+        not_run("the blob store offers no get_under (an optional ability, T13)")
+    prefix = GOOD_RUN + "/"
+    return [
+        _Case(
+            f"get_under(run_id={name})",
+            partial(_get_under_with, run_id, prefix),
+            "run_id",
+        )
+        for name, run_id in BAD_READ_RUN_IDS.items()
+    ] + [
+        _Case(
+            f"get_under(prefix={name})",
+            partial(_get_under_with, GOOD_RUN, bad),
             "prefix",
         )
         for name, bad in BAD_PREFIXES.items()
@@ -645,6 +677,8 @@ def argument_rules_conformance(certification: Certification) -> ConformanceSuite
          ("D14", "T11"), partial(_require_all_refused, certification, _lease_filter_blob_cases)),
         ("args-last-ref", "last_ref's run id and prefix of the wrong shape are refused",
          ("T12", "D12", "D14"), partial(_require_all_refused, certification, _last_ref_cases)),
+        ("args-get-under", "get_under's run id and prefix of the wrong shape are refused",
+         ("T13", "D12", "D14"), partial(_require_all_refused, certification, _get_under_cases)),
         ("args-ttl", "ttl_ms outside 1..2^31-1 or not an int is a ConfigError",
          ("D9",), partial(_ttl_refused, certification)),
         ("args-url-options", "an unknown or mistyped URL option is a ConfigError",

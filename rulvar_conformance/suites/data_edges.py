@@ -32,6 +32,7 @@ from rulvar_conformance.harness.probe import describe, difference, typed_refusal
 from rulvar_conformance.harness.site import at_fresh_location
 from rulvar_conformance.suites._exact_edges import exact_text, run_ids_exact
 from rulvar_conformance.suites._filter_edges import list_refs_exact, run_filters
+from rulvar_conformance.suites._get_under_edges import get_under_exact
 from rulvar_conformance.suites._last_ref_edges import last_ref_exact
 from rulvar_conformance.suites._seq_edges import (
     float_and_huge_seqs,
@@ -353,6 +354,11 @@ def _last_ref(locations: LocationFactory) -> None:
         last_ref_exact(writer.transcripts, reader.transcripts)
 
 
+def _get_under(locations: LocationFactory) -> None:
+    with _handles(locations) as (writer, reader):
+        get_under_exact(writer.transcripts, reader.transcripts)
+
+
 def _twin(locations: LocationFactory) -> None:
     with _handles(locations) as (writer, _reader):
         make: Any = getattr(writer.journal, "transcripts", None)
@@ -400,6 +406,9 @@ def data_edges_conformance(certification: Certification) -> ConformanceSuite:
         ("data-last-ref-exact",
          "last_ref: the greatest live ref under a prefix, of its run only",
          ("T12", "T4", "T3"), partial(_last_ref, locations)),
+        ("data-get-under-exact",
+         "get_under: every live blob under a prefix, of its run only, sorted",
+         ("T13", "T4", "T3", "T1"), partial(_get_under, locations)),
         ("data-transcripts-twin", "transcripts() returns one memoized twin",
          ("T7",), partial(_twin, locations)),
     ]  # fmt: skip

@@ -33,6 +33,7 @@ from rulvar_conformance.harness.kit import (
 from rulvar_conformance.harness.site import ManualClock, Site, at_fresh_location
 from rulvar_conformance.harness.surfaces import expect_refused
 from rulvar_langgraph import RulvarSaver, ThreadGoneError
+from rulvar_langgraph._layout import split_ref
 from rulvar_store import LeaseHeldError
 from rulvar_store.backend import LocationFactory
 
@@ -297,9 +298,9 @@ def _unheld_late_write_after_delete(locations: LocationFactory) -> None:
         )
         # Only checkpoints (and pointers of earlier versions) make a thread: the late task's writes may
         # land as an orphan blob no read reaches (put_writes is not refused).
-        kinds = {ref.split("/")[1] for ref in w.stored()}
+        kinds = {parts[0] for ref in w.stored() if (parts := split_ref(ref))}
         require(
-            not kinds & {"c", "p"},
+            not kinds & {"c", "oc", "p"},
             f"the deleted thread came back: {sorted(w.stored())}",
         )
         require(

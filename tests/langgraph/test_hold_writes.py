@@ -18,11 +18,13 @@ from rulvar_langgraph import AsyncRulvarSaver, RulvarSaver
 from rulvar_store import InvalidArgumentError, OpenedStore
 from rulvar_store.backend import LocationFactory, adapt_opened
 
-BLOB_CALLS = ("put", "put_many", "get", "list_refs", "last_ref", "delete")
+BLOB_CALLS = ("put", "put_many", "get", "list_refs", "last_ref", "get_under", "delete")
+OPTIONAL_READS = ("last_ref", "get_under")
 
 
 class Recording:
-    """A real blob store that writes down each call; ``indexed=False`` hides last_ref."""
+    """A real blob store that writes down each call; ``indexed=False`` hides the
+    optional reads (last_ref, get_under)."""
 
     def __init__(self, inner: Any, *, indexed: bool = True) -> None:
         self._inner = inner
@@ -30,7 +32,7 @@ class Recording:
         self.calls: list[str] = []
 
     def __getattr__(self, name: str) -> Any:
-        if name == "last_ref" and not self._indexed:
+        if name in OPTIONAL_READS and not self._indexed:
             raise AttributeError(name)
         attr = getattr(self._inner, name)
         if name not in BLOB_CALLS:
@@ -176,7 +178,7 @@ def test_held_put_writes_to_an_older_checkpoint_read_its_writes_once(
         )
         blobs.take()
         chain.put_writes("task-a")
-        assert blobs.take() == ["get", "put"]
+        assert blobs.take() == ["get_under", "put"]  # every task's writes, once
         chain.put_writes("task-b")
         assert blobs.take() == ["put"]
     assert _pending_tasks(saver, "t") == ["before", "task-a", "task-b"]
@@ -202,7 +204,7 @@ def test_a_held_read_of_the_latest_fills_what_the_hold_remembers(
         blobs.take()
         found = saver.get_tuple(config)
         assert found is not None
-        assert blobs.take() == ["last_ref", "get", "get"]  # newest, checkpoint, writes
+        assert blobs.take() == ["last_ref", "get_under"]  # newest; it and its writes
         again = saver.get_tuple(config)
         assert again is not None
         assert again.pending_writes == found.pending_writes
@@ -259,7 +261,7 @@ def test_prune_and_copy_inside_a_hold_clear_what_it_remembers(
 def test_without_last_ref_the_saver_finds_the_newest_in_the_listing(
     opened: OpenedStore,
 ) -> None:
-    """A blob store without last_ref still serves: one listing read, one put."""
+    """A blob store without last_ref (nor get_under) still serves: one listing read, one put."""
     saver, blobs = _saver(opened, indexed=False)
     chain = Chain(saver, _config("t"))
     for step in range(3):
@@ -268,7 +270,7 @@ def test_without_last_ref_the_saver_finds_the_newest_in_the_listing(
     chain.put(3)
     assert blobs.take() == ["list_refs", "put"]
     assert _latest_id(saver, "t") == chain.ids[-1]
-    assert blobs.take() == ["list_refs", "get", "get"]
+    assert blobs.take() == ["list_refs", "get"]  # the listing names its writes: none
     with saver.hold("t") as config:
         held = Chain(
             saver,

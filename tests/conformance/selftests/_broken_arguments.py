@@ -13,6 +13,7 @@ Each is an honest ``MemoryStore`` with one habit a store author might have:
 - ``LAX_OPTIONS``: a backend whose ``open`` ignores every URL option;
 - ``UncheckedLastRef``: a blob twin whose ``last_ref`` answers any prefix,
   another run's or a non-str one's, instead of refusing it (T12).
+- ``UncheckedGetUnder``: the same for ``get_under`` (T13).
 """
 
 from __future__ import annotations
@@ -163,6 +164,18 @@ class UncheckedLastRef:
             ref for ref in self._inner.list_refs(str(run_id)) if ref.startswith(text)
         ]
         return max(refs, default=None)
+
+
+class UncheckedGetUnder(UncheckedLastRef):
+    """A blob twin whose ``get_under`` matches any prefix against every stored ref."""
+
+    def get_under(self, run_id: Any, prefix: Any) -> list[tuple[str, bytes]]:
+        text = str(prefix)
+        return [
+            (ref, self._inner.get(ref))
+            for ref in self._inner.list_refs(str(run_id))
+            if ref.startswith(text)
+        ]
 
 
 def locations_of(

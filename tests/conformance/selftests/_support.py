@@ -251,5 +251,8 @@ class MemoryTwinDelegate:
     def last_ref(self, run_id: str, prefix: str) -> str | None:
         return self.inner.last_ref(run_id, prefix)
 
+    def get_under(self, run_id: str, prefix: str) -> list[tuple[str, bytes]]:
+        return self.inner.get_under(run_id, prefix)
+
     def delete(self, ref: str, lease: Lease | None = None) -> None:
         self.inner.delete(ref, lease)

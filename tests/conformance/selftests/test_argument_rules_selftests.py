@@ -28,6 +28,7 @@ SELF_TESTED: frozenset[str] = frozenset(
         "args-ttl",
         "args-url-options",
         "args-last-ref",
+        "args-get-under",
     }
 )
 
@@ -120,6 +121,15 @@ def test_an_unchecked_prefix_fails_the_last_ref_row() -> None:
     locations = broken.locations_of(MemoryStore, twin=broken.UncheckedLastRef)
     detail = _failure(_of(locations), "args-last-ref")
     assert "last_ref(prefix=the run id alone): expected InvalidArgumentError" in detail
+    assert "observed the call succeeded" in detail
+
+
+@pytest.mark.clause("C4")
+def test_an_unchecked_prefix_fails_the_get_under_row() -> None:
+    """get_under answering a prefix outside its run (empty) hides the caller's mistake."""
+    locations = broken.locations_of(MemoryStore, twin=broken.UncheckedGetUnder)
+    detail = _failure(_of(locations), "args-get-under")
+    assert "get_under(prefix=the run id alone): expected InvalidArgumentError" in detail
     assert "observed the call succeeded" in detail
 
 

@@ -275,6 +275,74 @@ class LocaleOrder(Handle):
     twin_class = LocaleOrderTwin
 
 
+class UnsortedUnderTwin(Twin):
+    def get_under(self, run_id: str, prefix: str) -> list[tuple[str, bytes]]:
+        with self.domain.lock:
+            return sorted(
+                (
+                    (ref, blob)
+                    for ref, blob in self.domain.blobs.items()
+                    if ref.startswith(prefix)
+                ),
+                key=lambda pair: pair[0].casefold(),
+            )
+
+
+class UnsortedUnder(Handle):
+    """get_under returns its pairs in a locale's (case-folded) order, not by code point."""
+
+    twin_class = UnsortedUnderTwin
+
+
+class SlashUnderTwin(Twin):
+    def get_under(self, run_id: str, prefix: str) -> list[tuple[str, bytes]]:
+        # Reads the prefix as a folder: the blobs under ``prefix + "/"`` only.
+        folder = prefix if prefix.endswith("/") else prefix + "/"
+        with self.domain.lock:
+            return sorted(
+                (ref, blob)
+                for ref, blob in self.domain.blobs.items()
+                if ref.startswith(folder)
+            )
+
+
+class SlashUnder(Handle):
+    """get_under treats the prefix as a folder: a ref equal to it, or extending its
+    last segment, is left out."""
+
+    twin_class = SlashUnderTwin
+
+
+class DeletedUnderTwin(DeletesIgnoredTwin):
+    def get_under(self, run_id: str, prefix: str) -> list[tuple[str, bytes]]:
+        return sorted(
+            (ref, ref.encode()) for ref in self._seen() if ref.startswith(prefix)
+        )
+
+
+class DeletedUnder(Handle):
+    """get_under reads a separate index that deletes never update."""
+
+    twin_class = DeletedUnderTwin
+
+
+class OtherRunsUnderTwin(Twin):
+    def get_under(self, run_id: str, prefix: str) -> list[tuple[str, bytes]]:
+        rest = prefix.split("/", 1)[1]
+        with self.domain.lock:
+            return sorted(
+                (ref, blob)
+                for ref, blob in self.domain.blobs.items()
+                if "/" in ref and ref.split("/", 1)[1].startswith(rest)
+            )
+
+
+class OtherRunsUnder(Handle):
+    """get_under matches the prefix's path after the run segment in every run."""
+
+    twin_class = OtherRunsUnderTwin
+
+
 class SortedKeysJournal(Handle):
     """Entries are normalized on the way in (sorted keys, as a jsonb column would)."""
 
@@ -362,6 +430,10 @@ BROKEN: Final[tuple[tuple[type[Handle], str], ...]] = (
     (DeletesIgnored, "data-last-ref-exact"),
     (OtherRuns, "data-last-ref-exact"),
     (LocaleOrder, "data-last-ref-exact"),
+    (UnsortedUnder, "data-get-under-exact"),
+    (SlashUnder, "data-get-under-exact"),
+    (DeletedUnder, "data-get-under-exact"),
+    (OtherRunsUnder, "data-get-under-exact"),
     (SortedKeysJournal, "data-exact-text"),
     (FloatNumbersMeta, "data-exact-text"),
     (PrefixDelete, "data-run-ids-exact"),
