@@ -2,13 +2,18 @@
 
 A thread is one run. Its checkpoints and pending writes are fenced blobs under
 the run's ref prefix, so ``delete_run``, the blob deletes of ``prune`` and
-``delete_for_runs`` give their bytes back:
+``delete_for_runs`` give their bytes back. Everything of one checkpoint lies
+under that checkpoint's own base ref, so one ``get_under`` (T13) reads it
+whole:
 
 ```
-<run>/c/<ns>/<checkpoint_id>   one checkpoint: serialized checkpoint, metadata, parent id
-<run>/w/<ns>/<checkpoint_id>   every pending write stored against that checkpoint
-<run>/p/<ns>                   written by earlier versions only: ignored on read,
-                               deleted with the thread
+<run>/c/<ns>/<cid>/z           the checkpoint: serialized checkpoint, metadata, parent id
+<run>/c/<ns>/<cid>/w/t<digest> one task's pending writes against it (a put_writes
+                               rewrites only its own task's blob)
+written by earlier versions only, still read, and deleted with what they belong to:
+<run>/c/<ns>/<cid>             the checkpoint
+<run>/w/<ns>/<cid>             every pending write of the checkpoint in one blob
+<run>/p/<ns>                   a pointer to the newest checkpoint: ignored on read
 ```
 
 ``<ns>`` is the checkpoint namespace hex-encoded behind an ``n`` (``""`` is ``n``),
@@ -17,7 +22,9 @@ keeps namespaces apart: a namespace's checkpoint prefix ``<run>/c/<ns>/`` ends
 at its own ``/``, and the hex holds none, so it never prefixes another
 namespace's refs. LangGraph's checkpoint ids are uuid6 strings (time fields
 first, fixed-width lowercase hex), so the newest checkpoint of a namespace is
-its greatest ref under that prefix: ``last_ref`` finds it (T12).
+found by its greatest ref under that prefix (``last_ref``, T12); the leaf
+``z`` sorts after ``w``, so that ref is the checkpoint's own blob, not one of
+its writes.
 """
 
 from __future__ import annotations
