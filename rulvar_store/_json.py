@@ -52,13 +52,24 @@ __all__ = [
 ]
 
 
+# ``json.dumps`` with any non-default option builds a new encoder on every call
+# (about 40% of a 250-byte entry's serialization); one shared encoder gives the
+# same text and errors. ``encode`` keeps no state between calls (its circular
+# reference markers are made per call), so threads may share it.
+_RECORD_ENCODER: Final = json.JSONEncoder(
+    ensure_ascii=False, allow_nan=False, separators=(",", ":")
+)
+
+
 def dump_record(value: Any) -> str:
     """Serialize an entry or meta record before anything becomes durable (D2).
 
     Key order is kept exactly as given (D4: no reordering). NaN, Infinity and
     non-JSON values raise ``ValueError``/``TypeError`` so nothing is persisted.
+    Exactly ``json.dumps(value, ensure_ascii=False, allow_nan=False,
+    separators=(",", ":"))``, through one shared encoder.
     """
-    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return _RECORD_ENCODER.encode(value)
 
 
 def load_record(text: str | bytes) -> Any:

@@ -10,6 +10,12 @@ import pytest
 from rulvar_store.backend import dump_record, load_record, stable_stringify
 
 
+def _circular() -> dict[str, object]:
+    looped: dict[str, object] = {}
+    looped["self"] = looped
+    return looped
+
+
 @pytest.mark.clause("D2")
 @pytest.mark.parametrize(
     "value",
@@ -18,8 +24,9 @@ from rulvar_store.backend import dump_record, load_record, stable_stringify
         {"x": datetime.datetime(2026, 1, 1)},
         {"x": math.nan},
         {"x": math.inf},
+        _circular(),
     ],
-    ids=["set", "datetime", "nan", "infinity"],
+    ids=["set", "datetime", "nan", "infinity", "circular"],
 )
 def test_non_json_values_raise_before_anything_is_persisted(value: object) -> None:
     with pytest.raises((TypeError, ValueError)):

@@ -139,6 +139,17 @@ def test_number_text_parses_like_the_stdlib(text: str) -> None:
     assert_same_outcome(('{"n":' + text + "}").encode())
 
 
+@pytest.mark.clause("D4")
+@given(json_values)
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+def test_the_shared_encoder_writes_exactly_what_json_dumps_writes(value: Any) -> None:
+    """``dump_record``'s one shared encoder gives the stdlib call's text, byte for byte."""
+    expected = json.dumps(
+        value, ensure_ascii=False, allow_nan=False, separators=(",", ":")
+    )
+    assert dump_record(value) == expected
+
+
 @given(json_values)
 @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
 def test_canonical_text_of_any_value_parses_like_the_stdlib(value: Any) -> None:
