@@ -47,7 +47,12 @@ class Renewer:
 
 
 class AsyncRenewer:
-    """The asyncio twin of ``Renewer``: a task on the running loop."""
+    """The asyncio twin of ``Renewer``: a timer on the running loop.
+
+    A task renews only when the timer fires: most holds end before their first
+    renewal, and then the hold costs one timer handle, not a task to create,
+    cancel and await. After each successful renew the timer is set again.
+    """
 
     def __init__(
         self, renew: Callable[[Lease], Awaitable[None]], lease: Lease, interval_s: float
@@ -56,18 +61,35 @@ class AsyncRenewer:
         self._lease = lease
         self._interval_s = interval_s
         self.lost: RulvarError | None = None
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        self._loop = asyncio.get_running_loop()
+        self._stopped = False
+        # The latest renewal's task, kept until stop: stop awaits it, so an
+        # unexpected error surfaces there, as from the task loop it replaces.
+        self._renewal: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = self._loop.call_later(
+            interval_s, self._due
+        )
 
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self._interval_s)
-            try:
-                await self._renew(self._lease)
-            except RulvarError as exc:
-                self.lost = exc
-                return
+    def _due(self) -> None:
+        self._timer = None
+        self._renewal = self._loop.create_task(self._renew_once())
+
+    async def _renew_once(self) -> None:
+        try:
+            await self._renew(self._lease)
+        except RulvarError as exc:
+            self.lost = exc
+            return
+        if not self._stopped:
+            self._timer = self._loop.call_later(self._interval_s, self._due)
 
     async def stop(self) -> None:
-        self._task.cancel()
-        with suppress(asyncio.CancelledError):
-            await self._task
+        self._stopped = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        renewal = self._renewal
+        if renewal is not None:
+            renewal.cancel()
+            with suppress(asyncio.CancelledError):
+                await renewal
