@@ -7,6 +7,8 @@ The caller used to raise at once while its write went on in the background,
 so the storm test (``test_file_interrupts``) now and then found the temp
 file's descriptor still open after its loop had ended. These tests aim the
 interrupt at both sides of the queueing, deterministically.
+
+White-box: rulvar_store._shielded
 """
 
 from __future__ import annotations
