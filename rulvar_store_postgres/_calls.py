@@ -16,7 +16,8 @@ anything, and is prepared again and sent once more. A new connection (the pool
 replaced a lost one) starts with nothing prepared. Where preparing cannot be
 used (``prepared_statements=false`` for a pooler that does not keep them, an
 armed failpoint hook, a call with no fixed text) the cursor path of
-``_transaction`` runs instead, with the same statement text.
+``_transaction`` runs instead, with the same statement text. The hot reads
+take this path too (``_reads``), each with its own decoding of the result.
 """
 
 from __future__ import annotations
