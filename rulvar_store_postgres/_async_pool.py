@@ -9,6 +9,7 @@ checks its own connection out, so concurrent tasks use concurrent connections.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, TypeAlias
 
@@ -206,12 +207,18 @@ class AsyncCheckout:
             await pool.putconn(conn)
 
 
-def make_async_pool(settings: Settings, name: str) -> AsyncStorePool:
+def make_async_pool(
+    settings: Settings,
+    name: str,
+    ready: Callable[[AsyncConn], Awaitable[None]] | None = None,
+) -> AsyncStorePool:
     """Build (not open) the pool of one async store (see ``make_pool``)."""
     session = session_for(settings)
 
     async def configure(conn: AsyncConn) -> None:
         await conn.execute(session)  # no parameters: one simple-protocol round trip
+        if ready is not None:
+            await ready(conn)
 
     pool = AsyncStorePool(
         settings.conninfo,

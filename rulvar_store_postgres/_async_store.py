@@ -38,7 +38,7 @@ from rulvar_store.errors import (
     StoreUnavailableError,
 )
 from rulvar_store.ops import LeaseState
-from rulvar_store_postgres._async_pool import make_async_pool
+from rulvar_store_postgres._async_pool import AsyncConn, make_async_pool
 from rulvar_store_postgres._config import Settings
 from rulvar_store_postgres._errors import mutation_result, translated
 from rulvar_store_postgres._get_under import get_under_step
@@ -46,6 +46,7 @@ from rulvar_store_postgres._handle import PostgresHandle
 from rulvar_store_postgres._interrupts import interrupts_deferred
 from rulvar_store_postgres._last_ref import alearn_collation, last_ref_step
 from rulvar_store_postgres._plans import READ_ROWS, Step
+from rulvar_store_postgres._reads import awarm_reads, read_prepared_async
 from rulvar_store_postgres._transaction import hit_off_loop, run_mutation_async
 from rulvar_store_postgres._transcripts import put_many_step
 
@@ -85,7 +86,9 @@ class AsyncPostgresStore(PostgresHandle, AsyncClosing):
     fenced_writes: Literal[True] = True
 
     def _start(self, settings: Settings) -> None:
-        self._pool = make_async_pool(settings, f"rulvar-async-{settings.schema}")
+        self._pool = make_async_pool(
+            settings, f"rulvar-async-{settings.schema}", self._ready
+        )
         self._boot_lock: asyncio.Lock | None = None
         self._calls: set[asyncio.Task[Any]] = set()
         self._twin: AsyncPostgresFencedTranscriptStore | None = None
@@ -135,7 +138,16 @@ class AsyncPostgresStore(PostgresHandle, AsyncClosing):
                             present = row is not None and row[0] is True
                         if present:  # last_ref's plan, on the boot's connection
                             await alearn_collation(conn, self._plans)
+                            # The next call gets this connection back (LIFO).
+                            await awarm_reads(
+                                conn, self._reads, self._plans.refs_bytewise
+                            )
                 self._booted_if_present(present, operation)
+
+    async def _ready(self, conn: AsyncConn) -> None:
+        """Ready a new pooled connection's hot reads once booted (``PostgresStore._ready``)."""
+        if self._booted and self._reads:
+            await awarm_reads(conn, self._reads, self._plans.refs_bytewise)
 
     # -- the executor ------------------------------------------------------------
 
@@ -207,13 +219,16 @@ class AsyncPostgresStore(PostgresHandle, AsyncClosing):
 
     async def _read(self, step: Step[Any]) -> Any:
         await self._ensure_booted(step.operation)
+        prepared = self._reads.get(step.statement)
         with translated(step.operation, self._settings.where, self._settings.secrets):
-            async with (
-                self._pool.checkout() as conn,
-                conn.cursor(row_factory=READ_ROWS[step.kind]) as cursor,
-            ):
-                await cursor.execute(step.statement, step.args)
-                return await cursor.fetchall()
+            async with self._pool.checkout() as conn:
+                if prepared is not None:
+                    return await read_prepared_async(
+                        conn, prepared, step.args, step.kind
+                    )
+                async with conn.cursor(row_factory=READ_ROWS[step.kind]) as cursor:
+                    await cursor.execute(step.statement, step.args)
+                    return await cursor.fetchall()
 
     # -- journal, leases, operator reads: the sync store's plans, awaited --------
 

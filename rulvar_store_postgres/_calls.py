@@ -16,14 +16,15 @@ anything, and is prepared again and sent once more. A new connection (the pool
 replaced a lost one) starts with nothing prepared. Where preparing cannot be
 used (``prepared_statements=false`` for a pooler that does not keep them, an
 armed failpoint hook, a call with no fixed text) the cursor path of
-``_transaction`` runs instead, with the same statement text.
+``_transaction`` runs instead, with the same statement text. The hot reads
+take this path too (``_reads``), each with its own decoding of the result.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import psycopg
 from psycopg import generators, pq
@@ -37,7 +38,11 @@ __all__ = [
     "call_prepared",
     "call_prepared_async",
     "prepared_calls",
+    "run_prepared",
+    "run_prepared_async",
 ]
+
+T = TypeVar("T")
 
 # This path talks to psycopg below its documented surface (the libpq wrapper,
 # its wait generators, error_from_result). A psycopg release without one of
@@ -58,6 +63,8 @@ DRIVER_OFFERS_PREPARED_PATH: Final = all(
 _OIDS: Final = {"text": 25, "numeric": 1700, "bigint": 20, "bytea": 17}
 # SQLSTATE invalid_sql_statement_name: "prepared statement ... does not exist".
 _FORGOTTEN: Final = "26000"
+# SQLSTATE duplicate_prepared_statement: the name is taken in this session.
+_TAKEN: Final = "42P05"
 _TUPLES_OK: Final = pq.ExecStatus.TUPLES_OK
 _COMMAND_OK: Final = pq.ExecStatus.COMMAND_OK
 
@@ -70,6 +77,8 @@ class PreparedCall:
     text: bytes  # the statement with $n placeholders
     types: tuple[int, ...]
     formats: tuple[int, ...]  # per parameter: 1 = binary (bytea), 0 = text
+    # 0: text (an operation call's integer); 1: binary (a read's columns, ``_reads``).
+    result_format: int = 0
 
 
 def prepared_calls(sql: Sql) -> dict[str, PreparedCall]:
@@ -114,26 +123,28 @@ def _failure(results: Sequence[pq.abc.PGresult], encoding: str) -> psycopg.Error
     return None
 
 
-def _row(results: Sequence[pq.abc.PGresult]) -> tuple[Any, ...] | None:
+def _row(result: pq.abc.PGresult, encoding: str) -> tuple[Any, ...] | None:
     """The call's one-integer row (``None`` when the server returned no row)."""
-    result = results[-1]
     if result.ntuples == 0:
         return None
     value = result.get_value(0, 0)
     return (None if value is None else int(value),)
 
 
-# One exchange of a prepared call, written once for both drivers: it sends on
-# ``pgconn`` and yields for the results of what it sent; the sync and asyncio
-# drivers below only differ in how they wait for those results.
-_Exchange = Generator[None, list[pq.abc.PGresult], tuple[Any, ...] | None]
+# One exchange of a prepared statement, written once for both drivers: it
+# sends on ``pgconn`` and yields for the results of what it sent; the sync and
+# asyncio drivers below only differ in how they wait for those results.
+_Exchange = Generator[None, list[pq.abc.PGresult], T]
+# What a statement's last result becomes (the result, the connection's encoding).
+Decode = Callable[[pq.abc.PGresult, str], T]
 
 
 def _exchange(
     conn: StoreConnection | AsyncStoreConnection,
     call: PreparedCall,
     args: Sequence[Any],
-) -> _Exchange:
+    decode: Decode[T],
+) -> _Exchange[T]:
     encoding = conn.info.encoding
     params = _params(call, args, encoding)
     pgconn = conn.pgconn
@@ -142,14 +153,21 @@ def _exchange(
         if call.name not in conn.prepared_calls:
             pgconn.send_prepare(call.name, call.text, param_types=call.types)
             failure = _failure((yield), encoding)
-            if failure is not None:
+            # Taken: a warm-up that failed part way (``_reads``) left it
+            # prepared (PREPARE outlives its transaction), from the same text.
+            if failure is not None and failure.sqlstate != _TAKEN:
                 raise failure
             conn.prepared_calls.add(call.name)
-        pgconn.send_query_prepared(call.name, params, param_formats=call.formats)
+        pgconn.send_query_prepared(
+            call.name,
+            params,
+            param_formats=call.formats,
+            result_format=call.result_format,
+        )
         results = yield
         failure = _failure(results, encoding)
         if failure is None:
-            return _row(results)
+            return decode(results[-1], encoding)
         if failure.sqlstate != _FORGOTTEN or retried:
             raise failure
         # Forgotten by the server: nothing ran; prepare again, send again.
@@ -157,31 +175,51 @@ def _exchange(
         retried = True
 
 
-def call_prepared(
-    conn: StoreConnection, call: PreparedCall, args: Sequence[Any]
-) -> tuple[Any, ...] | None:
-    """Run ``call`` with ``args`` as its prepared statement on ``conn``; return its row."""
-    exchange = _exchange(conn, call, args)
+def run_prepared(
+    conn: StoreConnection,
+    call: PreparedCall,
+    args: Sequence[Any],
+    decode: Decode[T],
+) -> T:
+    """Run ``call`` with ``args`` as its prepared statement on ``conn``; decode its result."""
+    exchange = _exchange(conn, call, args, decode)
     with conn.lock:
         try:
             next(exchange)
             while True:
                 exchange.send(conn.wait(generators.execute(conn.pgconn)))
         except StopIteration as done:
-            row: tuple[Any, ...] | None = done.value
-            return row
+            value: T = done.value
+            return value
 
 
-async def call_prepared_async(
-    conn: AsyncStoreConnection, call: PreparedCall, args: Sequence[Any]
-) -> tuple[Any, ...] | None:
-    """``call_prepared`` on an asyncio connection: the same messages, awaited."""
-    exchange = _exchange(conn, call, args)
+async def run_prepared_async(
+    conn: AsyncStoreConnection,
+    call: PreparedCall,
+    args: Sequence[Any],
+    decode: Decode[T],
+) -> T:
+    """``run_prepared`` on an asyncio connection: the same messages, awaited."""
+    exchange = _exchange(conn, call, args, decode)
     async with conn.lock:
         try:
             next(exchange)
             while True:
                 exchange.send(await conn.wait(generators.execute(conn.pgconn)))
         except StopIteration as done:
-            row: tuple[Any, ...] | None = done.value
-            return row
+            value: T = done.value
+            return value
+
+
+def call_prepared(
+    conn: StoreConnection, call: PreparedCall, args: Sequence[Any]
+) -> tuple[Any, ...] | None:
+    """Run the operation ``call`` with ``args`` on ``conn``; return its row."""
+    return run_prepared(conn, call, args, _row)
+
+
+async def call_prepared_async(
+    conn: AsyncStoreConnection, call: PreparedCall, args: Sequence[Any]
+) -> tuple[Any, ...] | None:
+    """``call_prepared`` on an asyncio connection."""
+    return await run_prepared_async(conn, call, args, _row)

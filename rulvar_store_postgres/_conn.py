@@ -7,11 +7,12 @@ all). A pooled connection is used by one call at a time (the pool hands it to
 one caller), so the cursor it keeps is too; the cursor lives and dies with its
 connection (a cut or stale connection is discarded whole). Only the one-row
 results of the operation functions pass through it, so what it holds between
-calls is a few bytes; reads keep their own short-lived cursors.
+calls is a few bytes; the reads that are not prepared keep their own
+short-lived cursors.
 
-Each connection also records which operation calls it has prepared on the
-server (``_calls``): prepared statements belong to the session, so a new
-connection starts with none.
+Each connection also records which operation calls and reads it has prepared
+on the server (``_calls``, ``_reads``): prepared statements belong to the
+session, so a new connection starts with none.
 """
 
 from __future__ import annotations

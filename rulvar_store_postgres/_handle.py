@@ -21,6 +21,7 @@ from rulvar_store_postgres._calls import DRIVER_OFFERS_PREPARED_PATH, prepared_c
 from rulvar_store_postgres._config import Settings, resolve_settings
 from rulvar_store_postgres._errors import no_store, retry_delay, schema_gone
 from rulvar_store_postgres._plans import Plans
+from rulvar_store_postgres._reads import prepared_reads
 from rulvar_store_postgres._schema import Sql
 
 __all__ = ["PostgresHandle"]
@@ -80,11 +81,10 @@ class PostgresHandle:
         self._plans = Plans(self._sql, settings.ttl_ms, now)
         # Call text -> its prepared form (``_calls``); empty when opted out or
         # when the installed psycopg lacks what that path uses.
-        self._prepared = (
-            prepared_calls(self._sql)
-            if settings.prepared_statements and DRIVER_OFFERS_PREPARED_PATH
-            else {}
-        )
+        prepare = settings.prepared_statements and DRIVER_OFFERS_PREPARED_PATH
+        self._prepared = prepared_calls(self._sql) if prepare else {}
+        # Read text -> its prepared form (``_reads``); empty alike.
+        self._reads = prepared_reads(self._sql) if prepare else {}
         self._booted = False
         self._closed = False
         self._fork = ForkGuard(f"{type(self).__name__}({settings.where})")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import select
 from collections import deque
+from collections.abc import Callable
 from time import monotonic
 from types import TracebackType
 from typing import Any, Final, TypeAlias
@@ -320,12 +321,16 @@ def session_for(settings: Settings) -> str:
     )
 
 
-def make_pool(settings: Settings, name: str) -> StorePool:
-    """Build (not open) the pool of one store."""
+def make_pool(
+    settings: Settings, name: str, ready: Callable[[Conn], None] | None = None
+) -> StorePool:
+    """Build (not open) the pool of one store; ``ready`` readies each new connection."""
     session = session_for(settings)
 
     def configure(conn: Conn) -> None:
         conn.execute(session)  # no parameters: one simple-protocol round trip
+        if ready is not None:
+            ready(conn)
 
     pool = StorePool(
         settings.conninfo,

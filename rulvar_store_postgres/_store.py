@@ -25,7 +25,8 @@ from rulvar_store_postgres._handle import PostgresHandle
 from rulvar_store_postgres._interrupts import interrupts_deferred
 from rulvar_store_postgres._last_ref import learn_collation
 from rulvar_store_postgres._plans import READ_ROWS, Step
-from rulvar_store_postgres._pool import make_pool
+from rulvar_store_postgres._pool import Conn, make_pool
+from rulvar_store_postgres._reads import read_prepared, warm_reads
 from rulvar_store_postgres._transaction import run_mutation
 from rulvar_store_postgres._transcripts import PostgresFencedTranscriptStore
 
@@ -84,7 +85,7 @@ class PostgresStore(PostgresHandle):
     fenced_writes: Literal[True] = True
 
     def _start(self, settings: Settings) -> None:
-        self._pool = make_pool(settings, f"rulvar-{settings.schema}")
+        self._pool = make_pool(settings, f"rulvar-{settings.schema}", self._ready)
         self._state_lock = threading.Lock()
         self._twin: PostgresFencedTranscriptStore | None = None
 
@@ -144,7 +145,18 @@ class PostgresStore(PostgresHandle):
                             present = row is not None and row[0] is True
                         if present:  # last_ref's plan, on the boot's connection
                             learn_collation(conn, self._plans)
+                            # The next call gets this connection back (LIFO).
+                            warm_reads(conn, self._reads, self._plans.refs_bytewise)
                 self._booted_if_present(present, operation)
+
+    def _ready(self, conn: Conn) -> None:
+        """Ready a new pooled connection's hot reads (``_reads``) once the schema is booted.
+
+        Runs in the pool's worker, before the connection serves a call; the
+        connections made before the boot are readied by it or on first use.
+        """
+        if self._booted and self._reads:
+            warm_reads(conn, self._reads, self._plans.refs_bytewise)
 
     # -- the one transaction path ----------------------------------------------
 
@@ -184,12 +196,15 @@ class PostgresStore(PostgresHandle):
     def _read(self, step: Step[Any]) -> Any:
         """Run one read statement (its own transaction) and return its rows."""
         self._ensure_booted(step.operation)
+        prepared = self._reads.get(step.statement)
         with (
             translated(step.operation, self._settings.where, self._settings.secrets),
             self._pool.checkout() as conn,
-            conn.cursor(row_factory=READ_ROWS[step.kind]) as cursor,
         ):
-            return cursor.execute(step.statement, step.args).fetchall()
+            if prepared is not None:
+                return read_prepared(conn, prepared, step.args, step.kind)
+            with conn.cursor(row_factory=READ_ROWS[step.kind]) as cursor:
+                return cursor.execute(step.statement, step.args).fetchall()
 
     def _run(self, step: Step[T]) -> T:
         """Execute a plan (``_plans``) step by step and return its value.
