@@ -18,13 +18,13 @@ from rulvar_store.backend import get_under_args, prefix_upper_bound
 from rulvar_store_postgres._last_ref import collation_step
 from rulvar_store_postgres._plans import Plans, Step
 
-__all__ = ["get_under_step"]
+__all__ = ["get_under_statements", "get_under_step"]
 
 OPERATION: Final = "blob_get_under"
 
 
 @lru_cache(maxsize=16)
-def _statements(quoted_schema: str) -> tuple[str, str]:
+def get_under_statements(quoted_schema: str) -> tuple[str, str]:
     """(range scan, fallback) for one schema."""
     table = f"{quoted_schema}.rulvar_blobs"
     scan = f"SELECT ref, data FROM {table} WHERE ref >= %s AND ref < %s"
@@ -47,7 +47,7 @@ def get_under_step(
         InvalidArgumentError: a ``_last_ref`` rule is broken; nothing was sent.
     """
     _, prefix = get_under_args(run_id, prefix)
-    scan, fallback = _statements(plans.sql.quoted)
+    scan, fallback = get_under_statements(plans.sql.quoted)
 
     def query() -> Step[list[tuple[str, bytes]]]:
         if plans.refs_bytewise:

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = [
     "alearn_collation",
     "collation_step",
+    "last_ref_statements",
     "last_ref_step",
     "learn_collation",
     "orders_like_bytes",
@@ -98,7 +99,7 @@ def orders_like_bytes(
 
 
 @lru_cache(maxsize=16)
-def _statements(quoted_schema: str) -> tuple[str, str, str]:
+def last_ref_statements(quoted_schema: str) -> tuple[str, str, str]:
     """(collation read, key scan, fallback) for one schema."""
     table = f"{quoted_schema}.rulvar_blobs"
     # to_jsonb reads columns that only some server versions have (datlocale
@@ -150,7 +151,7 @@ def _collation_args(plans: Plans) -> tuple[list[str], str]:
 
 def learn_collation(conn: Connection[Any], plans: Plans) -> None:
     """Record in ``plans`` whether the ref column orders like bytes (at boot)."""
-    collation = _statements(plans.sql.quoted)[0]
+    collation = last_ref_statements(plans.sql.quoted)[0]
     row = conn.execute(collation, _collation_args(plans)).fetchone()
     if row is not None:
         plans.refs_bytewise = _bytewise(row)
@@ -158,7 +159,7 @@ def learn_collation(conn: Connection[Any], plans: Plans) -> None:
 
 async def alearn_collation(conn: AsyncConnection[Any], plans: Plans) -> None:
     """``learn_collation`` for the asyncio store."""
-    collation = _statements(plans.sql.quoted)[0]
+    collation = last_ref_statements(plans.sql.quoted)[0]
     cursor = await conn.execute(collation, _collation_args(plans))
     row = await cursor.fetchone()
     if row is not None:
@@ -172,7 +173,7 @@ def last_ref_step(plans: Plans, run_id: str, prefix: str) -> Step[str | None]:
         InvalidArgumentError: a ``_last_ref`` rule is broken; nothing was sent.
     """
     _, prefix = last_ref_args(run_id, prefix)
-    _, scan, fallback = _statements(plans.sql.quoted)
+    _, scan, fallback = last_ref_statements(plans.sql.quoted)
 
     def first(values: list[Any]) -> str | None:
         return str(values[0]) if values else None
@@ -199,7 +200,7 @@ def collation_step(
     """
     if plans.refs_bytewise is not None:
         return query()
-    collation = _statements(plans.sql.quoted)[0]
+    collation = last_ref_statements(plans.sql.quoted)[0]
 
     def learned(rows: list[tuple[Any, ...]]) -> Step[T]:
         if rows:

@@ -34,8 +34,8 @@ from psycopg import pq
 
 from rulvar_store_postgres._calls import PreparedCall, run_prepared, run_prepared_async
 from rulvar_store_postgres._conn import AsyncStoreConnection, StoreConnection
-from rulvar_store_postgres._get_under import _statements as get_under_statements
-from rulvar_store_postgres._last_ref import _statements as last_ref_statements
+from rulvar_store_postgres._get_under import get_under_statements
+from rulvar_store_postgres._last_ref import last_ref_statements
 from rulvar_store_postgres._schema import Sql
 
 __all__ = [
