@@ -245,7 +245,13 @@ def put(
             if newest:
                 cache.new_checkpoint(checkpoint_ns, checkpoint_id)
         if current is None:
-            yield from _ensure_meta(run_id, lease)
+            if checkpoint_ns == "":  # the root graph's namespace
+                # The root namespace empty: the thread starts (or starts over
+                # after losing every root checkpoint). Its meta holds nothing
+                # but the saver's own fields, so it is written, not read first.
+                yield ("journal", "put_meta", (thread_meta(run_id), lease))
+            else:
+                yield from _ensure_meta(run_id, lease)
 
     return (yield from _leased(run_id, held, owner, body))
 

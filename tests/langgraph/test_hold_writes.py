@@ -368,3 +368,50 @@ def test_a_second_saver_refuses_to_write_with_another_savers_hold_config(
         chain.put_writes("task-c")
     assert _pending_tasks(saver, "t") == ["task-a", "task-c"]
     assert len(list(saver.list(_config("t")))) == 1
+
+
+class JournalCalls:
+    """A real journal that writes down its meta calls."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._inner, name)
+        if name not in ("get_meta", "put_meta"):
+            return attr
+
+        def recorded(*args: Any) -> Any:
+            self.calls.append(name)
+            return attr(*args)
+
+        return recorded
+
+
+@pytest.mark.clause("G11")
+@pytest.mark.clause("G14")
+def test_a_new_thread_writes_its_meta_unread_and_a_subgraph_reads_it_first(
+    opened: OpenedStore,
+) -> None:
+    """The first root checkpoint puts the thread's meta with no get_meta; a
+    subgraph namespace's first checkpoint reads the meta and keeps it."""
+    journal = JournalCalls(opened.journal)
+    saver = RulvarSaver(cast(Any, journal), opened.transcripts, owner="worker")
+    with saver.hold("t") as config:
+        chain = Chain(saver, config)
+        chain.put(0)
+        assert journal.calls == ["put_meta"]
+        chain.put(1)
+        assert journal.calls == ["put_meta"]
+        inner = Chain(
+            saver,
+            {
+                **config,
+                "configurable": {**config["configurable"], "checkpoint_ns": "n2:x"},
+            },
+        )
+        inner.put(0)
+        assert journal.calls == ["put_meta", "get_meta"]
+    metas = opened.journal.list_runs()
+    assert [meta.get("threadId") for meta in metas] == ["t"]
