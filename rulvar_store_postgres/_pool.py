@@ -28,7 +28,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from rulvar_store_postgres._config import Settings
-from rulvar_store_postgres._conn import StoreConnection
+from rulvar_store_postgres._conn import AsyncStoreConnection, StoreConnection
 from rulvar_store_postgres._deadline import DeadlinePassed, libpq_bounds, watchdog
 from rulvar_store_postgres._log_mask import mask_in_logs
 from rulvar_store_postgres._schema import session_setup
@@ -295,19 +295,33 @@ def closed_by_server(
     if conn.closed or conn.broken:
         return True
     try:
-        fd = conn.fileno()
         if hasattr(select, "poll"):
-            poller = select.poll()
-            poller.register(fd, select.POLLIN | select.POLLERR | select.POLLHUP)
-            readable = bool(poller.poll(0))
+            readable = bool(_idle_poller(conn).poll(0))
         else:  # pragma: no cover - platforms without poll()
-            readable = bool(select.select([fd], [], [], 0)[0])
+            readable = bool(select.select([conn.fileno()], [], [], 0)[0])
     except (OSError, ValueError, psycopg.Error):
         return True
     # Anything arriving on an idle connection we never LISTEN on is, in practice,
     # the server's FATAL goodbye (terminate, shutdown, idle timeout) followed by
     # EOF. Discarding the rare harmless case costs one reconnect.
     return readable
+
+
+def _idle_poller(
+    conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any],
+) -> select.poll:
+    """The connection's poll object on its socket, registered once.
+
+    A connection keeps its socket for life, so the registration made on its
+    first checkout serves every later one: one system call per checkout.
+    """
+    poller: select.poll | None = getattr(conn, "idle_poller", None)
+    if poller is None:
+        poller = select.poll()
+        poller.register(conn.fileno(), select.POLLIN | select.POLLERR | select.POLLHUP)
+        if isinstance(conn, StoreConnection | AsyncStoreConnection):
+            conn.idle_poller = poller
+    return poller
 
 
 def session_for(settings: Settings) -> str:
