@@ -33,6 +33,7 @@ from psycopg.abc import PQGen
 
 from rulvar_store_postgres._conn import AsyncStoreConnection, StoreConnection
 from rulvar_store_postgres._schema import Sql
+from rulvar_store_postgres._uncancelled import Uncancellable
 
 __all__ = [
     "DRIVER_OFFERS_PREPARED_PATH",
@@ -198,7 +199,7 @@ def run_prepared(
             return value
 
 
-def _wake(ready: asyncio.Future[int], state: int) -> None:
+def _wake(ready: Uncancellable[int], state: int) -> None:
     if not ready.done():
         ready.set_result(state)
 
@@ -208,8 +209,8 @@ async def _wait_async(gen: PQGen[T], fileno: int) -> T:
 
     ``AsyncConnection.wait`` also arms a 100 ms timer per wait (to look for
     interrupts) and, when interrupted, cancels the statement on the server.
-    Neither applies here: a store call cannot be cancelled mid-call (its task
-    refuses, ``_async_store``), signals wait for the call's end
+    Neither applies here: a store call cannot be cancelled mid-call
+    (``_uncancelled``), signals wait for the call's end
     (``_interrupts``), and the call's deadline (``_async_pool``) cuts the socket,
     which wakes this wait with the connection's failure. So a wait is a reader
     (or writer) callback and the future it resolves.
@@ -218,7 +219,9 @@ async def _wait_async(gen: PQGen[T], fileno: int) -> T:
     try:
         state = next(gen)
         while True:
-            ready: asyncio.Future[int] = loop.create_future()
+            # Uncancellable: the call's own waits pass straight to its task
+            # (``_uncancelled``).
+            ready: Uncancellable[int] = Uncancellable(loop=loop)
             if state & _WAIT_R:
                 loop.add_reader(fileno, _wake, ready, _WAIT_R)
             if state & _WAIT_W:
