@@ -45,7 +45,7 @@ import math
 import re
 from typing import Any, Final
 
-from rulvar_store._json import dump_record
+from rulvar_store._json import dump_plain_record, dump_record
 from rulvar_store._records import Lease, RunFilter
 from rulvar_store.errors import InvalidArgumentError, NotJsonError
 
@@ -311,13 +311,21 @@ def _bad_value(value: Any, path: str) -> str | None:
     return None
 
 
-def _plain_json(value: Any) -> bool:
+# What ``_plain_json`` found in a record.
+_NOT_PLAIN: Final = 0  # something ``_bad_value`` must judge
+_PLAIN: Final = 1  # storable, but a float or a subclass of a JSON type in it
+_PLAIN_EXACT: Final = 2  # exact JSON types and no float: ``dump_plain_record``
+
+
+def _plain_json(value: Any) -> int:
     """Fast check that ``value`` holds only what ``_bad_value`` accepts.
 
     No paths are built: on the rare failure ``_bad_value`` walks again to say
     where. NaN, Infinity and lone surrogates are left to the serializer and the
-    UTF-8 encoding, which refuse them anyway.
+    UTF-8 encoding, which refuse them anyway. Returns ``_NOT_PLAIN``,
+    ``_PLAIN`` or ``_PLAIN_EXACT``.
     """
+    exact = True
     stack: list[tuple[Any, int]] = [(value, 0)]
     pop, push = stack.pop, stack.append
     while stack:
@@ -325,33 +333,40 @@ def _plain_json(value: Any) -> bool:
         kind = type(item)
         if kind is str:
             if "\x00" in item:
-                return False
+                return _NOT_PLAIN
         elif kind is dict:
             if depth >= MAX_DEPTH:
-                return False
+                return _NOT_PLAIN
             for key, child in item.items():
                 if type(key) is not str or "\x00" in key:
-                    return False
+                    return _NOT_PLAIN
                 push((child, depth + 1))
         elif kind is list or kind is tuple:
             if depth >= MAX_DEPTH:
-                return False
+                return _NOT_PLAIN
             for child in item:
                 push((child, depth + 1))
-        elif kind is int or kind is float or kind is bool or item is None:
+        elif kind is int or kind is bool or item is None:
             continue
+        elif kind is float:
+            exact = False
         elif _bad_value(item, "") is not None:  # subclasses, foreign types
-            return False
-    return True
+            return _NOT_PLAIN
+        else:
+            exact = False
+    return _PLAIN_EXACT if exact else _PLAIN
 
 
 def _record_text(record: dict[str, Any], operation: str, argument: str) -> str:
-    if not _plain_json(record):
+    plain = _plain_json(record)
+    if plain == _NOT_PLAIN:
         problem = _bad_value(record, argument)
         if problem is not None:
             raise NotJsonError(f"{operation}: {problem}", operation, argument)
     try:
-        text = dump_record(record)
+        text = (
+            dump_plain_record(record) if plain == _PLAIN_EXACT else dump_record(record)
+        )
         # Lone surrogates survive json.dumps(ensure_ascii=False) but not UTF-8.
         size = len(text) if text.isascii() else len(text.encode("utf-8"))
     except (TypeError, ValueError, RecursionError) as exc:

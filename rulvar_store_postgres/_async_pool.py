@@ -24,6 +24,7 @@ from rulvar_store_postgres._pool import (
     closed_by_server,
     connect_failure,
     deadline_passed,
+    idle_and_fresh,
     lifo,
     no_connection_made,
     pool_options,
@@ -140,10 +141,30 @@ class AsyncStorePool(AsyncConnectionPool[AsyncConn]):
         """An async context manager that yields a live connection (``AsyncCheckout``)."""
         return AsyncCheckout(self, extra_s)
 
+    def take_idle(self) -> AsyncConn | None:
+        """``StorePool.take_idle`` on the loop: no await in it, so the pool's lock
+        is only looked at (held across an await by another task: ``getconn``)."""
+        if self._closed or not self._pool or self._lock.locked():
+            return None
+        conn = self._pool.pop()  # the right end: returned last (``lifo``)
+        if len(self._pool) < self._nconns_min:
+            self._nconns_min = len(self._pool)
+        self._stats[self._REQUESTS_NUM] += 1
+        conn._pool = self
+        return conn
+
+    async def return_idle(self, conn: AsyncConn) -> None:
+        """``putconn``, which for an idle connection nobody waits for is an append."""
+        if idle_and_fresh(self, conn) and not self._lock.locked():
+            conn._pool = None
+            self._pool.append(conn)
+            return
+        await self.putconn(conn)
+
     async def live_connection(self, bound_s: float) -> AsyncConn:
         """A pooled connection the server has not closed; stale ones are discarded."""
         for _ in range(self.max_size + 1):
-            conn = await self._bounded_getconn(bound_s)
+            conn = self.take_idle() or await self._bounded_getconn(bound_s)
             if not closed_by_server(conn):
                 return conn
             await conn.close()
@@ -204,7 +225,7 @@ class AsyncCheckout:
             if isinstance(exc, psycopg.Error):
                 raise deadline_passed(self._bound_s) from exc
         else:
-            await pool.putconn(conn)
+            await pool.return_idle(conn)
 
 
 def make_async_pool(

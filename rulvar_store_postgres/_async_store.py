@@ -6,11 +6,12 @@ per mutation (``_transaction``) and the same server clock, bounded waits and
 pool settings as the sync store; only the I/O is awaited. No lock serializes
 the pool: concurrent tasks run on concurrent connections, one round trip each.
 
-Cancellation: every call runs as its own task, shielded from the caller. A
-caller cancelled mid-call waits for that task to end (every call is bounded:
-lock, connect and idle-in-transaction timeouts), then gets ``CancelledError``:
-the one statement has committed or not as a whole and the connection is back
-in the pool outside any transaction. For the caller the outcome of a cancelled write is
+Cancellation: every call runs to its end in the caller's task, which a cancel
+cannot interrupt part way (``_uncancelled``). A caller cancelled mid-call stays
+in the call until it ends (every call is bounded: lock, connect and
+idle-in-transaction timeouts), then gets ``CancelledError``: the one statement
+has committed or not as a whole and the connection is back in the pool outside
+any transaction. For the caller the outcome of a cancelled write is
 unknown, exactly as after a connection lost once COMMIT was sent: read the
 run back (or retry: the fence refuses a superseded epoch, and the seq guard
 refuses an append whose seq is already stored).
@@ -49,24 +50,11 @@ from rulvar_store_postgres._plans import READ_ROWS, Step
 from rulvar_store_postgres._reads import awarm_reads, read_prepared_async
 from rulvar_store_postgres._transaction import hit_off_loop, run_mutation_async
 from rulvar_store_postgres._transcripts import put_many_step
+from rulvar_store_postgres._uncancelled import Uncancelled
 
 __all__ = ["AsyncPostgresFencedTranscriptStore", "AsyncPostgresStore"]
 
 T = TypeVar("T")
-
-
-class _CallTask(asyncio.Task[T]):
-    """The task of one store call: it cannot be cancelled (Y2).
-
-    A caller awaiting it that is cancelled asks the awaited task to cancel
-    first; the refusal makes asyncio mark the caller instead, which raises
-    ``CancelledError`` when it is next resumed: once this task has ended, the
-    call committed whole or not at all and its connection back in the pool.
-    Every call is bounded (lock, connect and call timeouts), so the wait is too.
-    """
-
-    def cancel(self, msg: Any | None = None) -> bool:
-        return False
 
 
 @final
@@ -90,7 +78,8 @@ class AsyncPostgresStore(PostgresHandle, AsyncClosing):
             settings, f"rulvar-async-{settings.schema}", self._ready
         )
         self._boot_lock: asyncio.Lock | None = None
-        self._calls: set[asyncio.Task[Any]] = set()
+        self._running = 0  # calls in progress; aclose waits for them
+        self._all_ended: asyncio.Future[None] | None = None
         self._twin: AsyncPostgresFencedTranscriptStore | None = None
 
     # -- lifecycle -------------------------------------------------------------
@@ -110,8 +99,9 @@ class AsyncPostgresStore(PostgresHandle, AsyncClosing):
             self._twin._closed = True
         if self._fork.forked:
             return  # the pool's sockets are the parent's: leave them alone
-        if self._calls:
-            await asyncio.gather(*self._calls, return_exceptions=True)
+        if self._running:
+            self._all_ended = asyncio.get_running_loop().create_future()
+            await self._all_ended
         await self._pool.close()
 
     async def _ensure_booted(self, operation: str) -> None:
@@ -152,27 +142,23 @@ class AsyncPostgresStore(PostgresHandle, AsyncClosing):
     # -- the executor ------------------------------------------------------------
 
     async def _call(self, step: Step[T]) -> T:
-        """Run a plan as its own task, shielded: a cancelled caller never splits it.
+        """Run a plan in the caller's task; a cancel waits for the call's end (Y2).
 
-        A caller cancelled meanwhile waits for the task to end, then gets
-        ``CancelledError`` (Y2): the call is over, committed whole or not at all,
-        and its connection is back in the pool outside any transaction.
+        A caller cancelled meanwhile stays in the call until it is over,
+        committed whole or not at all with its connection back in the pool
+        outside any transaction, and only then gets ``CancelledError``
+        (``_uncancelled``).
         """
         self._fork.check(step.operation)
         self._refuse_if_closed(step.operation)
-        task: asyncio.Task[T] = _CallTask(self._run(step))
-        self._calls.add(task)
-        task.add_done_callback(self._call_done)
-        # Awaited directly, not through asyncio.shield: a cancel of the caller
-        # reaches this task, which refuses it (``_CallTask``), so the caller is
-        # resumed when the call is over and only then raises CancelledError.
-        # One loop round trip less per call than the shield's extra future.
-        return await task
-
-    def _call_done(self, task: asyncio.Task[Any]) -> None:
-        self._calls.discard(task)
-        if not task.cancelled():
-            task.exception()  # retrieved: a cancelled caller never reads it
+        self._running += 1
+        try:
+            return await Uncancelled(self._run(step))
+        finally:
+            self._running -= 1
+            ended = self._all_ended
+            if not self._running and ended is not None and not ended.done():
+                ended.set_result(None)
 
     async def _run(self, step: Step[T]) -> T:
         # A signal waits for the call's end: no connection is lost to it (P12).

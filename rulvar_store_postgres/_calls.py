@@ -22,15 +22,18 @@ take this path too (``_reads``), each with its own decoding of the result.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 import psycopg
 from psycopg import generators, pq
+from psycopg.abc import PQGen
 
 from rulvar_store_postgres._conn import AsyncStoreConnection, StoreConnection
 from rulvar_store_postgres._schema import Sql
+from rulvar_store_postgres._uncancelled import Uncancellable
 
 __all__ = [
     "DRIVER_OFFERS_PREPARED_PATH",
@@ -52,7 +55,6 @@ DRIVER_OFFERS_PREPARED_PATH: Final = all(
     for owner, name in (
         (generators, "execute"),
         (psycopg.Connection, "wait"),
-        (psycopg.AsyncConnection, "wait"),
         (psycopg.errors, "error_from_result"),
         (pq.PGconn, "send_prepare"),
         (pq.PGconn, "send_query_prepared"),
@@ -67,6 +69,10 @@ _FORGOTTEN: Final = "26000"
 _TAKEN: Final = "42P05"
 _TUPLES_OK: Final = pq.ExecStatus.TUPLES_OK
 _COMMAND_OK: Final = pq.ExecStatus.COMMAND_OK
+# What psycopg's generators ask to wait for, and what they are told is ready
+# (its Wait and Ready flags, the selectors' event bits).
+_WAIT_R: Final = 1
+_WAIT_W: Final = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +199,48 @@ def run_prepared(
             return value
 
 
+def _wake(ready: Uncancellable[int], state: int) -> None:
+    if not ready.done():
+        ready.set_result(state)
+
+
+async def _wait_async(gen: PQGen[T], fileno: int) -> T:
+    """Drive a psycopg generator on the running loop: one future per wait, no timer.
+
+    ``AsyncConnection.wait`` also arms a 100 ms timer per wait (to look for
+    interrupts) and, when interrupted, cancels the statement on the server.
+    Neither applies here: a store call cannot be cancelled mid-call
+    (``_uncancelled``), signals wait for the call's end
+    (``_interrupts``), and the call's deadline (``_async_pool``) cuts the socket,
+    which wakes this wait with the connection's failure. So a wait is a reader
+    (or writer) callback and the future it resolves.
+    """
+    loop = asyncio.get_running_loop()
+    try:
+        state = next(gen)
+        while True:
+            # Uncancellable: the call's own waits pass straight to its task
+            # (``_uncancelled``).
+            ready: Uncancellable[int] = Uncancellable(loop=loop)
+            if state & _WAIT_R:
+                loop.add_reader(fileno, _wake, ready, _WAIT_R)
+            if state & _WAIT_W:
+                loop.add_writer(fileno, _wake, ready, _WAIT_W)
+            try:
+                flags = await ready
+            finally:
+                if state & _WAIT_R:
+                    loop.remove_reader(fileno)
+                if state & _WAIT_W:
+                    loop.remove_writer(fileno)
+            state = gen.send(flags)
+    except StopIteration as done:
+        value: T = done.value
+        return value
+    except OSError as exc:  # the socket is gone: as psycopg reports it
+        raise psycopg.OperationalError("connection socket closed") from exc
+
+
 async def run_prepared_async(
     conn: AsyncStoreConnection,
     call: PreparedCall,
@@ -205,7 +253,9 @@ async def run_prepared_async(
         try:
             next(exchange)
             while True:
-                exchange.send(await conn.wait(generators.execute(conn.pgconn)))
+                pgconn = conn.pgconn
+                results = await _wait_async(generators.execute(pgconn), pgconn.socket)
+                exchange.send(results)
         except StopIteration as done:
             value: T = done.value
             return value

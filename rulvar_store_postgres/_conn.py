@@ -12,11 +12,13 @@ short-lived cursors.
 
 Each connection also records which operation calls and reads it has prepared
 on the server (``_calls``, ``_reads``): prepared statements belong to the
-session, so a new connection starts with none.
+session, so a new connection starts with none. And it keeps the poll object
+its checkouts ask whether the server hung up (``_pool.closed_by_server``).
 """
 
 from __future__ import annotations
 
+import select
 from typing import Any
 
 import psycopg
@@ -33,6 +35,7 @@ class StoreConnection(psycopg.Connection[TupleRow]):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.prepared_calls: set[bytes] = set()  # names prepared in this session
+        self.idle_poller: select.poll | None = None  # see ``_pool.closed_by_server``
 
     def call_cursor(self) -> psycopg.Cursor[TupleRow]:
         """The connection's mutation cursor, made on first use."""
@@ -50,6 +53,7 @@ class AsyncStoreConnection(psycopg.AsyncConnection[TupleRow]):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.prepared_calls: set[bytes] = set()  # names prepared in this session
+        self.idle_poller: select.poll | None = None  # see ``_pool.closed_by_server``
 
     def call_cursor(self) -> psycopg.AsyncCursor[TupleRow]:
         """The connection's mutation cursor, made on first use."""

@@ -80,7 +80,9 @@ class Watchdog:
         deadline = monotonic() + seconds
         with self._lock:
             self._armed[id(conn)] = (deadline, conn)
-            if self._thread is None or not self._thread.is_alive():
+            # The thread lives as long as the process (a fork resets this
+            # watchdog, ``_reset_after_fork``), so no liveness check per call.
+            if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="rulvar-postgres-deadlines", daemon=True
                 )

@@ -26,6 +26,7 @@ import importlib
 import signal
 import threading
 from collections.abc import Callable
+from threading import get_ident
 from types import FrameType
 from typing import Any, Final
 
@@ -73,6 +74,9 @@ class _Deferral:
         self.depth = 0
         self.saved: dict[int, Handler] = {}
         self.pending: list[tuple[int, FrameType | None]] = []
+        # One bound method, installed and recognized by identity: building a
+        # new one per signal per call cost more than the swap itself.
+        self.recorder: Handler = self.record
 
     def record(self, signum: int, frame: FrameType | None) -> None:
         if all(signum != seen for seen, _ in self.pending):
@@ -85,7 +89,7 @@ class _Deferral:
                     current = _getsignal(signum)
                     if callable(current):  # not SIG_DFL / SIG_IGN: a Python handler
                         self.saved[signum] = current
-                        _setsignal(signum, self.record)
+                        _setsignal(signum, self.recorder)
             except BaseException:
                 self._restore()
                 raise
@@ -107,7 +111,7 @@ class _Deferral:
     def _restore(self) -> None:
         for signum, handler in self.saved.items():
             # Someone who replaced our recorder meanwhile keeps their handler.
-            if _getsignal(signum) == self.record:
+            if _getsignal(signum) is self.recorder:
                 _setsignal(signum, handler)
         self.saved.clear()
 
@@ -127,11 +131,11 @@ class _Section:
     __slots__ = ()
 
     def __enter__(self) -> None:
-        if threading.current_thread() is threading.main_thread():
+        if get_ident() == threading.main_thread().ident:
             _DEFERRAL.open()
 
     def __exit__(self, *exc_info: object) -> None:
-        if threading.current_thread() is threading.main_thread():
+        if get_ident() == threading.main_thread().ident:
             _DEFERRAL.close()
 
 

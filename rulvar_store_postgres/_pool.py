@@ -28,7 +28,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from rulvar_store_postgres._config import Settings
-from rulvar_store_postgres._conn import StoreConnection
+from rulvar_store_postgres._conn import AsyncStoreConnection, StoreConnection
 from rulvar_store_postgres._deadline import DeadlinePassed, libpq_bounds, watchdog
 from rulvar_store_postgres._log_mask import mask_in_logs
 from rulvar_store_postgres._schema import session_setup
@@ -42,6 +42,7 @@ __all__ = [
     "closed_by_server",
     "connect_failure",
     "deadline_passed",
+    "idle_and_fresh",
     "lifo",
     "make_pool",
     "no_connection_made",
@@ -99,6 +100,8 @@ def connect_failure(exc: psycopg.Error) -> psycopg.Error:
     """
     return exc if exc.sqlstate else ConnectFailed(str(exc))
 
+
+_IDLE: Final = psycopg.pq.TransactionStatus.IDLE
 
 # After a refused attempt to grow, the pool waits this long before trying again,
 # so a role or server connection limit is not hammered by every queued call.
@@ -189,10 +192,38 @@ class StorePool(ConnectionPool[Conn]):
         """A context manager that yields a live connection (see ``Checkout``)."""
         return Checkout(self, extra_s)
 
+    def take_idle(self) -> Conn | None:
+        """The most recently returned idle connection, taken as ``getconn`` takes it.
+
+        ``getconn``'s common case without its layers (three log calls, a check
+        loop, a timeout); ``None`` when none is ready, and ``getconn`` decides,
+        waits or grows the pool as always.
+        """
+        with self._lock:
+            if self._closed or not self._pool:
+                return None
+            conn = self._pool.pop()  # the right end: returned last (``lifo``)
+            if len(self._pool) < self._nconns_min:
+                self._nconns_min = len(self._pool)
+        self._stats[self._REQUESTS_NUM] += 1
+        conn._pool = self
+        return conn
+
+    def return_idle(self, conn: Conn) -> None:
+        """``putconn``, which for an idle connection nobody waits for is an append."""
+        if idle_and_fresh(self, conn):
+            conn._pool = None
+            with self._lock:
+                if not self._closed and not self._waiting:
+                    self._pool.append(conn)
+                    return
+            conn._pool = self
+        self.putconn(conn)
+
     def live_connection(self, bound_s: float) -> Conn:
         """A pooled connection the server has not closed; stale ones are discarded."""
         for _ in range(self.max_size + 1):
-            conn = self._bounded_getconn(bound_s)
+            conn = self.take_idle() or self._bounded_getconn(bound_s)
             if not closed_by_server(conn):
                 return conn
             conn.close()
@@ -260,7 +291,28 @@ class Checkout:
             if isinstance(exc, psycopg.Error):
                 raise deadline_passed(self._bound_s) from exc
         else:
-            pool.putconn(conn)
+            pool.return_idle(conn)
+
+
+def idle_and_fresh(pool: Any, conn: Any) -> bool:
+    """Whether ``putconn`` would just put ``conn`` back in line (the fast return).
+
+    Idle outside a transaction, the pool open, nobody waiting for a connection,
+    the connection neither past its lifetime nor older than a ``drain``:
+    ``putconn`` would then only append it to the idle ones. Anything else
+    (and a psycopg_pool without these attributes) takes ``putconn``.
+    """
+    try:
+        return bool(
+            conn.pgconn.transaction_status == _IDLE
+            and not pool._closed
+            and not pool._waiting
+            and pool._pool_full_event is None
+            and conn._created_at > pool._drained_at
+            and conn._expire_at > monotonic()
+        )
+    except AttributeError:  # pragma: no cover - another psycopg_pool layout
+        return False
 
 
 def lifo(idle: deque[Any]) -> None:
@@ -295,19 +347,33 @@ def closed_by_server(
     if conn.closed or conn.broken:
         return True
     try:
-        fd = conn.fileno()
         if hasattr(select, "poll"):
-            poller = select.poll()
-            poller.register(fd, select.POLLIN | select.POLLERR | select.POLLHUP)
-            readable = bool(poller.poll(0))
+            readable = bool(_idle_poller(conn).poll(0))
         else:  # pragma: no cover - platforms without poll()
-            readable = bool(select.select([fd], [], [], 0)[0])
+            readable = bool(select.select([conn.fileno()], [], [], 0)[0])
     except (OSError, ValueError, psycopg.Error):
         return True
     # Anything arriving on an idle connection we never LISTEN on is, in practice,
     # the server's FATAL goodbye (terminate, shutdown, idle timeout) followed by
     # EOF. Discarding the rare harmless case costs one reconnect.
     return readable
+
+
+def _idle_poller(
+    conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any],
+) -> select.poll:
+    """The connection's poll object on its socket, registered once.
+
+    A connection keeps its socket for life, so the registration made on its
+    first checkout serves every later one: one system call per checkout.
+    """
+    poller: select.poll | None = getattr(conn, "idle_poller", None)
+    if poller is None:
+        poller = select.poll()
+        poller.register(conn.fileno(), select.POLLIN | select.POLLERR | select.POLLHUP)
+        if isinstance(conn, StoreConnection | AsyncStoreConnection):
+            conn.idle_poller = poller
+    return poller
 
 
 def session_for(settings: Settings) -> str:

@@ -5,7 +5,10 @@ and through the stdlib where it is not (integers beyond 64 bits, NaN and
 Infinity literals, overflowing numbers, lone surrogates). These properties
 compare them with ``json.loads`` over generated JSON text: same types, same
 values, float bits, int exactness, key order, and the same error when the
-stdlib raises.
+stdlib raises. The write side's orjson path (``dump_plain_record``) is compared
+with the shared encoder the same way.
+
+White-box: rulvar_store._json
 """
 
 from __future__ import annotations
@@ -16,10 +19,11 @@ import struct
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from rulvar_store.backend import dump_record, load_record, load_records
+from rulvar_store._json import dump_plain_record
+from rulvar_store.backend import dump_record, entry_text, load_record, load_records
 from rulvar_store.errors import UnreadableRecordError
 
 pytestmark = pytest.mark.clause("D1")
@@ -148,6 +152,53 @@ def test_the_shared_encoder_writes_exactly_what_json_dumps_writes(value: Any) ->
         value, ensure_ascii=False, allow_nan=False, separators=(",", ":")
     )
     assert dump_record(value) == expected
+
+
+# Float-free values of exact built-in types, what ``dump_plain_record`` is given;
+# text with escapes, control characters and lone surrogates, ints past 64 bits.
+exact_values = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        st.integers(min_value=-(2**200), max_value=2**200),
+        st.text(),
+        st.text(st.sampled_from('a\x00\x01\x1f"\\/\x7f\u2028\ud800\udfff\U0001f600é')),
+    ),
+    lambda children: st.one_of(
+        st.lists(children, max_size=5),
+        st.lists(children, max_size=5).map(tuple),
+        st.dictionaries(st.text(max_size=8), children, max_size=5),
+    ),
+    max_leaves=25,
+)
+
+
+@pytest.mark.clause("D4")
+@given(exact_values)
+@example({"big": 2**64, "neg": -(2**63) - 1, "edge": [2**64 - 1, -(2**63)]})
+@example({"lone": "\ud800", "nested": [[[]]], "t": ("x", 1)})
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+def test_the_orjson_writer_gives_the_shared_encoders_text_or_its_answer(
+    value: Any,
+) -> None:
+    """Without floats, ``dump_plain_record`` writes ``dump_record``'s text, byte for byte."""
+    assert outcome(dump_plain_record, value) == outcome(dump_record, value)
+
+
+@pytest.mark.clause("D4")
+@given(st.dictionaries(st.text(max_size=8), json_values, max_size=6))
+@example({"seq": 1e16, "v": [0.1, 2**64]})
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+def test_an_entry_is_stored_as_the_stdlib_writes_it_floats_or_not(
+    entry: dict[str, Any],
+) -> None:
+    """The intake's choice of writer never shows: the stored text is json.dumps's."""
+    expected = json.dumps(
+        entry, ensure_ascii=False, allow_nan=False, separators=(",", ":")
+    )
+    assume("\\u0000" not in expected)  # a NUL is refused at intake, not written
+    assert entry_text(entry) == expected
 
 
 @given(json_values)

@@ -1,4 +1,8 @@
-"""The pool under pressure: a refused growth (P14) and interrupts at any moment (P12)."""
+"""The pool under pressure: a refused growth (P14), interrupts at any moment (P12),
+and the fast take and hand-back of an idle connection (P7).
+
+White-box: the pool's connections and their lifetime (``_expire_at``).
+"""
 
 from __future__ import annotations
 
@@ -112,3 +116,56 @@ def test_interrupts_at_random_moments_leave_no_connection_checked_out(
     assert result["interrupted"] > result["signals"] // 4, result
     assert result["checked_out"] == 0, result
     assert result["after"] == 20, result
+
+
+@pytest.mark.clause("P7")
+def test_a_connection_past_its_lifetime_is_replaced_not_reused(
+    pg_url: str, schema: str
+) -> None:
+    """The fast hand-back leaves an expired connection to the pool, which replaces it.
+
+    A call takes the idle connection and puts it back without psycopg_pool's
+    layers only while the pool would just append it; past ``max_lifetime`` the
+    pool's own return closes it, and the next call runs on a new one.
+    """
+    with PostgresStore(pg_url, schema=schema, pool_max_size=1) as store:
+        store.append("r", {"seq": 0})
+        first = store._pool.getconn()
+        pid = first.info.backend_pid
+        first._expire_at = 0.0  # past its lifetime
+        store._pool.putconn(first)
+        store.append("r", {"seq": 1})  # takes it, hands it back: the pool closes it
+        assert first.closed
+        store.append("r", {"seq": 2})
+        again = store._pool.getconn()
+        try:
+            assert again.info.backend_pid != pid
+        finally:
+            store._pool.putconn(again)
+        assert [e["seq"] for e in store.load("r")] == [0, 1, 2]
+
+
+@pytest.mark.clause("P7")
+def test_callers_queued_for_the_only_connection_all_get_it_in_turn(
+    pg_url: str, schema: str
+) -> None:
+    """With one connection and many callers, each hand-back serves a waiting one.
+
+    The fast hand-back appends a connection to the idle ones only when nobody
+    waits; here callers always wait, so every return goes through the pool,
+    which passes the connection to the next in the queue (sync and asyncio).
+    """
+    with PostgresStore(pg_url, schema=schema, pool_max_size=1) as store:
+        with ThreadPoolExecutor(8) as threads:
+            list(threads.map(lambda n: store.append(f"t{n}", {"seq": 0}), range(32)))
+        assert all(store.load(f"t{n}") == [{"seq": 0}] for n in range(32))
+
+    async def main() -> None:
+        async with AsyncPostgresStore(pg_url, schema=schema, pool_max_size=1) as store:
+            await asyncio.gather(
+                *(store.append(f"a{n}", {"seq": 0}) for n in range(32))
+            )
+            for n in range(32):
+                assert await store.load(f"a{n}") == [{"seq": 0}]
+
+    asyncio.run(main())
