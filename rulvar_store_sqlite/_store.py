@@ -97,6 +97,9 @@ class SqliteStore:
     fenced_writes: Literal[True] = True
     # The door's class; only the conformance self-tests' seeded defects change it.
     _door_type: ClassVar[type[GroupCommitter]] = GroupCommitter
+    # Whether a leased append may check its fence inside its INSERT; seeded
+    # defects that move the fence step (out of the transaction) turn it off.
+    _fence_in_insert_ok: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -146,7 +149,8 @@ class SqliteStore:
         # Q13 seam, as the conformance kit's seeded defects do): its own fence
         # then runs before every write, as it always did.
         self._fence_in_insert: bool = (
-            type(self)._assert_fencing is SqliteStore._assert_fencing
+            self._fence_in_insert_ok
+            and type(self)._assert_fencing is SqliteStore._assert_fencing
         )
 
     # -- lifecycle -------------------------------------------------------------
