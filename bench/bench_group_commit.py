@@ -14,8 +14,8 @@ machine swing by several times within seconds, hits all of them alike:
 - ``N threads, group commit off``: the same with ``group_commit=False`` (one
   transaction and one WAL flush per append);
 - ``raw 1``: one thread on a raw apsw connection runs exactly the statements
-  of a lone append (BEGIN IMMEDIATE, the fence SELECT, the guarded INSERT,
-  COMMIT);
+  of a lone leased append (BEGIN IMMEDIATE, the INSERT that checks the fence
+  and the seq guard itself, COMMIT);
 - ``raw batch N``: one thread on a raw apsw connection puts N such appends to
   N runs in each transaction: perfect group commit with no threads to wake and
   no Python around it, so ``raw batch N / raw 1`` is the CEILING any group
@@ -177,11 +177,11 @@ class RawBatches(Timed):
         while time.perf_counter() < stop_at:
             cursor.execute(sql.BEGIN)
             for n, run_id in enumerate(self.runs):
-                cursor.execute(sql.LIVE_LEASE_MATCHES, (run_id, "raw", 1, now))
                 seq = self.seqs[n]
                 text = json.dumps(entry(seq), ensure_ascii=False, separators=(",", ":"))
                 cursor.execute(
-                    sql.INSERT_ENTRY_ABOVE_TAIL, (run_id, text, seq, str(seq))
+                    sql.INSERT_ENTRY_FENCED_ABOVE_TAIL,
+                    (run_id, text, seq, str(seq), "raw", 1, now),
                 )
                 assert self.conn.changes() == 1
                 self.seqs[n] += 1

@@ -75,6 +75,21 @@ INSERT_ENTRY_ABOVE_TAIL: Final = (
     "OR (json_extract(payload, '$.seq') = ?3 "
     "AND rulvar_py_seq_at_least(payload -> '$.seq', ?4))))"
 )
+# A leased append's fence (LIVE_LEASE_MATCHES: ?5 owner, ?6 epoch, ?7 now) and
+# its A5 guard in the same conditional insert: one statement instead of two on
+# the hot path. No row written says only that one of them refused; the store
+# then runs the fence alone to tell which (J7: the fence's refusal comes first).
+INSERT_ENTRY_FENCED_ABOVE_TAIL: Final = (
+    "INSERT INTO entries (run_id, payload) SELECT ?1, ?2 "
+    "WHERE EXISTS (SELECT 1 FROM leases WHERE run_id = ?1 AND owner = ?5 "
+    "AND epoch = ?6 AND expires_at > ?7) "
+    "AND NOT EXISTS (SELECT 1 FROM entries WHERE run_id = ?1 "
+    "AND CAST(json_extract(payload, '$.seq') AS INTEGER) >= CAST(?3 AS INTEGER) "
+    "AND json_type(payload, '$.seq') IN ('integer', 'real') "
+    "AND (json_extract(payload, '$.seq') > ?3 "
+    "OR (json_extract(payload, '$.seq') = ?3 "
+    "AND rulvar_py_seq_at_least(payload -> '$.seq', ?4))))"
+)
 LOAD_ENTRIES: Final = "SELECT payload FROM entries WHERE run_id = ? ORDER BY id"
 # load_since: the anchor row (the cursor's last entry, payload not re-sent) and
 # everything after it, a range scan of entries_by_run. A missing anchor means

@@ -97,6 +97,9 @@ class SqliteStore:
     fenced_writes: Literal[True] = True
     # The door's class; only the conformance self-tests' seeded defects change it.
     _door_type: ClassVar[type[GroupCommitter]] = GroupCommitter
+    # Whether a leased append may check its fence inside its INSERT; seeded
+    # defects that move the fence step (out of the transaction) turn it off.
+    _fence_in_insert_ok: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -141,6 +144,14 @@ class SqliteStore:
         )
         self._conn = self._door.conn
         self._cursor = self._door.cursor
+        # A leased append checks its fence inside its guarded INSERT (one
+        # statement, ``_append_op``), unless a subclass replaced the fence (the
+        # Q13 seam, as the conformance kit's seeded defects do): its own fence
+        # then runs before every write, as it always did.
+        self._fence_in_insert: bool = (
+            self._fence_in_insert_ok
+            and type(self)._assert_fencing is SqliteStore._assert_fencing
+        )
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -175,9 +186,12 @@ class SqliteStore:
         Raises:
             LeaseHeldError: no live row with this owner and epoch.
         """
+        self._assert_fencing_at(lease, self._now())
+
+    def _assert_fencing_at(self, lease: Lease, now: int) -> None:
+        """``_assert_fencing`` at the time ``now`` (Unix ms)."""
         rows = self._cursor.execute(
-            sql.LIVE_LEASE_MATCHES,
-            (lease.run_id, lease.owner, lease.epoch, self._now()),
+            sql.LIVE_LEASE_MATCHES, (lease.run_id, lease.owner, lease.epoch, now)
         ).fetchall()
         if not rows:
             raise LeaseHeldError(
@@ -216,6 +230,8 @@ class SqliteStore:
         text = _intake.entry_text(entry)
         check_run_match(_intake.lease_or_none(lease, "append"), run_id, "append")
         seq = finite_seq(entry)
+        if seq is not None and lease is not None and self._fence_in_insert:
+            return self._fenced_append_op(run_id, text, seq, lease)
 
         def mutate(cursor: apsw.Cursor) -> None:
             if seq is None:
@@ -226,13 +242,44 @@ class SqliteStore:
                 (run_id, text, sql.seq_param(seq), seq_text(seq)),
             )
             if self._conn.changes() == 0:
-                raise JournalOrderViolation(
-                    f"append to run {run_id!r}: seq {seq} is not above the stored tail",
-                    run_id,
-                    seq,
-                )
+                raise _not_above_tail(run_id, seq)
 
         return Operation("append", self._fence(lease), mutate, atomic=True)
+
+    def _fenced_append_op(
+        self, run_id: str, text: str, seq: int | float, lease: Lease
+    ) -> Operation[None]:
+        """A leased, seq-guarded append as ONE statement: fence and guard in the INSERT.
+
+        The fence step only reads the clock, at the point the separate fence
+        check would run, so a failpoint or an injected clock sees the same
+        order. When no row lands, the fence runs alone at that same time: a
+        lease that is not live is refused as such (J7), else the seq is.
+        """
+        now = 0
+
+        def stamp() -> None:
+            nonlocal now
+            now = self._now()
+
+        def mutate(cursor: apsw.Cursor) -> None:
+            cursor.execute(
+                sql.INSERT_ENTRY_FENCED_ABOVE_TAIL,
+                (
+                    run_id,
+                    text,
+                    sql.seq_param(seq),
+                    seq_text(seq),
+                    lease.owner,
+                    lease.epoch,
+                    now,
+                ),
+            )
+            if self._conn.changes() == 0:
+                self._assert_fencing_at(lease, now)
+                raise _not_above_tail(run_id, seq)
+
+        return Operation("append", stamp, mutate, atomic=True)
 
     def load(self, run_id: str) -> list[JournalEntry]:
         """Return the run's entries in append order, freshly parsed; [] if unknown."""
@@ -450,3 +497,11 @@ class SqliteStore:
             one_statement(sql.RELEASE_LEASE, (lease.run_id, lease.owner, lease.epoch)),
             atomic=True,
         )
+
+
+def _not_above_tail(run_id: str, seq: int | float) -> JournalOrderViolation:
+    return JournalOrderViolation(
+        f"append to run {run_id!r}: seq {seq} is not above the stored tail",
+        run_id,
+        seq,
+    )

@@ -337,7 +337,8 @@ def test_a_lone_caller_runs_alone_without_savepoints(gc_store: SqliteStore) -> N
     """One thread never waits for company: one batch of one per call.
 
     Its transaction is exactly that of ``group_commit=False``: BEGIN IMMEDIATE,
-    the fence check, the one guarded insert, COMMIT; no savepoint.
+    the one insert that checks the fence and the seq guard, COMMIT; no
+    savepoint. A refused insert runs the fence alone to say which refused.
     """
     store = gc_store
     group = store._door
@@ -348,24 +349,63 @@ def test_a_lone_caller_runs_alone_without_savepoints(gc_store: SqliteStore) -> N
         for seq in range(20):
             store.append("solo", {"seq": seq}, lease)
     assert (group.batches - before[0], group.operations - before[1]) == (20, 20)
-    assert (
-        seen
-        == [
+    assert seen == [sql.BEGIN, sql.INSERT_ENTRY_FENCED_ABOVE_TAIL, sql.COMMIT] * 20
+    with statements(store) as seen, pytest.raises(JournalOrderViolation):
+        store.append("solo", {"seq": 3}, lease)
+    assert seen == [
+        sql.BEGIN,
+        sql.INSERT_ENTRY_FENCED_ABOVE_TAIL,
+        sql.LIVE_LEASE_MATCHES,
+        sql.ROLLBACK,
+    ]
+
+
+class _OwnFence(SqliteStore):
+    """Replaces the fence (the Q13 seam the kit's seeded defects use)."""
+
+    checked = 0
+
+    def _assert_fencing(self, lease: Lease) -> None:
+        self.checked += 1
+        super()._assert_fencing(lease)
+
+
+@pytest.mark.clause("Q13")
+def test_a_replaced_fence_still_runs_before_every_leased_append(
+    tmp_path: Path,
+) -> None:
+    """A subclass's own ``_assert_fencing`` runs on every leased append, before its insert."""
+    store = _OwnFence(str(tmp_path / "own-fence.db"))
+    try:
+        lease = store.acquire("run", "w")
+        with statements(store) as seen:
+            store.append("run", {"seq": 0}, lease)
+        assert store.checked == 1
+        assert seen == [
             sql.BEGIN,
             sql.LIVE_LEASE_MATCHES,
             sql.INSERT_ENTRY_ABOVE_TAIL,
             sql.COMMIT,
         ]
-        * 20
-    )
-    with statements(store) as seen, pytest.raises(JournalOrderViolation):
-        store.append("solo", {"seq": 3}, lease)
-    assert seen == [
-        sql.BEGIN,
-        sql.LIVE_LEASE_MATCHES,
-        sql.INSERT_ENTRY_ABOVE_TAIL,
-        sql.ROLLBACK,
-    ]
+    finally:
+        store.close()
+
+
+@pytest.mark.clause("J7")
+def test_a_stale_lease_with_a_stale_seq_is_refused_as_a_stale_lease(
+    gc_store: SqliteStore,
+) -> None:
+    """J7 order through the one fenced insert: the fence's refusal comes before the seq's."""
+    store = gc_store
+    old = store.acquire("run", "a")
+    store.append("run", {"seq": 5}, old)
+    store.release(old)
+    store.acquire("run", "b")
+    with pytest.raises(LeaseHeldError):
+        store.append("run", {"seq": 1}, old)  # seq 1 is below the tail too
+    with pytest.raises(LeaseHeldError):
+        store.append("run", {"seq": 6}, old)
+    assert [e["seq"] for e in store.load("run")] == [5]
 
 
 @pytest.mark.clause("Q6")
