@@ -25,6 +25,7 @@ from rulvar_store_postgres._pool import (
     connect_failure,
     deadline_passed,
     idle_and_fresh,
+    knows_idle_layout,
     lifo,
     no_connection_made,
     pool_options,
@@ -98,7 +99,13 @@ class AsyncStorePool(AsyncConnectionPool[AsyncConn]):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._growth = GrowthPause()
         self._deadlines = LoopDeadlines()
+        self._fast_idle = False
         super().__init__(*args, **kwargs)
+
+    def _open(self) -> None:
+        # psycopg_pool makes the async pool's lock when it opens, on the loop.
+        super()._open()
+        self._fast_idle = knows_idle_layout(self)
 
     async def _connect(self, timeout: float | None = None) -> AsyncConn:
         # One event loop: no await between reading and changing the counter.
@@ -144,7 +151,7 @@ class AsyncStorePool(AsyncConnectionPool[AsyncConn]):
     def take_idle(self) -> AsyncConn | None:
         """``StorePool.take_idle`` on the loop: no await in it, so the pool's lock
         is only looked at (held across an await by another task: ``getconn``)."""
-        if self._closed or not self._pool or self._lock.locked():
+        if not self._fast_idle or self._closed or not self._pool or self._lock.locked():
             return None
         conn = self._pool.pop()  # the right end: returned last (``lifo``)
         if len(self._pool) < self._nconns_min:
@@ -155,7 +162,7 @@ class AsyncStorePool(AsyncConnectionPool[AsyncConn]):
 
     async def return_idle(self, conn: AsyncConn) -> None:
         """``putconn``, which for an idle connection nobody waits for is an append."""
-        if idle_and_fresh(self, conn) and not self._lock.locked():
+        if self._fast_idle and idle_and_fresh(self, conn) and not self._lock.locked():
             conn._pool = None
             self._pool.append(conn)
             return

@@ -43,6 +43,7 @@ __all__ = [
     "connect_failure",
     "deadline_passed",
     "idle_and_fresh",
+    "knows_idle_layout",
     "lifo",
     "make_pool",
     "no_connection_made",
@@ -145,6 +146,7 @@ class StorePool(ConnectionPool[Conn]):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._growth = GrowthPause()
         super().__init__(*args, **kwargs)
+        self._fast_idle = knows_idle_layout(self)
 
     def _connect(self, timeout: float | None = None) -> Conn:
         with self._lock:
@@ -199,6 +201,8 @@ class StorePool(ConnectionPool[Conn]):
         loop, a timeout); ``None`` when none is ready, and ``getconn`` decides,
         waits or grows the pool as always.
         """
+        if not self._fast_idle:
+            return None
         with self._lock:
             if self._closed or not self._pool:
                 return None
@@ -211,7 +215,7 @@ class StorePool(ConnectionPool[Conn]):
 
     def return_idle(self, conn: Conn) -> None:
         """``putconn``, which for an idle connection nobody waits for is an append."""
-        if idle_and_fresh(self, conn):
+        if self._fast_idle and idle_and_fresh(self, conn):
             conn._pool = None
             with self._lock:
                 if not self._closed and not self._waiting:
@@ -313,6 +317,32 @@ def idle_and_fresh(pool: Any, conn: Any) -> bool:
         )
     except AttributeError:  # pragma: no cover - another psycopg_pool layout
         return False
+
+
+# What take_idle/return_idle and idle_and_fresh read or change inside a
+# psycopg_pool pool (private, as of psycopg_pool 3.2 and 3.3).
+_IDLE_LAYOUT: Final = (
+    "_pool",
+    "_lock",
+    "_closed",
+    "_waiting",
+    "_nconns_min",
+    "_stats",
+    "_REQUESTS_NUM",
+    "_pool_full_event",
+    "_drained_at",
+)
+
+
+def knows_idle_layout(pool: Any) -> bool:
+    """Whether ``pool`` has the private attributes the fast path uses.
+
+    Checked once per pool: a psycopg_pool release that renames them turns the
+    fast path off (every call takes ``getconn``/``putconn``) instead of failing.
+    """
+    return all(hasattr(pool, name) for name in _IDLE_LAYOUT) and isinstance(
+        pool._pool, deque
+    )
 
 
 def lifo(idle: deque[Any]) -> None:

@@ -114,6 +114,14 @@ def _functions(q: str, schema: str) -> tuple[_Function, ...]:
   IF NOT {fenced} THEN
     RETURN {STATUS_HELD};
   END IF;"""
+    # The J6 guard's generic plan (force_generic_plan) is a Bitmap Index Scan
+    # of rulvar_entries_run_seq (run_id and seq >= p_seq), then a Sort and the
+    # Limit over what it found: nothing, for an in-order append. The SQL comment
+    # below says "ordered"; the probe, not the order, is what keeps it off a
+    # sequential scan (test_postgres_plans). The text stays as it is: its
+    # digest decides at boot whether the functions are dropped and re-created,
+    # which a schema shared with running older writers should not see for a
+    # comment.
     return (
         _Function(
             "rulvar_py_append",
@@ -476,7 +484,8 @@ def session_setup(
     generic plan of the J6 seq guard (unknown seq: a third of the run's entries
     estimated) with a custom one (one index probe estimated) and keeps choosing
     custom plans, so every append paid a full planning of its INSERT, the
-    largest server-side cost of the call. Both plans are the same index probe.
+    largest server-side cost of the call. Both plans probe the
+    rulvar_entries_run_seq index (the generic one as a bitmap index scan).
     """
     setup = (
         f"SET lock_timeout = {int(lock_timeout_ms)}; "

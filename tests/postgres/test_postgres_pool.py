@@ -18,6 +18,7 @@ import pytest
 
 from rulvar_store import RulvarError
 from rulvar_store_postgres import AsyncPostgresStore, PostgresStore
+from rulvar_store_postgres._pool import knows_idle_layout
 
 pytestmark = pytest.mark.postgres
 
@@ -166,6 +167,56 @@ def test_callers_queued_for_the_only_connection_all_get_it_in_turn(
                 *(store.append(f"a{n}", {"seq": 0}) for n in range(32))
             )
             for n in range(32):
+                assert await store.load(f"a{n}") == [{"seq": 0}]
+
+    asyncio.run(main())
+
+
+@pytest.mark.clause("P7")
+def test_the_installed_psycopg_pool_has_the_layout_of_the_fast_path(
+    pg_url: str, schema: str
+) -> None:
+    """The fast take and hand-back read private psycopg_pool attributes; a
+    release that renames them turns the fast path off. This pins that the
+    installed release still has it on, so such a change is seen, not silent."""
+
+    async def async_fast_idle() -> bool:
+        async with AsyncPostgresStore(pg_url, schema=schema) as store:
+            await store.get_meta("boot")  # the pool opens on the first call
+            return store._pool._fast_idle
+
+    with PostgresStore(pg_url, schema=schema) as store:
+        store.get_meta("boot")
+        assert store._pool._fast_idle
+    assert asyncio.run(async_fast_idle())
+    assert not knows_idle_layout(object())
+
+
+@pytest.mark.clause("P7")
+def test_with_the_fast_path_off_every_call_takes_the_pools_own_doors(
+    pg_url: str, schema: str
+) -> None:
+    """A pool without the layout (``_fast_idle`` off) serves every call through
+    ``getconn``/``putconn``: queued callers and an expired connection included."""
+    with PostgresStore(pg_url, schema=schema, pool_max_size=1) as store:
+        store._pool._fast_idle = False
+        store.append("r", {"seq": 0})
+        first = store._pool.getconn()
+        first._expire_at = 0.0
+        store._pool.putconn(first)
+        assert first.closed  # the pool's own return replaced it
+        with ThreadPoolExecutor(4) as threads:
+            list(threads.map(lambda n: store.append(f"t{n}", {"seq": 0}), range(16)))
+        assert all(store.load(f"t{n}") == [{"seq": 0}] for n in range(16))
+        assert store._pool.get_stats()["requests_num"] >= 18
+
+    async def main() -> None:
+        async with AsyncPostgresStore(pg_url, schema=schema, pool_max_size=1) as store:
+            store._pool._fast_idle = False
+            await asyncio.gather(
+                *(store.append(f"a{n}", {"seq": 0}) for n in range(16))
+            )
+            for n in range(16):
                 assert await store.load(f"a{n}") == [{"seq": 0}]
 
     asyncio.run(main())
