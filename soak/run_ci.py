@@ -6,8 +6,8 @@ none|quick|ci|nightly] [--faults network|server|none ...] [--reports DIR]
 SQLite soaks a scratch file under the reports folder; PostgreSQL soaks a fresh
 schema of ``RULVAR_TEST_POSTGRES_URL`` (required: a CI soak never skips the fleet
 backend). After the sync rounds each backend is soaked again with its writers on
-the asyncio API (``rulvar soak --async``) at ``--async-profile`` (``quick`` by
-default: about half a minute per backend; ``none`` skips it). Each round's report
+the asyncio API (``rulvar soak --async``) at ``--async-profile`` (by default
+the same profile as the sync rounds; ``none`` skips it). Each round's report
 folder (summary, writer logs, tenures.png) is kept under ``--reports``. With
 PostgreSQL the fault soaks run last at ``--profile`` (``rulvar soak URL --faults
 network`` and ``--faults server``, each on a private cluster the soak starts:
@@ -80,9 +80,9 @@ def main() -> int:
     parser.add_argument("--backend", action="append", choices=["sqlite", "postgresql"])
     parser.add_argument(
         "--async-profile",
-        default="quick",
         choices=["none", "quick", "ci", "nightly"],
-        help="profile of the round with writers on the asyncio API ('none': skip it)",
+        help="profile of the rounds with writers on the asyncio API "
+        "(default: --profile's; 'none': skip them)",
     )
     parser.add_argument(
         "--faults",
@@ -95,8 +95,9 @@ def main() -> int:
     rounds: list[tuple[str, str, tuple[str, ...]]] = [
         (args.profile, backend, ()) for backend in backends
     ]
-    if args.async_profile != "none":
-        rounds += [(args.async_profile, backend, ("--async",)) for backend in backends]
+    async_profile = args.async_profile or args.profile
+    if async_profile != "none":
+        rounds += [(async_profile, backend, ("--async",)) for backend in backends]
     if "postgresql" in backends:
         kinds = args.faults or ["network", "server"]
         rounds += [
