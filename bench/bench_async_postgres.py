@@ -32,6 +32,7 @@ import json
 import os
 import secrets
 import statistics
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -40,6 +41,9 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
+# The project root, so the sibling module imports as ``bench.peer_savers``.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench.peer_savers import require_langgraph_savers
 from rulvar_store_postgres import AsyncPostgresStore, PostgresStore
 
 TASKS = 16
@@ -291,6 +295,7 @@ def main() -> None:
     parser.add_argument("--ops", type=int, default=40, help="appends per task")
     parser.add_argument("--single-ops", type=int, default=300)
     args = parser.parse_args()
+    require_langgraph_savers()
     asyncio.run(run(args.url, args.reps, args.ops, args.single_ops))
 
 

@@ -1,7 +1,9 @@
 """The fenced LangGraph savers beside LangGraph's own, in one run, at equal durability.
 
 Run: ``python bench/bench_langgraph.py [--reps 3] [--ops 200] [--graphs 8]
-[--url POSTGRES_URL] [--skip-postgres]`` (needs ``rulvar-stores[bench,langgraph]``).
+[--url POSTGRES_URL] [--skip-postgres]`` (needs ``rulvar-stores[bench,langgraph]``;
+URL defaults to ``RULVAR_TEST_POSTGRES_URL``, then
+``postgresql://postgres@127.0.0.1:5432/test``).
 
 Per repetition every variant of a figure runs in alternating chunks (load swings
 on a shared machine hit all alike) and the ratio ours / theirs is taken inside
@@ -43,6 +45,7 @@ import os
 import secrets
 import sqlite3
 import statistics
+import sys
 import tempfile
 import time
 from abc import ABC, abstractmethod
@@ -58,6 +61,9 @@ from typing import Any
 
 from langgraph.checkpoint.base import empty_checkpoint
 
+# The project root, so the sibling module imports as ``bench.peer_savers``.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench.peer_savers import require_langgraph_savers
 from rulvar_conformance.suites.langgraph_ownership import three_node_graph
 from rulvar_langgraph import AsyncRulvarSaver, RulvarSaver
 
@@ -539,23 +545,26 @@ def main() -> None:
     parser.add_argument(
         "--graphs", type=int, default=8, help="rounds of 16 invocations"
     )
-    parser.add_argument("--url", default=os.environ.get("RULVAR_TEST_POSTGRES_URL", ""))
+    parser.add_argument(
+        "--url",
+        default=os.environ.get("RULVAR_TEST_POSTGRES_URL")
+        or "postgresql://postgres@127.0.0.1:5432/test",
+    )
     parser.add_argument("--skip-postgres", action="store_true")
     args = parser.parse_args()
+    require_langgraph_savers()
     print(
         f"ratios are ours / LangGraph's per repetition; {args.reps} reps x {args.ops} ops"
     )
     with ExitStack() as stack:
         directory = Path(stack.enter_context(tempfile.TemporaryDirectory()))
         run_side(SqliteSide(directory), args.reps, args.ops, args.graphs)
-    if args.url and not args.skip_postgres:
+    if not args.skip_postgres:
         side = PostgresSide(args.url)
         try:
             run_side(side, args.reps, args.ops, args.graphs)
         finally:
             side.drop()
-    elif not args.skip_postgres:
-        print("\nPostgreSQL skipped: pass --url or set RULVAR_TEST_POSTGRES_URL")
 
 
 if __name__ == "__main__":

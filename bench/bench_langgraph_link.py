@@ -1,7 +1,8 @@
 """16 concurrent LangGraph invocations through one async saver, over a slow link.
 
 Run: ``python bench/bench_langgraph_link.py [--delays 0,0.25,0.5] [--reps 3]
-[--rounds 4] [--url POSTGRES_URL]`` (needs ``rulvar-stores[bench,langgraph]``).
+[--rounds 4] [--url POSTGRES_URL]`` (needs ``rulvar-stores[bench,langgraph]``; URL
+defaults to ``RULVAR_TEST_POSTGRES_URL``, then ``postgresql://postgres@127.0.0.1:5432/test``).
 
 ``bench_langgraph.py`` measures the 16 concurrent graphs against a server on
 loopback, on the same two cores as the client. There both savers are bound by
@@ -34,6 +35,7 @@ from urllib.parse import urlsplit
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.bench_langgraph import CPU_MS, PostgresSide, concurrent_graphs
+from bench.peer_savers import require_langgraph_savers
 from rulvar_langgraph import AsyncRulvarSaver
 
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
@@ -102,13 +104,16 @@ async def one_rep(url: str, rounds: int) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--url", default=os.environ.get("RULVAR_BENCH_PG", DEFAULT_URL))
+    parser.add_argument(
+        "--url", default=os.environ.get("RULVAR_TEST_POSTGRES_URL") or DEFAULT_URL
+    )
     parser.add_argument("--delays", default="0,0.25,0.5", help="ms per chunk, each way")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument(
         "--rounds", type=int, default=4, help="rounds of 16 invocations"
     )
     args = parser.parse_args()
+    require_langgraph_savers()
     delays = [float(d) for d in args.delays.split(",")]
     print(
         f"load average {os.getloadavg()[0]:.2f}; {args.reps} reps x {args.rounds} rounds"

@@ -35,6 +35,7 @@ import os
 import secrets
 import sqlite3
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -46,13 +47,12 @@ from typing import Any
 import apsw
 import orjson
 
+# The project root, so the sibling module imports as ``bench.peer_savers``.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench.peer_savers import INSTALL_HINT, langgraph_available
 from rulvar_store.backend import dump_record
 
 Op = Callable[[int], object]
-INSTALL_HINT = (
-    "LangGraph savers not installed: pip install 'rulvar-stores[bench]' "
-    "(langgraph-checkpoint-sqlite, langgraph-checkpoint-postgres); their rows are skipped"
-)
 
 
 def entry(seq: int) -> dict[str, Any]:
@@ -94,15 +94,6 @@ def interleaved(
     finally:
         gc.enable()
     return {name: ops / seconds for name, seconds in spent.items()}
-
-
-def langgraph_available() -> bool:
-    try:
-        import langgraph.checkpoint.postgres
-        import langgraph.checkpoint.sqlite  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 class Checkpoints:
@@ -355,7 +346,7 @@ def main() -> None:
         f"{args.reps} reps x {args.ops} writes, {args.loads} loads per variant"
     )
     if not with_langgraph:
-        print(INSTALL_HINT)
+        print(f"{INSTALL_HINT}; their rows are skipped")
     with tempfile.TemporaryDirectory(prefix="rulvar-sbs-") as scratch:
         measure(
             "SQLite, WAL + synchronous=FULL",
