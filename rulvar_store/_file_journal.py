@@ -74,6 +74,7 @@ from rulvar_store._records import (
     meta_matches_filter,
 )
 from rulvar_store._refs import check_safe_token, is_safe_token
+from rulvar_store._telemetry import Observed, TelemetryTarget, instrumented
 from rulvar_store.errors import (
     ConfigError,
     JournalOrderViolation,
@@ -117,8 +118,13 @@ def _safe_run_id(run_id: object, operation: str, argument: str = "run_id") -> st
     )
 
 
+def _file_target(store: JsonlFileStore) -> TelemetryTarget:
+    return TelemetryTarget("rulvar.file", str(store.root))
+
+
 @final
-class JsonlFileStore(GuardedHandle):
+@instrumented(_file_target, role="journal")
+class JsonlFileStore(GuardedHandle, Observed):
     """Journal and meta store over one directory per run; safe across threads.
 
     Not leasable and never fenced: it is single-writer by contract (J8, T8) and

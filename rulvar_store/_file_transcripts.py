@@ -40,6 +40,7 @@ from rulvar_store._jsonl_file import read_all
 from rulvar_store._last_ref import last_ref_args, last_ref_of
 from rulvar_store._records import BlobInput, Lease
 from rulvar_store._refs import check_safe_token, is_safe_token
+from rulvar_store._telemetry import Observed, TelemetryTarget, instrumented
 from rulvar_store.errors import ConfigError, ContractError
 
 __all__ = ["FileTranscriptStore"]
@@ -49,8 +50,13 @@ def _raise(exc: OSError) -> None:
     raise exc
 
 
+def _file_target(store: FileTranscriptStore) -> TelemetryTarget:
+    return TelemetryTarget("rulvar.file", str(store.root))
+
+
 @final
-class FileTranscriptStore(GuardedHandle):
+@instrumented(_file_target, role="blobs")
+class FileTranscriptStore(GuardedHandle, Observed):
     """Opaque blobs as files, written via temp file + fsync + rename; thread-safe.
 
     Single-writer by contract: it never declares ``fenced_writes``, so

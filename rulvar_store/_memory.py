@@ -41,6 +41,7 @@ from rulvar_store._records import (
     validate_ttl_ms,
 )
 from rulvar_store._run_match import check_run_match
+from rulvar_store._telemetry import Observed, TelemetryTarget, instrumented, note
 from rulvar_store.errors import JournalOrderViolation, LeaseHeldError, StoreClosedError
 
 __all__ = ["MemoryFencedTranscriptStore", "MemoryStore", "MemoryTranscriptStore"]
@@ -79,8 +80,16 @@ class _MemoryDomain:
     blobs: dict[str, bytes] = field(default_factory=dict)
 
 
+MEMORY_TARGET = TelemetryTarget("rulvar.memory")
+
+
+def _memory_target(store: object) -> TelemetryTarget:
+    return MEMORY_TARGET
+
+
 @final
-class MemoryStore:
+@instrumented(_memory_target, role="journal")
+class MemoryStore(Observed):
     """Leasable, fenced, meta-lookup journal store held in process memory.
 
     Safe across threads. ``now`` and ``ttl_ms`` are injectable for tests (D8, D9).
@@ -268,6 +277,8 @@ class MemoryStore:
             self._domain.leases[run_id] = _LeaseRow(
                 owner, epoch, now + self.lease_ttl_ms
             )
+            if row is not None:  # an expired lease, never released: a takeover
+                note(self, "leases_taken_over")
             return Lease(run_id, owner, epoch)
 
     def renew(self, lease: Lease) -> None:
@@ -286,7 +297,8 @@ class MemoryStore:
 
 
 @final
-class MemoryFencedTranscriptStore:
+@instrumented(_memory_target, role="blobs")
+class MemoryFencedTranscriptStore(Observed):
     """Blob twin of a ``MemoryStore``: same domain, so leased writes are fenced (T6)."""
 
     fenced_writes: Literal[True] = True
@@ -352,7 +364,8 @@ class MemoryFencedTranscriptStore:
 
 
 @final
-class MemoryTranscriptStore:
+@instrumented(_memory_target, role="blobs")
+class MemoryTranscriptStore(Observed):
     """Single-writer blob store in memory; ignores leases and declares no fence (T8)."""
 
     def __init__(self) -> None:

@@ -116,6 +116,15 @@ from rulvar_store._refs import (
     ref_run_id,
 )
 from rulvar_store._run_match import check_run_match, not_live_lease
+from rulvar_store._telemetry import (
+    Observed,
+    TelemetryTarget,
+    batch_recorder,
+    instrumented,
+)
+from rulvar_store._telemetry import (
+    note as note_telemetry,
+)
 from rulvar_store._urls import (
     StoreUrl,
     option_bool,
@@ -153,12 +162,15 @@ __all__ = [
     "LocationFactory",
     "LocationOpener",
     "NetworkRoute",
+    "Observed",
     "ReportsDurability",
     "StoreLocation",
     "StoreUrl",
+    "TelemetryTarget",
     "UrlOpener",
     "adapt_opened",
     "armed",
+    "batch_recorder",
     "blob_batch",
     "blob_bytes",
     "blobs_under",
@@ -180,6 +192,7 @@ __all__ = [
     "hookimpl",
     "hookspec",
     "install_hint",
+    "instrumented",
     "is_safe_token",
     "last_ref_args",
     "last_ref_of",
@@ -195,6 +208,7 @@ __all__ = [
     "meta_run_id",
     "meta_text",
     "not_live_lease",
+    "note_telemetry",
     "numeric_seq",
     "opened_at",
     "option_bool",

@@ -59,8 +59,11 @@ from rulvar_store._retention import (
     sweep_runs,
     with_brief_lease,
 )
+from rulvar_store._store_stats import COUNTER_NAMES
+from rulvar_store._telemetry import RunIdPolicy, configure_telemetry
 
 __all__ = [
+    "COUNTER_NAMES",
     "DEFAULT_PAGE_SIZE",
     "RUN_STATUSES",
     "SWEEP_OWNER_PREFIX",
@@ -74,6 +77,7 @@ __all__ = [
     "ReconcileResult",
     "ResolutionFold",
     "RunIdListing",
+    "RunIdPolicy",
     "RunStateAudit",
     "Seq",
     "SettleRef",
@@ -84,6 +88,7 @@ __all__ = [
     "audit_runs",
     "checked_meta",
     "classify",
+    "configure_telemetry",
     "dangling_dispatches",
     "delete_run",
     "fold_journal",

@@ -32,7 +32,7 @@ from rulvar_store import (
     RunFilter,
     RunMeta,
 )
-from rulvar_store.backend import AsyncClosing
+from rulvar_store.backend import AsyncClosing, Observed, instrumented
 from rulvar_store.errors import (
     StoreBusyError,
     StoreClosedError,
@@ -48,6 +48,7 @@ from rulvar_store_postgres._interrupts import interrupts_deferred
 from rulvar_store_postgres._last_ref import alearn_collation, last_ref_step
 from rulvar_store_postgres._plans import READ_ROWS, Step
 from rulvar_store_postgres._reads import awarm_reads, read_prepared_async
+from rulvar_store_postgres._telemetry_target import pool_figures, postgres_target
 from rulvar_store_postgres._transaction import hit_off_loop, run_mutation_async
 from rulvar_store_postgres._transcripts import put_many_step
 from rulvar_store_postgres._uncancelled import Uncancelled
@@ -58,7 +59,11 @@ T = TypeVar("T")
 
 
 @final
-class AsyncPostgresStore(PostgresHandle, AsyncClosing):
+@instrumented(
+    lambda store: postgres_target(store._settings.conninfo, store.schema),
+    role="journal",
+)
+class AsyncPostgresStore(PostgresHandle, AsyncClosing, Observed):
     """Fenced, leasable, meta-lookup journal store in a PostgreSQL schema, awaited.
 
     Takes the URL and options of ``PostgresStore`` (see there). Nothing connects
@@ -89,6 +94,9 @@ class AsyncPostgresStore(PostgresHandle, AsyncClosing):
         if self._twin is None:
             self._twin = AsyncPostgresFencedTranscriptStore(self)
         return self._twin
+
+    def _telemetry_figures(self) -> dict[str, Any]:
+        return pool_figures(self._pool)
 
     async def aclose(self) -> None:
         """Let running calls finish, then close the pool; later calls raise."""
@@ -270,7 +278,11 @@ class AsyncPostgresStore(PostgresHandle, AsyncClosing):
 
 
 @final
-class AsyncPostgresFencedTranscriptStore(AsyncClosing):
+@instrumented(
+    lambda twin: postgres_target(twin._store._settings.conninfo, twin._store.schema),
+    role="blobs",
+)
+class AsyncPostgresFencedTranscriptStore(AsyncClosing, Observed):
     """Blobs in ``rulvar_blobs`` for asyncio callers; leased writes are fenced (T6).
 
     Obtain it from ``AsyncPostgresStore.transcripts()``; it closes with that

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any, Final, Literal, TypeVar, final
 
 from rulvar_store import JournalEntry, JournalTail, Lease, RunFilter, RunMeta
-from rulvar_store.backend import DurabilityReport, hit
+from rulvar_store.backend import DurabilityReport, Observed, hit, instrumented
 from rulvar_store.errors import StoreBusyError, StoreUnavailableError
 from rulvar_store.ops import LeaseState
 from rulvar_store_postgres._config import Settings
@@ -27,6 +27,7 @@ from rulvar_store_postgres._last_ref import learn_collation
 from rulvar_store_postgres._plans import READ_ROWS, Step
 from rulvar_store_postgres._pool import Conn, make_pool
 from rulvar_store_postgres._reads import read_prepared, warm_reads
+from rulvar_store_postgres._telemetry_target import pool_figures, postgres_target
 from rulvar_store_postgres._transaction import run_mutation
 from rulvar_store_postgres._transcripts import PostgresFencedTranscriptStore
 
@@ -38,7 +39,11 @@ SHOW_SYNCHRONOUS_COMMIT: Final = "SHOW synchronous_commit"
 
 
 @final
-class PostgresStore(PostgresHandle):
+@instrumented(
+    lambda store: postgres_target(store._settings.conninfo, store.schema),
+    role="journal",
+)
+class PostgresStore(PostgresHandle, Observed):
     """Fenced, leasable, meta-lookup journal store in a PostgreSQL schema.
 
     ``url`` is a ``postgresql://`` (or ``postgres://``) URL or a libpq
@@ -287,6 +292,9 @@ class PostgresStore(PostgresHandle):
     def peek_lease(self, run_id: str) -> LeaseState | None:
         """Return the run's lease row and the lease clock's reading; takes nothing."""
         return self._run(self._plans.peek_lease(run_id))
+
+    def _telemetry_figures(self) -> dict[str, Any]:
+        return pool_figures(self._pool)
 
     def durability(self) -> DurabilityReport:
         """``synchronous_commit`` as a pooled session of this store runs it.

@@ -6,7 +6,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Literal, final
 
 from rulvar_store import BlobBatch, BlobInput, Lease
-from rulvar_store.backend import blob_batch, not_live_lease
+from rulvar_store.backend import Observed, blob_batch, instrumented, not_live_lease
 from rulvar_store.errors import StoreClosedError
 from rulvar_store_postgres._get_under import get_under_step
 from rulvar_store_postgres._last_ref import last_ref_step
@@ -16,6 +16,7 @@ from rulvar_store_postgres._schema import (
     STATUS_OK,
     run_lock_key,
 )
+from rulvar_store_postgres._telemetry_target import postgres_target
 
 if TYPE_CHECKING:
     from rulvar_store_postgres._store import PostgresStore
@@ -75,7 +76,11 @@ def put_many_step(
 
 
 @final
-class PostgresFencedTranscriptStore:
+@instrumented(
+    lambda twin: postgres_target(twin._store._settings.conninfo, twin._store.schema),
+    role="blobs",
+)
+class PostgresFencedTranscriptStore(Observed):
     """Blobs in ``rulvar_blobs``; leased writes take the run's lock and fence (T6).
 
     Obtain it from ``PostgresStore.transcripts()``; it lives and dies with that

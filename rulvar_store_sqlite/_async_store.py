@@ -43,13 +43,15 @@ from rulvar_store import (
 )
 from rulvar_store.backend import (
     AsyncClosing,
+    Observed,
     armed,
     finish_uncancelled,
+    instrumented,
     wait_out,
 )
 from rulvar_store.errors import StoreClosedError
 from rulvar_store_sqlite._group_commit import GroupCommitter
-from rulvar_store_sqlite._store import SqliteStore
+from rulvar_store_sqlite._store import SqliteStore, sqlite_target
 from rulvar_store_sqlite._transaction import Operation
 from rulvar_store_sqlite._transcripts import SqliteFencedTranscriptStore
 
@@ -110,7 +112,8 @@ async def _call(door: GroupCommitter, operation: str, call: Callable[[], T]) -> 
 
 
 @final
-class AsyncSqliteStore(AsyncClosing):
+@instrumented(lambda store: sqlite_target(store.path), role="journal")
+class AsyncSqliteStore(AsyncClosing, Observed):
     """Leasable, fenced, meta-lookup journal store in one SQLite file, for asyncio.
 
     Takes ``SqliteStore``'s arguments (``ttl_ms``, ``busy_timeout_ms``,
@@ -219,7 +222,8 @@ class AsyncSqliteStore(AsyncClosing):
 
 
 @final
-class AsyncSqliteTranscriptStore(AsyncClosing):
+@instrumented(lambda twin: sqlite_target(twin._door.path), role="blobs")
+class AsyncSqliteTranscriptStore(AsyncClosing, Observed):
     """The fenced blob twin of an ``AsyncSqliteStore``: its writes share the door."""
 
     async_api: Final = True

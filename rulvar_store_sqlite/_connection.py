@@ -48,11 +48,12 @@ class BusyDeadline:
     wake-up plus a helper thread (a blocking flock cannot time out otherwise).
     """
 
-    __slots__ = ("_deadline", "_timeout_s")
+    __slots__ = ("_deadline", "_timeout_s", "retries")
 
     def __init__(self, busy_timeout_ms: int) -> None:
         self._timeout_s = busy_timeout_ms / 1000
         self._deadline = 0.0
+        self.retries = 0  # waits granted, for stats(): a plain add, the store lock held
 
     def arm(self) -> None:
         """Start a call: waits from now on end ``busy_timeout_ms`` later."""
@@ -62,6 +63,7 @@ class BusyDeadline:
         remaining = self._deadline - time.monotonic()
         if remaining <= 0:
             return False
+        self.retries += 1
         time.sleep(min(remaining, 0.001 + random.random() / 1000))
         return True
 

@@ -201,6 +201,8 @@ class GroupCommitter:
         # Transactions run and operations carried, for benchmarks and tests.
         self.batches = 0
         self.operations = 0
+        # Told each transaction's size once it is decided (the store's telemetry).
+        self.on_batch: Callable[[int], None] | None = None
         # A handle crossing a fork refuses in the child (it shares the
         # parent's file descriptors and locks): checked before any I/O.
         self.fork = ForkGuard("sqlite")
@@ -505,6 +507,11 @@ class GroupCommitter:
             if op.applied and not op.done:
                 op.succeed(op.result)
 
+    @property
+    def busy_retries(self) -> int:
+        """How often the busy handler let a call wait and try again."""
+        return self._busy.retries
+
     def _take_more(self, batch: list[Operation[Any]]) -> bool:
         """Move what was queued meanwhile into the running ``batch``."""
         with self._mutex:
@@ -529,6 +536,8 @@ class GroupCommitter:
         for op in batch:
             if not op.done:  # pragma: no cover - a runner bug
                 op.fail(ContractError(f"sqlite {op.name}: the batch left it undecided"))
+        if self.on_batch is not None:
+            self.on_batch(len(batch))
 
 
 def _wake_decided(ops: list[Operation[Any]], own: Operation[Any] | None = None) -> None:

@@ -19,12 +19,17 @@ from rulvar_store import (
 from rulvar_store import backend as _intake
 from rulvar_store.backend import (
     DurabilityReport,
+    Observed,
+    TelemetryTarget,
+    batch_recorder,
     check_run_match,
     finite_seq,
+    instrumented,
     load_listing,
     load_record,
     load_records,
     meta_matches_filter,
+    note_telemetry,
     parse_cursor,
 )
 from rulvar_store.errors import (
@@ -50,7 +55,13 @@ if TYPE_CHECKING:
 __all__ = ["SqliteStore"]
 
 
-class SqliteStore:
+def sqlite_target(path: str) -> TelemetryTarget:
+    """``db.namespace`` of a SQLite store: its file's path (``:memory:`` as such)."""
+    return TelemetryTarget("sqlite", path)
+
+
+@instrumented(lambda store: sqlite_target(store.path), role="journal")
+class SqliteStore(Observed):
     """Leasable, fenced, meta-lookup journal store in one SQLite file (CONTRACT 6).
 
     Entries, metas, leases, epoch tombstones and blobs (``transcripts()``) live in
@@ -144,6 +155,7 @@ class SqliteStore:
         )
         self._conn = self._door.conn
         self._cursor = self._door.cursor
+        self._door.on_batch = batch_recorder(self)
         # A leased append checks its fence inside its guarded INSERT (one
         # statement, ``_append_op``), unless a subclass replaced the fence (the
         # Q13 seam, as the conformance kit's seeded defects do): its own fence
@@ -379,6 +391,15 @@ class SqliteStore:
 
     # -- durability (rulvar_store.backend.ReportsDurability) --------------------
 
+    def _telemetry_figures(self) -> dict[str, int]:
+        """The door's commit batches and the busy handler's retries."""
+        door = self._door
+        return {
+            "group_commit_batches": door.batches,
+            "group_commit_operations": door.operations,
+            "busy_retries": door.busy_retries,
+        }
+
     def durability(self) -> DurabilityReport:
         """The ``synchronous`` level this store promises and the one its connection runs.
 
@@ -427,11 +448,13 @@ class SqliteStore:
         _intake.run_id_for_write(run_id, "acquire")
         _intake.owner_for_write(owner, "acquire")
         now = 0
+        replaced = False  # an expired lease row: this acquire takes the run over
 
         def check_free() -> None:
-            nonlocal now
+            nonlocal now, replaced
             now = self._now()
             rows = self._cursor.execute(sql.LEASE_ROW, (run_id,)).fetchall()
+            replaced = bool(rows)
             if rows and rows[0][2] > now:  # type: ignore[operator]  # INTEGER column
                 holder, epoch = rows[0][0], rows[0][1]
                 raise LeaseHeldError(
@@ -451,6 +474,8 @@ class SqliteStore:
                 raise LeaseHeldError(
                     f"run {run_id!r} was leased concurrently", run_id, None, None
                 )
+            if replaced:
+                note_telemetry(self, "leases_taken_over")
             return Lease(run_id, owner, epoch)
 
         return Operation("acquire", check_free, take)

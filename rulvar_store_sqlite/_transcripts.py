@@ -10,14 +10,17 @@ import apsw
 from rulvar_store import BlobBatch, Lease
 from rulvar_store import backend as _intake
 from rulvar_store.backend import (
+    Observed,
     blob_batch,
     check_run_match,
     get_under_args,
+    instrumented,
     last_ref_args,
     prefix_upper_bound,
 )
 from rulvar_store_sqlite import _sql as sql
 from rulvar_store_sqlite._group_commit import GroupCommitter
+from rulvar_store_sqlite._store import sqlite_target
 from rulvar_store_sqlite._transaction import Operation, one_statement
 
 FenceFor = Callable[[Lease | None], Callable[[], None] | None]
@@ -27,7 +30,8 @@ __all__ = ["SqliteFencedTranscriptStore"]
 
 
 @final
-class SqliteFencedTranscriptStore:
+@instrumented(lambda twin: sqlite_target(twin._door.path), role="blobs")
+class SqliteFencedTranscriptStore(Observed):
     """Blobs in the store's ``blobs`` table; leased writes are fenced like appends.
 
     Obtain it from ``SqliteStore.transcripts()`` (one memoized twin per store).
