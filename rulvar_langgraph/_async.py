@@ -21,6 +21,7 @@ from rulvar_langgraph._core import STRIPES, SaverCore
 from rulvar_langgraph._hold import AsyncRenewer
 from rulvar_langgraph._layout import run_for_thread
 from rulvar_langgraph._plans import Plan, T
+from rulvar_langgraph._telemetry import ASYNC_SAVER_CALLS, traced_saver
 from rulvar_store import (
     AsyncJournalStore,
     AsyncOpenedStore,
@@ -29,11 +30,13 @@ from rulvar_store import (
     is_async_store,
     open_store_async,
 )
+from rulvar_store.backend import Observed
 
 __all__ = ["AsyncRulvarSaver"]
 
 
-class AsyncRulvarSaver(SaverCore):
+@traced_saver(ASYNC_SAVER_CALLS)
+class AsyncRulvarSaver(SaverCore, Observed):
     """The asyncio LangGraph checkpointer: same mapping and fencing as ``RulvarSaver``.
 
     The sync methods work from threads other than the saver's event loop,

@@ -22,12 +22,15 @@ from rulvar_langgraph._core import STRIPES, SaverCore
 from rulvar_langgraph._hold import Renewer
 from rulvar_langgraph._layout import run_for_thread
 from rulvar_langgraph._plans import Plan, T
+from rulvar_langgraph._telemetry import SAVER_CALLS, traced_saver
 from rulvar_store import JournalStore, OpenedStore, TranscriptStore, open_store
+from rulvar_store.backend import Observed
 
 __all__ = ["RulvarSaver"]
 
 
-class RulvarSaver(SaverCore):
+@traced_saver(SAVER_CALLS)
+class RulvarSaver(SaverCore, Observed):
     """A LangGraph checkpointer whose writes a superseded worker cannot land.
 
     Each thread is one run of the store; ``hold`` takes its lease for an

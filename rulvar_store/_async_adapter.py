@@ -138,6 +138,11 @@ class _AsyncJournal(AsyncClosing):
         """Close the handle and its twin once running calls end. Idempotent."""
         await self._hop.close(self._close)
 
+    def stats(self) -> dict[str, Any]:
+        """The adapted store's counters (its ``stats()``); empty for a store without."""
+        stats = getattr(self.sync_store, "stats", None)
+        return {} if stats is None else dict(stats())
+
     async def append(
         self, run_id: str, entry: JournalEntry, lease: Lease | None = None
     ) -> None:
@@ -220,6 +225,11 @@ class AsyncTranscriptAdapter(AsyncClosing):
 
     async def aclose(self) -> None:
         """A no-op: the twin lives and dies with its journal handle (T6)."""
+
+    def stats(self) -> dict[str, Any]:
+        """The adapted store's counters (its ``stats()``); empty for a store without."""
+        stats = getattr(self.sync_store, "stats", None)
+        return {} if stats is None else dict(stats())
 
     async def put(self, ref: str, blob: BlobInput, lease: Lease | None = None) -> None:
         await self._hop.run("put", self.sync_store.put, ref, blob, lease)

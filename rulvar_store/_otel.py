@@ -17,10 +17,13 @@ starts no span and builds no attributes: it checks the two global providers.
 from __future__ import annotations
 
 import time
+import weakref
+from collections.abc import Iterable
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Final
 
 from opentelemetry import context, metrics, trace
+from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from rulvar_store._call_kinds import CallKind
@@ -29,7 +32,7 @@ from rulvar_store._store_stats import COUNTER_NAMES
 from rulvar_store._telemetry import _Telemetry, shown_run_id
 from rulvar_store.errors import LeaseHeldError, StoreUnavailableError
 
-__all__ = ["CallSpan", "batch", "begin", "count"]
+__all__ = ["CallSpan", "batch", "begin", "count", "watch_pool"]
 
 DURATION_BUCKETS_S: Final = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0)
 """The semantic conventions' advised buckets for ``db.client.operation.duration``."""
@@ -72,16 +75,99 @@ for _name in COUNTER_NAMES:
 _UNSET_PROVIDERS: Final = ("_ProxyMeterProvider", "NoOpMeterProvider")
 
 
-def _tracing() -> bool:
-    provider = trace.get_tracer_provider()
-    return not isinstance(
-        provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider
-    )
+# Pools reported by observable instruments, held weakly: a closed, dropped store
+# stops being observed.
+_watched: list[tuple[weakref.ref[Any], dict[str, Any]]] = []
 
 
-def _metering() -> bool:
-    # The API names its stand-in provider privately: told apart by class name.
-    return type(metrics.get_meter_provider()).__name__ not in _UNSET_PROVIDERS
+def _pool_figures() -> Iterable[tuple[dict[str, Any], dict[str, Any]]]:
+    for ref, attributes in list(_watched):
+        owner = ref()
+        if owner is None:
+            _watched.remove((ref, attributes))
+            continue
+        pool = owner._telemetry_figures().get("pool")
+        if isinstance(pool, dict):
+            yield pool, attributes
+
+
+def _observe_connections(options: CallbackOptions) -> Iterable[Observation]:
+    for pool, attributes in _pool_figures():
+        size = int(pool.get("pool_size", 0))
+        idle = int(pool.get("pool_available", 0))
+        yield Observation(idle, {**attributes, "db.client.connection.state": "idle"})
+        yield Observation(
+            size - idle, {**attributes, "db.client.connection.state": "used"}
+        )
+
+
+def _observe_pending(options: CallbackOptions) -> Iterable[Observation]:
+    for pool, attributes in _pool_figures():
+        yield Observation(int(pool.get("requests_waiting", 0)), attributes)
+
+
+def _observe_max(options: CallbackOptions) -> Iterable[Observation]:
+    for pool, attributes in _pool_figures():
+        yield Observation(int(pool.get("pool_max", 0)), attributes)
+
+
+_meter.create_observable_up_down_counter(
+    "db.client.connection.count",
+    callbacks=[_observe_connections],
+    unit="{connection}",
+    description="Connections of the store's pool by state.",
+)
+_meter.create_observable_up_down_counter(
+    "db.client.connection.pending_requests",
+    callbacks=[_observe_pending],
+    unit="{request}",
+    description="Calls waiting for a connection of the store's pool.",
+)
+_meter.create_observable_up_down_counter(
+    "db.client.connection.max",
+    callbacks=[_observe_max],
+    unit="{connection}",
+    description="The store's pool's largest size.",
+)
+
+
+def watch_pool(owner: Any, attributes: dict[str, Any]) -> None:
+    """Report ``owner``'s pool (``_telemetry_figures()["pool"]``) while it lives."""
+    _watched.append((weakref.ref(owner), dict(attributes)))
+
+
+class _Providers:
+    """Whether the application installed a tracer and a meter provider.
+
+    A provider, once set, stays (the API sets each once), so a yes is kept for
+    good; a no is looked at again at most once a second, so an SDK installed
+    after the first store calls is seen within a second, and until then a call
+    pays a clock read, not two provider look-ups.
+    """
+
+    __slots__ = ("metering", "next_look", "tracing")
+
+    def __init__(self) -> None:
+        self.tracing = False
+        self.metering = False
+        self.next_look = 0.0
+
+    def look(self) -> None:
+        now = time.monotonic()
+        if now < self.next_look:
+            return
+        self.next_look = now + 1.0
+        if not self.tracing:
+            provider = trace.get_tracer_provider()
+            unset = trace.ProxyTracerProvider | trace.NoOpTracerProvider
+            self.tracing = not isinstance(provider, unset)
+        if not self.metering:
+            # The API names its stand-in provider privately: told apart by class name.
+            name = type(metrics.get_meter_provider()).__name__
+            self.metering = name not in _UNSET_PROVIDERS
+
+
+_providers = _Providers()
 
 
 def count(
@@ -120,6 +206,7 @@ class CallSpan:
         "_attributes",
         "_lease",
         "_op",
+        "_shown",
         "_span",
         "_started",
         "_store_attributes",
@@ -141,10 +228,13 @@ class CallSpan:
         self._lease = lease if isinstance(lease, Lease) else None
         self._span: Any = None
         self._token: Any = None
+        self._shown: str | None = None
+        if tracing or op.tally is not None:
+            run_id = op.run_id(args, kwargs)
+            self._shown = None if run_id is None else shown_run_id(run_id)
         if tracing:
             attributes: dict[str, Any] = dict(self._attributes)
-            run_id = op.run_id(args, kwargs)
-            shown = None if run_id is None else shown_run_id(run_id)
+            shown = self._shown
             if shown is not None:
                 attributes["rulvar.run.id"] = shown
             if self._lease is not None:
@@ -160,7 +250,15 @@ class CallSpan:
         """Add the call's counter moves (``_telemetry._events``) as metrics."""
         attributes = self._store_attributes
         for counter, surface, amount in events:
-            count(counter, amount, attributes, surface)
+            if "." in counter and self._shown is not None:  # a saver's, by thread
+                count(
+                    counter,
+                    amount,
+                    {**attributes, "rulvar.thread.id": self._shown},
+                    surface,
+                )
+            else:
+                count(counter, amount, attributes, surface)
 
     def end(self, result: Any, error: BaseException | None) -> None:
         """Record the duration and close the span with the call's outcome."""
@@ -188,7 +286,9 @@ def begin(
     tel: _Telemetry, op: CallKind, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> CallSpan | None:
     """Start timing (and tracing) one call, or ``None`` while no SDK is installed."""
-    tracing = _tracing()
-    if not tracing and not _metering():
-        return None
-    return CallSpan(tel, op, args, kwargs, tracing)
+    providers = _providers
+    if not (providers.tracing and providers.metering):
+        providers.look()
+        if not (providers.tracing or providers.metering):
+            return None
+    return CallSpan(tel, op, args, kwargs, providers.tracing)

@@ -47,6 +47,13 @@ class StoreStats:
         with self._lock:
             self._counts[name] = self._counts.get(name, 0) + amount
 
+    def add_all(self, names: tuple[str, ...]) -> None:
+        """One each, under one acquisition of the lock (the common call's path)."""
+        with self._lock:
+            counts = self._counts
+            for name in names:
+                counts[name] += 1
+
     def refused(self, surface: str) -> None:
         with self._lock:
             self._counts["stale_writes_refused"] = (

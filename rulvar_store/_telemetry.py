@@ -155,17 +155,29 @@ class _Telemetry:
         span: Any = None,
     ) -> None:
         """Count one finished call here and, while an SDK records (``span``), as metrics."""
+        if error is None and span is None and kind.tally is None:
+            # The common case: only the call's own counters, one lock taken.
+            self.stats.add_all(_SUCCESS.get(kind.name, _CALL))
+            return
         events = _events(kind, error)
         if error is None and kind.tally is not None:
             events += [(name, None, n) for name, n in kind.tally(args, kwargs).items()]
         stats = self.stats
         for counter, surface, amount in events:
             if surface is None:
-                stats.add(counter, amount)
+                # A dotted metric name (rulvar.langgraph.writes) counts as its last part.
+                stats.add(counter.rpartition(".")[2], amount)
             else:
                 stats.refused(surface)
         if span is not None:
             span.count(events)
+
+
+_CALL: Final = ("calls",)
+_SUCCESS: Final = {
+    "acquire": ("calls", "leases_acquired"),
+    "release": ("calls", "leases_released"),
+}
 
 
 def _events(
@@ -201,6 +213,8 @@ def _telemetry(owner: Any, describe: Callable[[Any], TelemetryTarget]) -> _Telem
     if found is None:
         found = _Telemetry(describe(owner))
         owner.__dict__[_ATTRIBUTE] = found
+        if found.otel is not None and hasattr(owner, "_telemetry_figures"):
+            found.otel.watch_pool(owner, found.attributes)
     return found
 
 
@@ -210,9 +224,14 @@ def _found(owner: object) -> _Telemetry | None:
 
 
 def telemetry_target(store: object) -> TelemetryTarget | None:
-    """What an instrumented store says about itself, once it has been called."""
-    found = _found(store)
-    return None if found is None else found.target
+    """What an instrumented store (or the sync store an adapter drives) says
+    about itself; ``None`` for a store that is not instrumented."""
+    for candidate in (store, getattr(store, "sync_store", None)):
+        describe = getattr(type(candidate), "_rulvar_describe", None)
+        if describe is not None:
+            found = _found(candidate)
+            return found.target if found is not None else describe(candidate)
+    return None
 
 
 def stats_of(*owners: object) -> dict[str, Any]:
@@ -258,7 +277,7 @@ def _sync_wrapper(
     def call(self: Any, *args: Any, **kwargs: Any) -> Any:
         if marker.get():
             return fn(self, *args, **kwargs)
-        tel = _telemetry(self, describe)
+        tel = self.__dict__.get(_ATTRIBUTE) or _telemetry(self, describe)
         token = marker.set(True)
         span = None if tel.otel is None else tel.otel.begin(tel, kind, args, kwargs)
         try:
@@ -288,7 +307,7 @@ def _async_wrapper(
     async def call(self: Any, *args: Any, **kwargs: Any) -> Any:
         if marker.get():
             return await fn(self, *args, **kwargs)
-        tel = _telemetry(self, describe)
+        tel = self.__dict__.get(_ATTRIBUTE) or _telemetry(self, describe)
         token = marker.set(True)
         span = None if tel.otel is None else tel.otel.begin(tel, kind, args, kwargs)
         try:
@@ -329,6 +348,7 @@ def instrument_calls(
             wrapper = wrap(fn, kind, describe, flag)
             wrapper.__rulvar_instrumented__ = True  # type: ignore[attr-defined]  # a marker on the function
             setattr(cls, name, wrapper)
+        cls._rulvar_describe = staticmethod(describe)  # type: ignore[attr-defined]  # read by telemetry_target
         return cls
 
     return decorate

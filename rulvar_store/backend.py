@@ -15,6 +15,7 @@ Store users import from ``rulvar_store``; operators from ``rulvar_store.ops``.
 from rulvar_store._async_adapter import adapt_opened
 from rulvar_store._async_closing import AsyncClosing, finish_uncancelled, wait_out
 from rulvar_store._batch import CheckedBatch, blob_batch
+from rulvar_store._call_kinds import CallKind, argument
 from rulvar_store._capabilities import (
     has_get_under,
     has_last_ref,
@@ -120,7 +121,9 @@ from rulvar_store._telemetry import (
     Observed,
     TelemetryTarget,
     batch_recorder,
+    instrument_calls,
     instrumented,
+    telemetry_target,
 )
 from rulvar_store._telemetry import (
     note as note_telemetry,
@@ -149,6 +152,7 @@ __all__ = [
     "AsyncGetUnderTranscriptStore",
     "AsyncLastRefTranscriptStore",
     "Backend",
+    "CallKind",
     "CheckedBatch",
     "DurabilityReport",
     "Failpoint",
@@ -169,6 +173,7 @@ __all__ = [
     "TelemetryTarget",
     "UrlOpener",
     "adapt_opened",
+    "argument",
     "armed",
     "batch_recorder",
     "blob_batch",
@@ -192,6 +197,7 @@ __all__ = [
     "hookimpl",
     "hookspec",
     "install_hint",
+    "instrument_calls",
     "instrumented",
     "is_safe_token",
     "last_ref_args",
@@ -231,6 +237,7 @@ __all__ = [
     "set_failpoint_hook",
     "stable_stringify",
     "system_clock_ms",
+    "telemetry_target",
     "text_for_read",
     "validate_ttl_ms",
     "wait_out",
