@@ -77,11 +77,15 @@ def make_venv(work: Path, wheel: Path, extra: str | None) -> Path:
 
 
 def seed_script(url: str) -> str:
-    """Python that writes one run through the public API, as a user's worker would."""
+    """Python that writes one run through the public API, as a user's worker would;
+    its counters say so, and without the otel extra nothing imported OpenTelemetry."""
     return (
+        "import sys\n"
         "from rulvar_store import open_store\n"
         f"with open_store({url!r}) as opened:\n"
         "    opened.journal.put_meta({'runId': 'smoke-run', 'status': 'running'})\n"
+        "    assert opened.journal.stats()['calls'] == 1, opened.journal.stats()\n"
+        "assert not [m for m in sys.modules if m.split('.')[0] == 'opentelemetry']\n"
     )
 
 

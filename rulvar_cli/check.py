@@ -30,6 +30,7 @@ from rulvar_store.backend import (
     resolve_backend,
 )
 from rulvar_store.errors import RulvarError
+from rulvar_store.ops import process_stats, stats_since
 
 if TYPE_CHECKING:
     from rulvar_conformance import ConformanceSuite
@@ -272,6 +273,7 @@ def check_command(
         )
 
         stuck_before.extend(stuck_threads())
+        counted_before = process_stats()
 
         def progress(result: CheckResult) -> None:
             if not as_json:
@@ -324,6 +326,8 @@ def check_command(
             "failed": len(failed),
             "not_run": len(not_run),
             "results": [_result_row(result) for result in results],
+            # What the checks' stores counted in this process (--isolate: none).
+            "store_stats": stats_since(counted_before, process_stats()),
         }
         click.echo(json.dumps(payload, indent=2))
     else:

@@ -10,7 +10,13 @@ import threading
 from collections.abc import Iterable
 from typing import Any, Final
 
-__all__ = ["COUNTER_NAMES", "REFUSED_BY_SURFACE", "StoreStats", "merge_stats"]
+__all__ = [
+    "COUNTER_NAMES",
+    "REFUSED_BY_SURFACE",
+    "StoreStats",
+    "merge_stats",
+    "stats_since",
+]
 
 COUNTER_NAMES: Final = (
     "calls",
@@ -81,3 +87,20 @@ def merge_stats(parts: Iterable[dict[str, Any]]) -> dict[str, Any]:
             else:
                 total[name] = total.get(name, 0) + value
     return total
+
+
+def stats_since(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """What the counters moved between two snapshots (``process_stats()`` twice)."""
+    moved: dict[str, Any] = {}
+    for name, value in after.items():
+        earlier = before.get(name)
+        if isinstance(value, dict):
+            earlier = earlier if isinstance(earlier, dict) else {}
+            moved[name] = {
+                key: count - earlier.get(key, 0)
+                for key, count in value.items()
+                if count != earlier.get(key, 0)
+            }
+        elif isinstance(value, int):
+            moved[name] = value - (earlier if isinstance(earlier, int) else 0)
+    return moved

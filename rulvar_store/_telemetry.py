@@ -26,6 +26,8 @@ import functools
 import hashlib
 import importlib.util
 import inspect
+import threading
+import weakref
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -49,6 +51,7 @@ __all__ = [
     "instrument_calls",
     "instrumented",
     "note",
+    "process_stats",
     "shown_run_id",
     "stats_of",
     "telemetry_target",
@@ -208,11 +211,47 @@ def _events(
     return events
 
 
+class _Process:
+    """Every store object's counters in this process: the live ones, and the
+    sum of those already collected (added when their store is)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.live: set[_Telemetry] = set()
+        self.retired: list[dict[str, Any]] = []
+
+    def track(self, owner: object, tel: _Telemetry) -> None:
+        with self.lock:
+            self.live.add(tel)
+        weakref.finalize(owner, self.retire, tel)
+
+    def retire(self, tel: _Telemetry) -> None:
+        snapshot = tel.stats.snapshot()
+        with self.lock:
+            self.live.discard(tel)
+            self.retired = [merge_stats([*self.retired, snapshot])]
+
+    def totals(self) -> dict[str, Any]:
+        with self.lock:
+            parts = [*self.retired, *(tel.stats.snapshot() for tel in self.live)]
+        return merge_stats(parts)
+
+
+_PROCESS: Final = _Process()
+
+
+def process_stats() -> dict[str, Any]:
+    """The counters of every store object this process has called, added up
+    (those closed and collected included): a kit run's or a job's figures."""
+    return _PROCESS.totals()
+
+
 def _telemetry(owner: Any, describe: Callable[[Any], TelemetryTarget]) -> _Telemetry:
     found: _Telemetry | None = owner.__dict__.get(_ATTRIBUTE)
     if found is None:
         found = _Telemetry(describe(owner))
         owner.__dict__[_ATTRIBUTE] = found
+        _PROCESS.track(owner, found)
         if found.otel is not None and hasattr(owner, "_telemetry_figures"):
             found.otel.watch_pool(owner, found.attributes)
     return found

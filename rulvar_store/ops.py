@@ -59,8 +59,8 @@ from rulvar_store._retention import (
     sweep_runs,
     with_brief_lease,
 )
-from rulvar_store._store_stats import COUNTER_NAMES
-from rulvar_store._telemetry import RunIdPolicy, configure_telemetry
+from rulvar_store._store_stats import COUNTER_NAMES, stats_since
+from rulvar_store._telemetry import RunIdPolicy, configure_telemetry, process_stats
 
 __all__ = [
     "COUNTER_NAMES",
@@ -103,9 +103,11 @@ __all__ = [
     "journal_shape_problem",
     "last_run_settle",
     "parse_meta_text",
+    "process_stats",
     "prune_candidates",
     "prune_run",
     "reconcile_run_meta",
+    "stats_since",
     "sweep_owner",
     "sweep_runs",
     "with_brief_lease",

@@ -17,7 +17,7 @@ from rulvar_conformance.soak.events import Event
 if TYPE_CHECKING:
     from rulvar_conformance.soak.runner import SoakResult
 
-__all__ = ["INSTALL_HINT", "plot_tenures", "write_report"]
+__all__ = ["INSTALL_HINT", "plot_tenures", "write_report", "writers_store_stats"]
 
 INSTALL_HINT: Final = (
     "pip install 'rulvar-stores[report]'  (or: pip install 'matplotlib>=3.8')"
@@ -32,6 +32,7 @@ def write_report(result: SoakResult, folder: Path) -> dict[str, Any]:
         for event in result.chaos:
             handle.write(json.dumps(event) + "\n")
     summary = result.summary.to_json()
+    summary["store_stats"] = writers_store_stats(result.events)
     try:
         plot_tenures(result.events, result.chaos, folder / "tenures.png")
         summary["picture"] = "tenures.png"
@@ -43,6 +44,21 @@ def write_report(result: SoakResult, folder: Path) -> dict[str, Any]:
         json.dumps(summary, indent=2) + "\n", encoding="utf-8"
     )
     return summary
+
+
+def writers_store_stats(events: list[Event]) -> dict[str, int]:
+    """The store counters (``stats()``) of every writer incarnation that finished,
+    added up, and how many did (a killed incarnation reports none)."""
+    total: dict[str, int] = {"incarnations_reporting": 0}
+    for event in events:
+        figures = event.get("stats") if event.get("t") == "done" else None
+        if not isinstance(figures, dict):
+            continue
+        total["incarnations_reporting"] += 1
+        for name, value in figures.items():
+            if isinstance(value, int):
+                total[name] = total.get(name, 0) + value
+    return total
 
 
 def _tenures(records: list[Event]) -> list[dict[str, Any]]:

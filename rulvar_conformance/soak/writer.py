@@ -343,7 +343,22 @@ class SoakWriter:
         while not self.hooks.stop():
             if not self.tenure():
                 break
-        self.emit("done")
+        self.emit("done", stats=store_figures(self.journal, self.blobs))
+
+
+def store_figures(journal: object, blobs: object) -> dict[str, Any] | None:
+    """The stores' own counters (``stats()``), the blob store's added when it is not
+    the journal's twin (a twin's are in the journal's); ``None`` without them."""
+    parts = [journal] if getattr(journal, "_twin", None) is blobs else [journal, blobs]
+    found: dict[str, Any] = {}
+    for part in parts:
+        stats = getattr(part, "stats", None)
+        if not callable(stats):
+            return None
+        for name, value in stats().items():
+            if isinstance(value, int) and not isinstance(value, bool):
+                found[name] = found.get(name, 0) + value
+    return found
 
 
 def _quiet(fn: Callable[[], object]) -> None:

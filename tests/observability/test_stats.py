@@ -8,6 +8,7 @@ every store without importing it.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -173,3 +174,21 @@ def test_a_process_without_opentelemetry_never_imports_it(tmp_path: Path) -> Non
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+def test_rulvar_check_json_reports_what_its_stores_counted() -> None:
+    """The fenced-writes suite refuses stale writes on purpose: the JSON says so."""
+    done = subprocess.run(
+        [sys.executable, "-m", "rulvar_cli", "check", "memory://"]
+        + ["--suite", "fenced-writes", "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    figures = json.loads(done.stdout)["store_stats"]
+    assert figures["calls"] > 0
+    assert figures["stale_writes_refused"] == sum(
+        figures["stale_writes_refused_by_surface"].values()
+    )
+    assert figures["stale_writes_refused"] > 0

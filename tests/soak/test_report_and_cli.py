@@ -40,6 +40,18 @@ def test_the_report_holds_a_summary_and_a_picture(tmp_path: Path) -> None:
     assert (tmp_path / "chaos.jsonl").read_text().count("\n") == 2
 
 
+def test_the_report_adds_up_the_writers_store_counters(tmp_path: Path) -> None:
+    """Each finished writer reports its store's stats(); the summary adds them up."""
+    result = _result()
+    done = [event for event in result.events if event["t"] == "done"]
+    summary = write_report(result, tmp_path)
+    figures = json.loads((tmp_path / "summary.json").read_text())["store_stats"]
+    assert figures == summary["store_stats"]
+    assert figures["incarnations_reporting"] == len(done) == 2
+    assert figures["calls"] > 0
+    assert figures["leases_acquired"] > 0
+
+
 def test_without_matplotlib_the_report_says_how_to_install_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
