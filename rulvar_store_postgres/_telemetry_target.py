@@ -34,5 +34,9 @@ def postgres_target(conninfo: str, schema: str) -> TelemetryTarget:
 
 
 def pool_figures(pool: Any) -> dict[str, Any]:
-    """The pool's own counters (``psycopg_pool``'s ``get_stats()``) under ``pool``."""
-    return {"pool": dict(pool.get_stats())}
+    """The pool's own counters (``psycopg_pool``'s ``get_stats()``) under ``pool``.
+
+    ``leases_taken_over`` is ``None``: the acquire is one server function whose
+    answer (an epoch) does not say whether it replaced an expired lease.
+    """
+    return {"pool": dict(pool.get_stats()), "leases_taken_over": None}
