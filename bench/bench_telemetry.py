@@ -106,7 +106,8 @@ def child(url: str, reps: int, ops: int, condition: str) -> None:
         for name, make in (("append", append), ("load", load)):
             _timed(make(True), ops, 0)  # warm both paths
             _timed(make(False), ops, 0)
-            bare, wrapped = [], []
+            bare: list[float] = []
+            wrapped: list[float] = []
             for rep in range(reps):
                 order = (False, True) if rep % 2 == 0 else (True, False)
                 for instrumented in order:

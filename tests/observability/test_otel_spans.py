@@ -50,7 +50,9 @@ def probe(url: str, mode: str, *extra: str) -> dict[str, Any]:
 def postgres_schema_url() -> Iterator[str]:
     base = postgres_url()
     schema = f"rulvar_otel_{secrets.token_hex(5)}"
-    with_password = re.sub(r"^postgresql://([^@:/]+)@", rf"postgresql://\1:{PASSWORD}@", base)
+    with_password = re.sub(
+        r"^postgresql://([^@:/]+)@", rf"postgresql://\1:{PASSWORD}@", base
+    )
     yield f"{with_password}?schema={schema}"
     with psycopg.connect(base, autocommit=True) as conn:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
@@ -101,7 +103,9 @@ def test_a_span_per_store_call_under_the_callers_span(
         if name == "postgresql":
             assert attributes["server.address"] == "127.0.0.1"
             assert attributes["server.port"] == 5432
-            assert re.fullmatch(r"test\|rulvar_otel_[0-9a-f]{10}", attributes["db.namespace"])
+            assert re.fullmatch(
+                r"test\|rulvar_otel_[0-9a-f]{10}", attributes["db.namespace"]
+            )
         elif name != "memory":
             assert attributes["db.namespace"]
 
@@ -160,7 +164,11 @@ def test_postgres_reports_its_pool(postgres_schema_url: str) -> None:
 
 @pytest.mark.parametrize(
     ("policy", "shown"),
-    [("hash", re.compile(r"[0-9a-f]{16}")), ("plain", re.compile("run-1")), ("omit", None)],
+    [
+        ("hash", re.compile(r"[0-9a-f]{16}")),
+        ("plain", re.compile("run-1")),
+        ("omit", None),
+    ],
 )
 def test_the_run_id_is_hashed_shown_or_omitted_as_configured(
     policy: str, shown: re.Pattern[str] | None
@@ -171,7 +179,8 @@ def test_the_run_id_is_hashed_shown_or_omitted_as_configured(
         if shown is None:
             assert value is None
         else:
-            assert value is not None and shown.fullmatch(value)
+            assert value is not None
+            assert shown.fullmatch(value)
 
 
 @pytest.mark.parametrize("backend_url", ["memory://", "sqlite"])
@@ -183,7 +192,8 @@ def test_saver_calls_are_spans_with_their_store_calls_inside(
     spans = found["spans"]
     by_id = {span["id"]: span for span in spans}
     puts = [span for span in spans if span["name"] == "put checkpoint"]
-    assert puts and all(span["parent"] == found["app"] for span in puts)
+    assert puts
+    assert all(span["parent"] == found["app"] for span in puts)
     nested = [
         span
         for span in spans
