@@ -169,14 +169,28 @@ def _newest_listed(refs: Iterable[str], prefix: str) -> str | None:
     return max(ids, default=None)
 
 
-def latest_id(run_id: str, checkpoint_ns: str, indexed: bool) -> Plan[str | None]:
+def _ids_above(refs: Iterable[str], prefix: str, newest: str | None) -> set[str]:
+    """The ids with refs under the namespace's prefix above its newest checkpoint:
+    writes stored before (or without) their checkpoint."""
+    return {
+        parts[2]
+        for ref in refs
+        if ref.startswith(prefix)
+        and (parts := split_ref(ref)) is not None
+        and (newest is None or parts[2] > newest)
+    }
+
+
+def latest_id(
+    run_id: str, checkpoint_ns: str, indexed: bool, cache: HoldCache | None = None
+) -> Plan[str | None]:
     """The id of the namespace's newest checkpoint, or ``None`` (``_latest``)."""
-    newest, _ = yield from _latest(run_id, checkpoint_ns, indexed)
+    newest, _ = yield from _latest(run_id, checkpoint_ns, indexed, cache)
     return newest
 
 
 def _latest(
-    run_id: str, checkpoint_ns: str, indexed: bool
+    run_id: str, checkpoint_ns: str, indexed: bool, cache: HoldCache | None = None
 ) -> Plan[tuple[str | None, list[str] | None]]:
     """The id of the namespace's newest checkpoint, or ``None``: ONE read.
 
@@ -188,6 +202,10 @@ def _latest(
     checkpoint's (writes stored against an id with no checkpoint, or an
     earlier version's checkpoint with writes of this one) costs one listing.
     Returns the listing too, when one was read.
+
+    A hold's ``cache`` notes the ids a listing shows writes under above the
+    newest checkpoint (a greatest ref that is a checkpoint's says there are none):
+    a checkpoint the hold later creates with such an id is not assumed empty.
     """
     prefix = checkpoint_prefix(run_id, checkpoint_ns)
     if indexed:
@@ -198,7 +216,10 @@ def _latest(
         if parts is not None and parts[0] in ("c", "oc"):
             return parts[2], None
     refs: list[str] = yield ("blobs", "list_refs", (run_id,))
-    return _newest_listed(refs, prefix), refs
+    newest = _newest_listed(refs, prefix)
+    if cache is not None:
+        cache.listed(checkpoint_ns, _ids_above(refs, prefix, newest))
+    return newest, refs
 
 
 def put(
@@ -226,7 +247,7 @@ def put(
     def body(lease: Lease) -> Plan[None]:
         known = None if cache is None else cache.latest.pop(checkpoint_ns, None)
         if known is None:
-            current = yield from latest_id(run_id, checkpoint_ns, indexed)
+            current = yield from latest_id(run_id, checkpoint_ns, indexed, cache)
         else:
             current = known or None  # NO_CHECKPOINT: the hold saw the namespace empty
         if current is None and held is None and record.parent_id is not None:
@@ -301,6 +322,9 @@ def put_writes(
             blob: bytes | None = yield ("blobs", "get", (ref,))
             pending = PendingWrites.decoded(blob)
         pending.merge(new)
+        if cache is not None:
+            # Before the write: a write of unknown outcome may have landed.
+            cache.writing(checkpoint_ns, checkpoint_id)
         yield ("blobs", "put", (ref, pending.blob(), lease))
         if cache is not None and tasks is not None:
             cache.writes[checkpoint_ns] = (checkpoint_id, tasks)
@@ -410,7 +434,7 @@ def get_tuple(
     if checkpoint_id is None:
         known = None if cache is None else cache.latest.get(checkpoint_ns)
         if known is None:
-            newest, listed = yield from _latest(run_id, checkpoint_ns, indexed)
+            newest, listed = yield from _latest(run_id, checkpoint_ns, indexed, cache)
             known = NO_CHECKPOINT if newest is None else newest
             if cache is not None:
                 cache.latest[checkpoint_ns] = known
