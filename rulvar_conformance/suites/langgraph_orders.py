@@ -58,9 +58,13 @@ from rulvar_store import AsyncOpenedStore, OpenedStore
 from rulvar_store.backend import LocationFactory, adapt_opened
 
 __all__ = [
+    "EXPECTED_RUNS",
+    "INPUTS",
     "ISSUE_ORDER",
+    "Calls",
     "Savers",
     "async_rulvar_saver",
+    "fan_graph",
     "langgraph_orders_conformance",
     "rulvar_saver",
 ]
@@ -295,7 +299,7 @@ class Confirm(TypedDict, total=False):
     confirmed: str
 
 
-class _Calls:
+class Calls:
     """How often each node body ran, across the invocations of one thread."""
 
     def __init__(self) -> None:
@@ -307,7 +311,7 @@ class _Calls:
             self.counts[name] += 1
 
 
-def fan_graph(checkpointer: Any, calls: _Calls) -> Any:
+def fan_graph(checkpointer: Any, calls: Calls) -> Any:
     """plan -> (3 x Send work, ask: interrupt) -> sub (a subgraph: confirm, interrupt)."""
 
     def plan(state: Fan) -> Fan:
@@ -424,7 +428,7 @@ def _judge_state(what: str, step: int, held: Any, observed: Any) -> None:
     )
 
 
-def _judge_runs(what: str, calls: _Calls, final: Any) -> None:
+def _judge_runs(what: str, calls: Calls, final: Any) -> None:
     require(
         calls.counts == EXPECTED_RUNS,
         f"{what}: node bodies ran {dict(calls.counts)!r}; expected "
@@ -447,9 +451,9 @@ def _real_graph(locations: LocationFactory, savers: Savers) -> None:
     for run in range(INVOCATIONS):
         with at_fresh_location(locations) as site:
             saver = savers.sync(site.open(TTL_MS), "worker")
-            calls = _Calls()
+            calls = Calls()
             graph = fan_graph(PutsLate(saver), calls)
-            observer = fan_graph(_observer(site, savers), _Calls())
+            observer = fan_graph(_observer(site, savers), Calls())
             what = f"sync graph, thread {run}"
             final: Any = None
             for step, given in enumerate(INPUTS):
@@ -460,13 +464,13 @@ def _real_graph(locations: LocationFactory, savers: Savers) -> None:
             _judge_runs(what, calls, final)
 
         with at_fresh_location(locations) as site:
-            observer = fan_graph(_observer(site, savers), _Calls())
-            acalls = _Calls()
+            observer = fan_graph(_observer(site, savers), Calls())
+            acalls = Calls()
             awhat = f"asyncio graph, thread {run}"
 
             async def body(
                 saver: Any,
-                acalls: _Calls = acalls,
+                acalls: Calls = acalls,
                 awhat: str = awhat,
                 observer: Any = observer,
             ) -> Any:
@@ -588,11 +592,11 @@ def _copy_stock_thread(stock: InMemorySaver, saver: Any, config: Any) -> None:
 def _string_versions(locations: LocationFactory, savers: Savers) -> None:
     """A thread a stock saver wrote (string channel versions) continues here."""
     stock = InMemorySaver()
-    stock_calls = _Calls()
+    stock_calls = Calls()
     fan_graph(stock, stock_calls).invoke(INPUTS[0], _config(), durability="sync")
     with at_fresh_location(locations) as site:
         saver = savers.sync(site.open(TTL_MS), "worker")
-        calls = _Calls()
+        calls = Calls()
         graph = fan_graph(saver, calls)
         final: Any = None
         with saver.hold(THREAD) as config:
