@@ -379,11 +379,15 @@ class SaverCore(BaseCheckpointSaver[Any]):
         plan = _plans.delete_thread(run_id, self._holding.get(run_id), self.owner)
         return run_id, self._forgetting(run_id, plan)
 
-    def _delete_for_runs_plan(self, run_ids: Sequence[str]) -> Plan[None]:
-        plan = _plans.delete_for_runs(
-            run_ids, self._metadata_run_id, self._holding.get, self.owner
-        )
-        return self._forgetting(None, plan)
+    def _delete_for_runs_plans(
+        self, run_ids: Sequence[str], runs: Sequence[str]
+    ) -> Iterator[Locked]:
+        """One plan per thread, each run under its thread's lock (``delete_for_run``)."""
+        for run in runs:
+            plan = _plans.delete_for_run(
+                run, run_ids, self._metadata_run_id, self._holding.get(run), self.owner
+            )
+            yield run, self._forgetting(run, plan)
 
     def _copy_plan(self, source_thread_id: str, target_thread_id: str) -> Locked:
         source, target = (

@@ -44,7 +44,7 @@ __all__ = [
     "ThreadGoneError",
     "adrive",
     "copy_thread",
-    "delete_for_runs",
+    "delete_for_run",
     "delete_thread",
     "drive",
     "get_tuple",
@@ -54,6 +54,7 @@ __all__ = [
     "put",
     "put_writes",
     "release",
+    "thread_runs",
 ]
 
 T = TypeVar("T")
@@ -582,34 +583,34 @@ def _record_blob(
     return blob
 
 
-def delete_for_runs(
+def thread_runs() -> Plan[list[str]]:
+    """Every LangGraph thread's run id in the store (by the thread meta's tag)."""
+    return (yield from _thread_runs(None))
+
+
+def delete_for_run(
+    run: str,
     run_ids: Sequence[str],
     metadata_run_id: Callable[[CheckpointRecord], object],
-    holding: Callable[[str], Lease | None],
+    held: Lease | None,
     owner: str,
 ) -> Plan[None]:
-    """Delete, in every thread, the checkpoints (and writes) whose metadata names a run."""
+    """Delete, in one thread, the checkpoints (and writes) whose metadata names a run.
+
+    One thread at a time, run by the savers under that thread's lock: a held
+    write in flight finishes before the thread is read, so it cannot land
+    under a dropped checkpoint behind the hold's memory (cleared afterwards).
+    """
     wanted = set(run_ids)
-    if not wanted:
-        return
-    for run in (yield from _thread_runs(None)):
-        inventory = _inventory((yield ("blobs", "list_refs", (run,))))
-        doomed: dict[str, set[str]] = {}
-        for ns, ids in inventory.checkpoints.items():
-            for cid in ids:
-                blob = yield from _record_blob(run, ns, cid, inventory)
-                if (
-                    blob is not None
-                    and metadata_run_id(decode_checkpoint(blob)) in wanted
-                ):
-                    doomed.setdefault(ns, set()).add(cid)
-        if doomed:
-            yield from _leased(
-                run,
-                holding(run),
-                owner,
-                partial(_drop, run, inventory, doomed),
-            )
+    inventory = _inventory((yield ("blobs", "list_refs", (run,))))
+    doomed: dict[str, set[str]] = {}
+    for ns, ids in inventory.checkpoints.items():
+        for cid in ids:
+            blob = yield from _record_blob(run, ns, cid, inventory)
+            if blob is not None and metadata_run_id(decode_checkpoint(blob)) in wanted:
+                doomed.setdefault(ns, set()).add(cid)
+    if doomed:
+        yield from _leased(run, held, owner, partial(_drop, run, inventory, doomed))
 
 
 def copy_thread(
