@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequen
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from functools import partial
-from typing import Annotated, Any, Final, TypedDict, cast
+from typing import Annotated, Any, Final, TypeAlias, TypedDict, cast
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
@@ -131,8 +131,8 @@ LATE_EARLIER_WRITES: Final[tuple[Step, ...]] = (
 """A step's writes, then a late write on the step before, then the checkpoint."""
 
 
-def _config() -> Any:
-    return {"configurable": {"thread_id": THREAD, "checkpoint_ns": ""}}
+def _config(thread: str = THREAD) -> Any:
+    return {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
 
 
 class _Mode:
@@ -150,17 +150,20 @@ class _Mode:
 MODES: Final = tuple(_Mode(a, h) for a in (False, True) for h in (True, False))
 
 
-def _held(saver: Any, held: bool) -> AbstractContextManager[Any]:
-    return saver.hold(THREAD) if held else nullcontext(_config())
+def _held(saver: Any, held: bool, thread: str) -> AbstractContextManager[Any]:
+    return saver.hold(thread) if held else nullcontext(_config(thread))
 
 
-def _aheld(saver: Any, held: bool) -> AbstractAsyncContextManager[Any]:
-    return saver.hold(THREAD) if held else _anull()
+def _aheld(saver: Any, held: bool, thread: str) -> AbstractAsyncContextManager[Any]:
+    return saver.hold(thread) if held else _anull(thread)
 
 
 class _anull:  # an async nullcontext of the plain config
+    def __init__(self, thread: str) -> None:
+        self._thread = thread
+
     async def __aenter__(self) -> Any:
-        return _config()
+        return _config(self._thread)
 
     async def __aexit__(self, *exc: object) -> None:
         return None
@@ -181,51 +184,79 @@ def _with_async(
     return asyncio.run(scenario())
 
 
-def _run_schedule(
-    site: Site, savers: Savers, mode: _Mode, steps: Sequence[Step], ids: Sequence[str]
-) -> list[Answer]:
+Run: TypeAlias = tuple[str, Sequence[Step], Sequence[str]]
+"""One schedule on one thread: the thread id, the steps, the chain's ids."""
+
+
+def _run_schedules(
+    site: Site, savers: Savers, mode: _Mode, runs: Sequence[Run]
+) -> list[list[Answer]]:
+    """Each schedule on its own thread, through one saver of the mode."""
     if not mode.asyncio_api:
         saver = savers.sync(site.open(TTL_MS), "worker")
-        with _held(saver, mode.held) as config:
-            return replay(saver, config, steps, ids)
+        answers: list[list[Answer]] = []
+        for thread, steps, ids in runs:
+            with _held(saver, mode.held, thread) as config:
+                answers.append(replay(saver, config, steps, ids))
+        return answers
 
-    async def body(saver: Any) -> list[Answer]:
-        async with _aheld(saver, mode.held) as config:
-            return await areplay(saver, config, steps, ids)
+    async def body(saver: Any) -> list[list[Answer]]:
+        answers: list[list[Answer]] = []
+        for thread, steps, ids in runs:
+            async with _aheld(saver, mode.held, thread) as config:
+                answers.append(await areplay(saver, config, steps, ids))
+        return answers
 
-    answers: list[Answer] = _with_async(site, savers, body)
-    return answers
+    found: list[list[Answer]] = _with_async(site, savers, body)
+    return found
 
 
 def _observer(site: Site, savers: Savers) -> Any:
     return savers.sync(site.open(TTL_MS), "observer")
 
 
+def _judge_schedules(
+    locations: LocationFactory,
+    savers: Savers,
+    schedules: Sequence[tuple[str, Sequence[Step]]],
+) -> None:
+    """Each mode's reads and the stored threads agree with the stock saver's.
+
+    One location per mode; each schedule runs on a thread of its own there.
+    """
+    for mode in MODES:
+        runs: list[Run] = []
+        for number, (_, steps) in enumerate(schedules):
+            count = 1 + max(s.index for s in steps if isinstance(s, (Put, PutWrites)))
+            runs.append((f"{THREAD}-{number}", steps, checkpoint_ids(count)))
+        with at_fresh_location(locations) as site:
+            seen = _run_schedules(site, savers, mode, runs)
+            observer = _observer(site, savers)
+            for (what, _), (thread, steps, ids), answers in zip(
+                schedules, runs, seen, strict=True
+            ):
+                expected = oracle(steps, ids, thread)
+                for number, (got, want) in enumerate(
+                    zip(answers, expected, strict=True)
+                ):
+                    require(
+                        got == want,
+                        f"{what}, {mode}: read {number + 1} answered {got!r}; the "
+                        f"stock saver answered {want!r} (schedule {list(steps)!r})",
+                    )
+                stored = stored_answers(observer.get_tuple, thread, ids, len(ids))
+                want_stored = stored_oracle(steps, ids, len(ids))
+                require(
+                    stored == want_stored,
+                    f"{what}, {mode}: the store holds {stored!r} afterwards; the "
+                    f"stock saver holds {want_stored!r} (schedule {list(steps)!r})",
+                )
+
+
 def _judge_schedule(
     locations: LocationFactory, savers: Savers, steps: Sequence[Step], what: str
 ) -> None:
-    """Each mode's reads and the stored thread agree with the stock saver's."""
-    count = 1 + max(s.index for s in steps if isinstance(s, (Put, PutWrites)))
-    for mode in MODES:
-        ids = checkpoint_ids(count)
-        with at_fresh_location(locations) as site:
-            seen = _run_schedule(site, savers, mode, steps, ids)
-            expected = oracle(steps, ids, THREAD)
-            for number, (got, want) in enumerate(zip(seen, expected, strict=True)):
-                require(
-                    got == want,
-                    f"{what}, {mode}: read {number + 1} answered {got!r}; the stock "
-                    f"saver answered {want!r} (schedule {list(steps)!r})",
-                )
-            stored = stored_answers(
-                _observer(site, savers).get_tuple, THREAD, ids, count
-            )
-            want_stored = stored_oracle(steps, ids, count)
-            require(
-                stored == want_stored,
-                f"{what}, {mode}: the store holds {stored!r} afterwards; the stock "
-                f"saver holds {want_stored!r} (schedule {list(steps)!r})",
-            )
+    _judge_schedules(locations, savers, [(what, steps)])
 
 
 def _issue_order(locations: LocationFactory, savers: Savers) -> None:
@@ -239,8 +270,12 @@ def _late_earlier_writes(locations: LocationFactory, savers: Savers) -> None:
 
 
 def _adversarial(locations: LocationFactory, savers: Savers) -> None:
-    for seed, steps in enumerate(adversarial_schedules(SCHEDULES, 3, seed=39)):
-        _judge_schedule(locations, savers, steps, f"adversarial schedule {seed}")
+    schedules = adversarial_schedules(SCHEDULES, 3, seed=39)
+    _judge_schedules(
+        locations,
+        savers,
+        [(f"adversarial schedule {n}", steps) for n, steps in enumerate(schedules)],
+    )
 
 
 def _concurrent(locations: LocationFactory, savers: Savers) -> None:
