@@ -193,6 +193,10 @@ CLAUSES: Final[dict[str, str]] = {
     "G12": "LangGraph's own checkpointer conformance suite passes at FULL for the async saver.",
     "G13": "An unheld put that continues a checkpoint of a deleted thread is refused and the thread stays deleted.",
     "G14": "Inside a hold, once the hold knows a namespace, put is one fenced write and no read, and what the hold remembers lives only as long as the hold and is cleared by its own deletes, prunes and copies.",
+    "G15": "Whatever order LangGraph issues its background checkpoint and pending-write puts in (a step's writes before its checkpoint or its checkpoint's parent), every acknowledged pending write stays stored and every read, inside a hold or not, answers what the store holds.",
+    "G16": "A thread whose channel versions are strings (written by a LangGraph stock saver) continues under the saver: the next version keeps that format with its counter one up; a new thread's versions are integers.",
+    "G17": "import_threads copies every checkpoint of every namespace of a stock saver's thread, with its metadata, parent link and pending writes, under the target thread's lease; running it again changes nothing.",
+    "G18": "What a hold remembers answers only for the checkpoint it names, ends with the hold (another worker's writes between holds are read from the store), and stays the store's under concurrent calls of one saver.",
     # 16. Power loss
     "W1": "After a power cut at any point (unsynced writes dropped or torn by sector), the SQLite store reopens with integrity_check ok.",
     "W2": "At synchronous=FULL every write acknowledged before a power cut survives it.",

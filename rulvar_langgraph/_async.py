@@ -169,7 +169,11 @@ class AsyncRulvarSaver(SaverCore, Observed):
         await self._run_locked(*self._delete_thread_plan(thread_id))
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        await self._run(self._delete_for_runs_plan(run_ids))
+        if not run_ids:
+            return
+        runs = await self._run(_plans.thread_runs())
+        for locked in self._delete_for_runs_plans(run_ids, runs):
+            await self._run_locked(*locked)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         await self._run_locked(*self._copy_plan(source_thread_id, target_thread_id))

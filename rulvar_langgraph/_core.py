@@ -44,6 +44,7 @@ __all__ = [
     "SaverCore",
     "check_stores",
     "held_config",
+    "next_version",
     "renew_interval_s",
 ]
 
@@ -130,7 +131,39 @@ def renew_interval_s(journal: object) -> float:
     )
 
 
-class SaverCore(BaseCheckpointSaver[int]):
+def next_version(current: int | float | str | None) -> int | float | str:
+    """The version after ``current``, in the thread's own kind (G16).
+
+    LangGraph computes one next version per step from the greatest version of
+    all the checkpoint's channels, so a thread's versions are all numbers or all
+    strings. A new thread gets the base class's integer 1. LangGraph's stock
+    savers write ``f"{counter:032}.{random:016}"``: the next is the same format
+    with the counter one up. The random part exists there because those savers
+    store channel values keyed by version, where two forks of one thread would
+    otherwise share a key; here a checkpoint holds its channel values inline,
+    never keyed by version, so a fixed part is as sound and keeps a replayed
+    step's checkpoint byte for byte the same. The counter alone orders versions
+    (a fixed-width prefix), so ours sort after the stock saver's.
+
+    Raises:
+        InvalidArgumentError: a string version without a counter before its dot.
+    """
+    if isinstance(current, str):
+        head = current.split(".", 1)[0]
+        if not head.isdigit():
+            raise InvalidArgumentError(
+                f"channel version {current[:60]!r} is no '<counter>.<suffix>' "
+                "string of LangGraph's savers; cannot tell the next one",
+                "checkpoint",
+                "channel_versions",
+            )
+        return f"{int(head) + 1:032}.{0:016}"
+    if current is None:
+        return 1
+    return current + 1
+
+
+class SaverCore(BaseCheckpointSaver[Any]):
     """Config parsing, store checks, hold bookkeeping and (de)serialization, free of I/O."""
 
     owner: str
@@ -162,6 +195,10 @@ class SaverCore(BaseCheckpointSaver[int]):
         self._holding: dict[str, Lease] = {}
         self._caches: dict[str, HoldCache] = {}
         self._holder = secrets.token_hex(8)
+
+    def get_next_version(self, current: Any, channel: None) -> Any:
+        """The next channel version: integers, or the stock savers' strings (``next_version``)."""
+        return next_version(current)
 
     def _check_api(self, journal: object, transcripts: object) -> None:
         """Refuse stores of the other API (sync or asyncio); the savers say which."""
@@ -342,11 +379,15 @@ class SaverCore(BaseCheckpointSaver[int]):
         plan = _plans.delete_thread(run_id, self._holding.get(run_id), self.owner)
         return run_id, self._forgetting(run_id, plan)
 
-    def _delete_for_runs_plan(self, run_ids: Sequence[str]) -> Plan[None]:
-        plan = _plans.delete_for_runs(
-            run_ids, self._metadata_run_id, self._holding.get, self.owner
-        )
-        return self._forgetting(None, plan)
+    def _delete_for_runs_plans(
+        self, run_ids: Sequence[str], runs: Sequence[str]
+    ) -> Iterator[Locked]:
+        """One plan per thread, each run under its thread's lock (``delete_for_run``)."""
+        for run in runs:
+            plan = _plans.delete_for_run(
+                run, run_ids, self._metadata_run_id, self._holding.get(run), self.owner
+            )
+            yield run, self._forgetting(run, plan)
 
     def _copy_plan(self, source_thread_id: str, target_thread_id: str) -> Locked:
         source, target = (

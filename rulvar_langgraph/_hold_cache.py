@@ -8,10 +8,21 @@ created (a checkpoint newer than any in its namespace has no writes yet).
 A superseded hold's memory may be stale, but its writes are refused by the
 fence anyway, so a stale value can never land.
 
-Bounded: one checkpoint id and its writes (by task) per namespace the hold wrote; dropped
-when the hold ends and cleared by the saver's own deletes, prunes and copies
-into the thread. An entry is removed before each write and set again only once
-the write succeeded, so an unknown outcome (a lost connection) reads afresh.
+LangGraph's default durability (``"async"``) stores checkpoints in order but
+pending writes in the background, unordered against them: ``put_writes`` on
+C1 may land before ``put(C0)`` and ``put(C1)``. So "a checkpoint the hold just
+created has no writes" holds only for an id under which no write was stored:
+the hold keeps the ids it stored writes under (added BEFORE each write, so an
+unknown outcome counts) and the ids that already had writes above the
+namespace's newest checkpoint when the hold first read it. A new checkpoint
+with one of those ids is not assumed empty: its writes are read afresh.
+
+Bounded: one checkpoint id and its writes (by task) per namespace the hold wrote,
+plus ids (no values) of checkpoints with writes; dropped when the hold ends.
+The values are cleared by the saver's own deletes, prunes and copies into the
+thread (the ids are kept: a kept id only costs a read). An entry is removed
+before each write and set again only once the write succeeded, so an unknown
+outcome (a lost connection) reads afresh.
 
 The memory belongs to the saver that made the hold, and is used only for
 writes that carry that hold's lease through that saver. The hold's config names
@@ -21,6 +32,7 @@ it, so no write under the lease can land behind this memory's back.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final, TypeAlias
 
@@ -46,6 +58,17 @@ class HoldCache:
     """Namespace -> its newest checkpoint's id (or ``NO_CHECKPOINT``)."""
     writes: dict[str, tuple[str, TaskWrites]] = field(default_factory=dict)
     """Namespace -> (checkpoint id, ALL its stored writes by task): the latest only."""
+    with_writes: set[tuple[str, str]] = field(default_factory=set)
+    """(namespace, checkpoint id) pairs that have (or may have) stored writes: the
+    hold's own, and those found above the newest checkpoint when it read a listing."""
+
+    def writing(self, checkpoint_ns: str, checkpoint_id: str) -> None:
+        """The hold is about to store writes under the id (whatever the outcome)."""
+        self.with_writes.add((checkpoint_ns, checkpoint_id))
+
+    def listed(self, checkpoint_ns: str, ids_with_writes: Iterable[str]) -> None:
+        """A listing showed writes under these ids (above the newest checkpoint)."""
+        self.with_writes.update((checkpoint_ns, cid) for cid in ids_with_writes)
 
     def known_writes(self, checkpoint_ns: str, checkpoint_id: str) -> TaskWrites | None:
         """Every stored write of that checkpoint by task, if it is the one remembered."""
@@ -55,13 +78,25 @@ class HoldCache:
     def new_checkpoint(self, checkpoint_ns: str, checkpoint_id: str) -> None:
         """The hold just stored a checkpoint newer than any in the namespace.
 
-        Nobody but this hold can have stored writes against it, and the hold's
-        own would be the ones remembered: so it has none, unless remembered.
+        Nobody but this hold can have stored writes against it since the hold
+        first read the namespace, and writes stored before that were noted then:
+        so an id in neither ``with_writes`` nor the memory has none. One in
+        ``with_writes`` but not remembered is forgotten: the next write or
+        read of it goes to the store.
         """
-        if self.known_writes(checkpoint_ns, checkpoint_id) is None:
+        if self.known_writes(checkpoint_ns, checkpoint_id) is not None:
+            return
+        if (checkpoint_ns, checkpoint_id) in self.with_writes:
+            self.writes.pop(checkpoint_ns, None)
+        else:
             self.writes[checkpoint_ns] = (checkpoint_id, {})
 
     def clear(self) -> None:
-        """Forget everything: the thread changed by other means than put."""
+        """Forget the values: the thread changed by other means than put.
+
+        ``with_writes`` stays: an id wrongly kept there costs one read, an id
+        wrongly dropped would lose writes. Ids a copy brings in are noted by
+        the next listing, which the emptied ``latest`` forces.
+        """
         self.latest.clear()
         self.writes.clear()

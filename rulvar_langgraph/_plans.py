@@ -44,7 +44,7 @@ __all__ = [
     "ThreadGoneError",
     "adrive",
     "copy_thread",
-    "delete_for_runs",
+    "delete_for_run",
     "delete_thread",
     "drive",
     "get_tuple",
@@ -54,6 +54,7 @@ __all__ = [
     "put",
     "put_writes",
     "release",
+    "thread_runs",
 ]
 
 T = TypeVar("T")
@@ -169,14 +170,28 @@ def _newest_listed(refs: Iterable[str], prefix: str) -> str | None:
     return max(ids, default=None)
 
 
-def latest_id(run_id: str, checkpoint_ns: str, indexed: bool) -> Plan[str | None]:
+def _ids_above(refs: Iterable[str], prefix: str, newest: str | None) -> set[str]:
+    """The ids with refs under the namespace's prefix above its newest checkpoint:
+    writes stored before (or without) their checkpoint."""
+    return {
+        parts[2]
+        for ref in refs
+        if ref.startswith(prefix)
+        and (parts := split_ref(ref)) is not None
+        and (newest is None or parts[2] > newest)
+    }
+
+
+def latest_id(
+    run_id: str, checkpoint_ns: str, indexed: bool, cache: HoldCache | None = None
+) -> Plan[str | None]:
     """The id of the namespace's newest checkpoint, or ``None`` (``_latest``)."""
-    newest, _ = yield from _latest(run_id, checkpoint_ns, indexed)
+    newest, _ = yield from _latest(run_id, checkpoint_ns, indexed, cache)
     return newest
 
 
 def _latest(
-    run_id: str, checkpoint_ns: str, indexed: bool
+    run_id: str, checkpoint_ns: str, indexed: bool, cache: HoldCache | None = None
 ) -> Plan[tuple[str | None, list[str] | None]]:
     """The id of the namespace's newest checkpoint, or ``None``: ONE read.
 
@@ -188,6 +203,10 @@ def _latest(
     checkpoint's (writes stored against an id with no checkpoint, or an
     earlier version's checkpoint with writes of this one) costs one listing.
     Returns the listing too, when one was read.
+
+    A hold's ``cache`` notes the ids a listing shows writes under above the
+    newest checkpoint (a greatest ref that is a checkpoint's says there are none):
+    a checkpoint the hold later creates with such an id is not assumed empty.
     """
     prefix = checkpoint_prefix(run_id, checkpoint_ns)
     if indexed:
@@ -198,7 +217,10 @@ def _latest(
         if parts is not None and parts[0] in ("c", "oc"):
             return parts[2], None
     refs: list[str] = yield ("blobs", "list_refs", (run_id,))
-    return _newest_listed(refs, prefix), refs
+    newest = _newest_listed(refs, prefix)
+    if cache is not None:
+        cache.listed(checkpoint_ns, _ids_above(refs, prefix, newest))
+    return newest, refs
 
 
 def put(
@@ -226,7 +248,7 @@ def put(
     def body(lease: Lease) -> Plan[None]:
         known = None if cache is None else cache.latest.pop(checkpoint_ns, None)
         if known is None:
-            current = yield from latest_id(run_id, checkpoint_ns, indexed)
+            current = yield from latest_id(run_id, checkpoint_ns, indexed, cache)
         else:
             current = known or None  # NO_CHECKPOINT: the hold saw the namespace empty
         if current is None and held is None and record.parent_id is not None:
@@ -301,6 +323,9 @@ def put_writes(
             blob: bytes | None = yield ("blobs", "get", (ref,))
             pending = PendingWrites.decoded(blob)
         pending.merge(new)
+        if cache is not None:
+            # Before the write: a write of unknown outcome may have landed.
+            cache.writing(checkpoint_ns, checkpoint_id)
         yield ("blobs", "put", (ref, pending.blob(), lease))
         if cache is not None and tasks is not None:
             cache.writes[checkpoint_ns] = (checkpoint_id, tasks)
@@ -410,7 +435,7 @@ def get_tuple(
     if checkpoint_id is None:
         known = None if cache is None else cache.latest.get(checkpoint_ns)
         if known is None:
-            newest, listed = yield from _latest(run_id, checkpoint_ns, indexed)
+            newest, listed = yield from _latest(run_id, checkpoint_ns, indexed, cache)
             known = NO_CHECKPOINT if newest is None else newest
             if cache is not None:
                 cache.latest[checkpoint_ns] = known
@@ -558,34 +583,34 @@ def _record_blob(
     return blob
 
 
-def delete_for_runs(
+def thread_runs() -> Plan[list[str]]:
+    """Every LangGraph thread's run id in the store (by the thread meta's tag)."""
+    return (yield from _thread_runs(None))
+
+
+def delete_for_run(
+    run: str,
     run_ids: Sequence[str],
     metadata_run_id: Callable[[CheckpointRecord], object],
-    holding: Callable[[str], Lease | None],
+    held: Lease | None,
     owner: str,
 ) -> Plan[None]:
-    """Delete, in every thread, the checkpoints (and writes) whose metadata names a run."""
+    """Delete, in one thread, the checkpoints (and writes) whose metadata names a run.
+
+    One thread at a time, run by the savers under that thread's lock: a held
+    write in flight finishes before the thread is read, so it cannot land
+    under a dropped checkpoint behind the hold's memory (cleared afterwards).
+    """
     wanted = set(run_ids)
-    if not wanted:
-        return
-    for run in (yield from _thread_runs(None)):
-        inventory = _inventory((yield ("blobs", "list_refs", (run,))))
-        doomed: dict[str, set[str]] = {}
-        for ns, ids in inventory.checkpoints.items():
-            for cid in ids:
-                blob = yield from _record_blob(run, ns, cid, inventory)
-                if (
-                    blob is not None
-                    and metadata_run_id(decode_checkpoint(blob)) in wanted
-                ):
-                    doomed.setdefault(ns, set()).add(cid)
-        if doomed:
-            yield from _leased(
-                run,
-                holding(run),
-                owner,
-                partial(_drop, run, inventory, doomed),
-            )
+    inventory = _inventory((yield ("blobs", "list_refs", (run,))))
+    doomed: dict[str, set[str]] = {}
+    for ns, ids in inventory.checkpoints.items():
+        for cid in ids:
+            blob = yield from _record_blob(run, ns, cid, inventory)
+            if blob is not None and metadata_run_id(decode_checkpoint(blob)) in wanted:
+                doomed.setdefault(ns, set()).add(cid)
+    if doomed:
+        yield from _leased(run, held, owner, partial(_drop, run, inventory, doomed))
 
 
 def copy_thread(

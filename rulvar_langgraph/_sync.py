@@ -155,7 +155,11 @@ class RulvarSaver(SaverCore, Observed):
         self._run_locked(*self._delete_thread_plan(thread_id))
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        self._run(self._delete_for_runs_plan(run_ids))
+        if not run_ids:
+            return
+        runs = self._run(_plans.thread_runs())
+        for locked in self._delete_for_runs_plans(run_ids, runs):
+            self._run_locked(*locked)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         self._run_locked(*self._copy_plan(source_thread_id, target_thread_id))
