@@ -122,7 +122,7 @@ class AsyncStorePool(AsyncConnectionPool[AsyncConn]):
         # One event loop: no await between reading and changing the counter.
         self._growth.in_flight += 1
         try:
-            return await super()._connect(timeout)
+            return await self._connect_to_primary(timeout)
         except psycopg.Error as exc:
             failure = connect_failure(exc)
             self._growth.failure = failure
@@ -135,6 +135,16 @@ class AsyncStorePool(AsyncConnectionPool[AsyncConn]):
             raise failure from exc
         finally:
             self._growth.in_flight -= 1
+
+    async def _connect_to_primary(self, timeout: float | None) -> AsyncConn:
+        """See ``StorePool._connect_to_primary``."""
+        for attempt in range(self.cluster.hosts):
+            try:
+                return await super()._connect(timeout)
+            except NotPrimary:
+                if attempt + 1 == self.cluster.hosts:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def reconnect_failed(self) -> None:
         # See StorePool.reconnect_failed.
@@ -250,7 +260,7 @@ class AsyncCheckout:
     async def _discard(self, conn: AsyncConn, cut_off: bool) -> None:
         """Close and hand back ``conn``; a cut one's server session is ended too."""
         pool = self._pool
-        session = session_of(conn, conn.started) if cut_off else None
+        session = session_of(conn, conn.started, conn.pid) if cut_off else None
         if cut_off:
             pool.cluster.demote(conn)
         await conn.close()

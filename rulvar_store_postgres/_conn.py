@@ -55,6 +55,7 @@ class _Notes:
     timeline = 0  # its server's timeline when last asked (``_primary``)
     probed_at = 0.0  # monotonic time of that answer
     started = ""  # its session's backend_start (``_sessions``)
+    pid = 0  # its backend's pid, read while connected (libpq forgets it once cut)
     sync_wait_cancelled = False  # a notice said so since the last reset
 
     def note(self, diag: psycopg.errors.Diagnostic) -> None:

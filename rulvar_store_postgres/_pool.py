@@ -133,11 +133,8 @@ def admitted(cluster: Cluster, conn: Any, row: tuple[Any, ...] | None) -> Server
         NotPrimary, Refused: see ``Cluster.admit``.
     """
     state = ServerState.from_row(row)
-    conn.timeline, conn.probed_at, conn.started = (
-        state.timeline,
-        monotonic(),
-        state.started,
-    )
+    conn.timeline, conn.probed_at = state.timeline, monotonic()
+    conn.started, conn.pid = state.started, conn.info.backend_pid
     try:
         cluster.admit(state)
     except NotPrimary:
@@ -230,7 +227,7 @@ class StorePool(ConnectionPool[Conn]):
         with self._lock:
             self._growth.in_flight += 1
         try:
-            return super()._connect(timeout)
+            return self._connect_to_primary(timeout)
         except psycopg.Error as exc:
             failure = connect_failure(exc)
             with self._lock:
@@ -245,6 +242,17 @@ class StorePool(ConnectionPool[Conn]):
         finally:
             with self._lock:
                 self._growth.in_flight -= 1
+
+    def _connect_to_primary(self, timeout: float | None) -> Conn:
+        """A connection to the primary: a host found not to be it is tried last
+        and the next host tried at once, each host once (``_primary``)."""
+        for attempt in range(self.cluster.hosts):
+            try:
+                return super()._connect(timeout)
+            except NotPrimary:
+                if attempt + 1 == self.cluster.hosts:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def reconnect_failed(self) -> None:
         # Called once a failed attempt is given up and uncounted. Attempts that
@@ -380,7 +388,7 @@ class Checkout:
     def _discard(self, conn: Conn, cut_off: bool) -> None:
         """Close and hand back ``conn``; a cut one's server session is ended too."""
         pool = self._pool
-        session = session_of(conn, conn.started) if cut_off else None
+        session = session_of(conn, conn.started, conn.pid) if cut_off else None
         if cut_off:
             # Stalled past its deadline: try its host last (a zombie primary
             # whose commits wait for a standby it lost).

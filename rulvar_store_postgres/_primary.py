@@ -203,6 +203,11 @@ class Cluster:
         self.last_state: ServerState | None = None
         self._warned = False
 
+    @property
+    def hosts(self) -> int:
+        """How many hosts the URL names (1 for a single host or none)."""
+        return max(1, len(self._order))
+
     def conninfo(self) -> str:
         """The connection string with the hosts in their current order."""
         with self._lock:

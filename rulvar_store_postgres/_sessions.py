@@ -43,15 +43,15 @@ class Session:
 
 
 def session_of(
-    conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any], started: str
+    conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any], started: str, pid: int
 ) -> Session | None:
-    """Read where ``conn``'s session is (before the connection is closed)."""
+    """Where ``conn``'s session is; ``pid`` as read while it was connected."""
     try:
         info = conn.info
         hostaddr = ""
         with suppress(psycopg.Error):
             hostaddr = info.hostaddr
-        return Session(info.host, hostaddr, str(info.port), info.backend_pid, started)
+        return Session(info.host, hostaddr, str(info.port), pid, started)
     except (psycopg.Error, ValueError):
         return None
 
@@ -83,7 +83,7 @@ def _terminate(conninfo: str, session: Session, connect_timeout_s: int) -> None:
 
 def end_session(conninfo: str, session: Session | None, connect_timeout_s: int) -> None:
     """End ``session`` on its server, from a daemon thread (see the module text)."""
-    if session is None or not session.started:
+    if session is None or not session.started or not session.pid:
         return
 
     def run() -> None:
