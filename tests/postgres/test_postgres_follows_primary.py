@@ -14,6 +14,7 @@ and must be caught by it. Each test is bounded (about 3-15 s here).
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable
@@ -25,7 +26,7 @@ import pytest
 import rulvar_store_postgres._pool as pool_module
 import rulvar_store_postgres._transaction as transaction_module
 from rulvar_store import ConfigError, StoreUnavailableError, open_store
-from rulvar_store_postgres import PostgresStore
+from rulvar_store_postgres import AsyncPostgresStore, PostgresStore
 from rulvar_store_postgres._primary import Cluster
 from rulvar_store_postgres._sessions import wait_ended
 from tests._replicated_pg import Pair, pair, set_standby_names, sql
@@ -159,22 +160,58 @@ def test_without_ending_the_session_it_stays_waiting(
         assert len(_left_waiting_after_cut(p)) == 1
 
 
+@pytest.mark.clause("P17")
+@pytest.mark.clause("P19")
+def test_the_asyncio_store_reports_the_cancelled_wait_unknown_and_ends_cut_sessions() -> (
+    None
+):
+    """P17/P19 on AsyncPostgresStore: the same notice check and session ending."""
+
+    async def scenario(p: Pair) -> None:
+        store = AsyncPostgresStore(_url(p, p.primary), schema="ay", ttl_ms=TTL_MS)
+        try:
+            await store.append("r", {"seq": 0})
+            set_standby_names(p.primary, "nosuch")
+            task = asyncio.ensure_future(store.append("r", {"seq": 1}))
+            waiting = await asyncio.to_thread(
+                _until, lambda: _waiting_for_standby(p.primary), 1.5, "no wait"
+            )
+            sql(p.primary, "SELECT pg_cancel_backend(%s)", (waiting[0],))
+            with pytest.raises(StoreUnavailableError, match="unknown"):
+                await task
+            with pytest.raises(StoreUnavailableError, match="call_timeout_ms"):
+                await store.append("r", {"seq": 2})  # cut at 2 s
+            await asyncio.to_thread(wait_ended, 10)
+            await asyncio.sleep(0.5)
+            assert _waiting_for_standby(p.primary) == []
+            set_standby_names(p.primary, "")
+        finally:
+            await store.aclose()
+
+    with pair() as p:
+        asyncio.run(scenario(p))
+
+
 # -- P20: the durability guard ------------------------------------------------
 
 
 def _guard_lets_through(p: Pair) -> list[str]:
     """Writes a ``replication=required`` store was allowed on an async server."""
-    landed = []
+    landed: list[str] = []
     url = _url(p, p.primary) + "?replication=required"
-    for opener in (
-        lambda: PostgresStore(url, schema="p20"),
-        lambda: open_store(url, schema="p20").journal,
-    ):
-        store = opener()
+    for through_open_store in (False, True):
+        append: Callable[..., Any]
+        close: Callable[[], Any]
+        if through_open_store:
+            opened = open_store(url, schema="p20")
+            append, close = opened.journal.append, opened.close
+        else:
+            direct = PostgresStore(url, schema="p20")
+            append, close = direct.append, direct.close
         try:
-            error = _error_of(store.append, "r", {"seq": len(landed)})
+            error = _error_of(append, "r", {"seq": len(landed)})
         finally:
-            store.close()
+            close()
         if error is None:
             landed.append("append accepted")
             continue
@@ -442,7 +479,11 @@ def test_no_error_or_chained_cause_carries_a_piece_of_the_password(raw: str) -> 
     """P11/P16: the refusal of a raw reserved character quotes and chains nothing of it."""
     password = f"Pw{raw}Secret99"
     url = f"postgresql://u:{password}@127.0.0.1:5432,127.0.0.1:5433/db"
-    for opener in (lambda: PostgresStore(url), lambda: open_store(url).journal):
+    openers: list[Callable[[], object]] = [
+        lambda: PostgresStore(url),
+        lambda: open_store(url).journal,
+    ]
+    for opener in openers:
         with pytest.raises(ConfigError) as caught:
             opener()
         chain: list[BaseException] = []
