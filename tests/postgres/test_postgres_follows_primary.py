@@ -25,7 +25,9 @@ import pytest
 
 import rulvar_store_postgres._pool as pool_module
 import rulvar_store_postgres._transaction as transaction_module
+from rulvar_cli._durability import durability_line, durability_of
 from rulvar_store import ConfigError, StoreUnavailableError, open_store
+from rulvar_store.backend import parse_store_url, resolve_backend
 from rulvar_store_postgres import AsyncPostgresStore, PostgresStore
 from rulvar_store_postgres._primary import Cluster
 from rulvar_store_postgres._sessions import wait_ended
@@ -494,3 +496,22 @@ def test_no_error_or_chained_cause_carries_a_piece_of_the_password(raw: str) -> 
         text = " ".join(f"{exc!s} {exc!r}" for exc in chain)
         assert "Secret99" not in text, text
         assert "percent-encode" in str(caught.value)
+
+
+@pytest.mark.clause("P20")
+def test_rulvar_check_shows_the_replication_mode(pg_url: str) -> None:
+    """P20: the line ``rulvar check`` prints before its suites (``rulvar_cli._durability``).
+
+    Read through the backend's own certify locations, as the command reads it
+    (the command itself then spends half a minute in its suites).
+    """
+    parsed = parse_store_url(pg_url)
+    backend = resolve_backend(parsed)
+    assert backend.certify is not None
+    with backend.certify(parsed) as locations:
+        found = durability_of(locations)
+    assert found is not None
+    assert found["replication"] == "async"
+    assert durability_line(found).startswith(
+        "durability: synchronous_commit=on; replication async (synchronous_commit=on"
+    )
