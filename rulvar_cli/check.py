@@ -289,6 +289,11 @@ def check_command(
             locations = enter_certify(backend, parsed, stack)
             if not as_json:
                 click.echo(f"certifying {parsed.redacted} ({backend.name})")
+            from rulvar_cli._durability import durability_line, durability_of
+
+            durability = durability_of(locations)  # P20: async, sync or quorum
+            if durability is not None and not as_json:
+                click.echo(durability_line(durability))
             certification = by_url(locations, parsed, backend)
             try:
                 suites = certification_suites(certification, suites_wanted or None)
@@ -325,6 +330,7 @@ def check_command(
             "passed": passed,
             "failed": len(failed),
             "not_run": len(not_run),
+            "durability": durability,
             "results": [_result_row(result) for result in results],
             # What the checks' stores counted in this process (--isolate: none).
             "store_stats": stats_since(counted_before, process_stats()),
