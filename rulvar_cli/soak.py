@@ -87,10 +87,21 @@ _EXIT_OF: Final = {
 )
 @click.option(
     "--faults",
-    type=click.Choice(["network", "server"]),
+    type=click.Choice(["network", "server", "failover"]),
     help="PostgreSQL only: soak a private cluster this command starts (never the "
     "server at URL) under network faults (writer hosts cut off past their ttl, "
-    "connection resets, slow links) or server faults (SIGKILL and restart).",
+    "connection resets, slow links), server faults (SIGKILL and restart) or "
+    "failover (a 3-node Patroni/etcd cluster whose leader is killed, frozen, cut "
+    "off and switched over; root, etcd-server and Patroni: see ci/install.sh).",
+)
+@click.option(
+    "--mode",
+    "replication_mode",
+    type=click.Choice(["async", "sync", "sync-strict", "quorum"]),
+    default="sync-strict",
+    show_default=True,
+    help="--faults failover: the cluster's replication mode (Patroni's "
+    "synchronous_mode off, on, on + strict, quorum + strict).",
 )
 def soak_command(
     url: str | None,
@@ -103,6 +114,7 @@ def soak_command(
     through_async: bool,
     report_dir: str | None,
     faults: str | None,
+    replication_mode: str,
 ) -> None:
     """Storm a fresh location next to URL with writer processes, pauses and kills.
 
@@ -120,6 +132,18 @@ def soak_command(
         if through_async:
             raise click.UsageError(
                 "--faults runs the writers through the sync API only"
+            )
+        if faults == "failover":
+            from rulvar_cli._failover import failover_soak
+
+            failover_soak(
+                replication_mode,
+                profile_name,
+                writers,
+                seconds,
+                seed,
+                json_path,
+                report_dir,
             )
         _fault_soak(faults, profile_name, writers, seconds, seed, json_path, report_dir)
         return

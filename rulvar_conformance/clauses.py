@@ -213,6 +213,14 @@ CLAUSES: Final[dict[str, str]] = {
     # 17. Disk faults
     "E1": "A write failing on a full disk or an I/O error raises the retryable StoreUnavailableError, loses nothing stored, and the same handle writes again once the disk recovers.",
     "E2": "A read-only database or folder gives a typed error at once, never a hang, and changes nothing.",
+    # 18. High availability (replicated PostgreSQL failing over)
+    "H1": "On a cluster in synchronous strict or quorum replication no acknowledged write is lost across a failover: every accepted append is on the surviving timeline.",
+    "H2": "On such a cluster no fencing epoch of a run is handed out twice across a failover: every grant is above every earlier acknowledged grant of the run.",
+    "H3": "On such a cluster no write of a superseded owner lands on the surviving timeline, and each run's surviving entries never fall back to a lower epoch.",
+    "H4": "On such a cluster no write is acknowledged by a demoted primary after the promotion and then lost.",
+    "H5": "A call whose outcome a failover left unknown is resolved from the surviving cluster: an append is applied or not by its nonce, a lease call lapses at its ttl.",
+    "H6": "After every failover (a killed, frozen, cut-off or switched-over leader) every writer writes durably again by itself, with no untyped exception and no hang.",
+    "H7": "On an asynchronously replicated cluster the failover soak measures and reports the acknowledged writes lost, the epochs reissued and the stale writes landed, and never fails for them.",
 }
 
 
