@@ -178,6 +178,7 @@ CLAUSES: Final[dict[str, str]] = {
     "Y2": "A caller cancelled inside a store call gets CancelledError only once the call is over, and the write is all or nothing.",
     "Y3": "After a cancelled write the store stays usable and a second handle can write at once.",
     "Y4": "A store handle used in a forked child refuses with ForkedStoreError and leaves the parent's resources alone.",
+    "Y7": "close() (aclose()) lets no write it did not store pass as done: each write queued or in flight when it is called either lands whole and durable before close returns, or raises a typed RulvarError (StoreClosedError); no caller is left waiting.",
     "Y5": "The kit certifies the async path: its suites drive the async store from threads, failpoints aimed by caller context.",
     # 15. LangGraph checkpointers (rulvar_langgraph)
     "G1": "A superseded holder's put, put_writes, delete_thread and prune are refused and change nothing.",
