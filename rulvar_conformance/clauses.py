@@ -178,6 +178,8 @@ CLAUSES: Final[dict[str, str]] = {
     "Y2": "A caller cancelled inside a store call gets CancelledError only once the call is over, and the write is all or nothing.",
     "Y3": "After a cancelled write the store stays usable and a second handle can write at once.",
     "Y4": "A store handle used in a forked child refuses with ForkedStoreError and leaves the parent's resources alone.",
+    "Y6": "An async store never blocks its callers' event loop: while it works (a write held mid-transaction, reads and writes in flight) the loop stalls for at most 250 ms; no I/O and no wait on a lock runs on the loop thread.",
+    "Y8": "An async store that declares shares_across_loops resumes every coroutine on its own event loop, whichever loop's callers share the batch that carried its write.",
     "Y7": "close() (aclose()) lets no write it did not store pass as done: each write queued or in flight when it is called either lands whole and durable before close returns, or raises a typed RulvarError (StoreClosedError); no caller is left waiting.",
     "Y5": "The kit certifies the async path: its suites drive the async store from threads, failpoints aimed by caller context.",
     # 15. LangGraph checkpointers (rulvar_langgraph)
