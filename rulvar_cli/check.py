@@ -98,16 +98,21 @@ def _run_attributed(
     *,
     live: bool,
     check_timeout_s: float,
+    run_timeout_s: float,
 ) -> list[CheckResult]:
     """Run the checks one at a time, each named before it runs (``_announce``).
 
     ``faulthandler`` also prints the Python stack on a fatal signal (a segfault
-    in a driver), which shows the check's code.
+    in a driver), which shows the check's code. One ``RunBudget`` bounds them
+    all (K10): after a hang each check gets less time, and past
+    ``run_timeout_s`` none starts.
     """
     import faulthandler
     import io
 
-    from rulvar_conformance.harness.certify import run_suites
+    from rulvar_conformance.harness.certify import RunBudget, run_suites
+
+    budget = RunBudget(check_timeout_s, run_timeout_s)
 
     try:
         faulthandler.enable()
@@ -123,7 +128,7 @@ def _run_attributed(
             results += run_suites(
                 [replace(suite, checks=(one,))],
                 on_result=progress,
-                check_timeout_s=check_timeout_s,
+                budget=budget,
             )
     return results
 
@@ -234,6 +239,16 @@ def _explain(result: CheckResult) -> list[str]:
     "threads' stacks) and go on to the next.",
 )
 @click.option(
+    "--run-timeout",
+    "run_timeout_s",
+    type=click.FloatRange(min=1.0),
+    default=3600.0,  # DEFAULT_RUN_TIMEOUT_S: the kit is imported only when run
+    show_default=True,
+    metavar="S",
+    help="Bound the whole run: checks not started after S seconds fail as not "
+    "started. Once a check has hung, each later one gets 30 s at most.",
+)
+@click.option(
     "--isolate",
     is_flag=True,
     help="Run each check in a child process of its own: a check whose store "
@@ -245,6 +260,7 @@ def check_command(
     as_json: bool,
     async_too: bool,
     check_timeout_s: float,
+    run_timeout_s: float,
     isolate: bool,
 ) -> None:
     """Certify the backend behind URL with the conformance kit.
@@ -317,7 +333,11 @@ def check_command(
                 )
             else:
                 results = _run_attributed(
-                    suites, progress, live=not as_json, check_timeout_s=check_timeout_s
+                    suites,
+                    progress,
+                    live=not as_json,
+                    check_timeout_s=check_timeout_s,
+                    run_timeout_s=run_timeout_s,
                 )
 
     failed = [result for result in results if result.status == "failed"]

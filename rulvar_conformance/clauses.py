@@ -135,6 +135,7 @@ CLAUSES: Final[dict[str, str]] = {
     "K7": "Resume over a fresh instance completes with exact re-pay counts and one ok settle.",
     "K8": "kill_point_conformance yields one check per scenario with fresh isolation.",
     "K9": "Kill-point self-tests cover every scenario bracket in-process.",
+    "K10": "Every kit run is bounded: a check fails as not finished past its deadline, once one check hung every later one gets a short deadline, and past the run's limit no check starts, so a store that hangs ends the run with failing rows in bounded time.",
     # 10. Soak
     "S1": "Each soak writer has a stable owner, a seeded PRNG and a JSONL event report.",
     "S2": "Soak attempts classify lease, order, busy and other errors with bounded retries.",
@@ -184,6 +185,9 @@ CLAUSES: Final[dict[str, str]] = {
     "Y2": "A caller cancelled inside a store call gets CancelledError only once the call is over, and the write is all or nothing.",
     "Y3": "After a cancelled write the store stays usable and a second handle can write at once.",
     "Y4": "A store handle used in a forked child refuses with ForkedStoreError and leaves the parent's resources alone.",
+    "Y6": "An async store never blocks its callers' event loop: while it works (a write held mid-transaction, reads and writes in flight) the loop stalls for at most 250 ms; no I/O and no wait on a lock runs on the loop thread.",
+    "Y8": "An async store that declares shares_across_loops resumes every coroutine on its own event loop, whichever loop's callers share the batch that carried its write.",
+    "Y7": "close() (aclose()) lets no write it did not store pass as done: each write queued or in flight when it is called either lands whole and durable before close returns, or raises a typed RulvarError (StoreClosedError); no caller is left waiting.",
     "Y5": "The kit certifies the async path: its suites drive the async store from threads, failpoints aimed by caller context.",
     # 15. LangGraph checkpointers (rulvar_langgraph)
     "G1": "A superseded holder's put, put_writes, delete_thread and prune are refused and change nothing.",

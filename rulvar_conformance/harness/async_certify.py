@@ -1,10 +1,12 @@
-"""Certifying the asyncio path: the same suites through ``open_store_async``, plus cancellation.
+"""Certifying the asyncio path: the same suites through ``open_store_async``, plus cancellation and loop health.
 
 Every location is opened through the async API (the backend's native opener,
 or the generic adapter) and handed to the suites behind the sync facade, so
 the forced-races, thread-races and shared-handle suites race real threads
 into the async store. The cancellation suite then cancels awaiting callers
-inside every write. Suite names carry an ``(async)`` suffix in reports.
+inside every write, and the loop-health suite measures what the store does to
+its callers' event loops (the longest stall, close, several loops; Y6-Y8).
+Suite names carry an ``(async)`` suffix in reports.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from rulvar_conformance.harness.async_facade import async_locations
 from rulvar_conformance.harness.certify import Certification, certification_suites
 from rulvar_conformance.harness.kit import ConformanceSuite
 from rulvar_conformance.suites.cancellation import cancellation_conformance
+from rulvar_conformance.suites.loop_health import loop_health_conformance
 
 __all__ = ["ASYNC_SUFFIX", "async_locations", "async_suites"]
 
@@ -31,7 +34,7 @@ MACHINE_SUITES = frozenset({"power-loss", "disk-faults", "file-machinery"})
 def async_suites(
     certification: Certification, selection: Iterable[str] | None = None
 ) -> list[ConformanceSuite]:
-    """The selected suites over async-opened locations, then the cancellation suite.
+    """The selected suites over async-opened locations, then cancellation and loop health.
 
     A selection of machine suites only (``--suite power-loss``) has nothing to
     run on the async path, so it gets no cancellation suite either.
@@ -48,4 +51,9 @@ def async_suites(
     if not suites:
         return []
     cancellation = cancellation_conformance(certification)
-    return [*suites, replace(cancellation, name=cancellation.name + ASYNC_SUFFIX)]
+    health = loop_health_conformance(certification)
+    return [
+        *suites,
+        replace(cancellation, name=cancellation.name + ASYNC_SUFFIX),
+        replace(health, name=health.name + ASYNC_SUFFIX),
+    ]

@@ -22,7 +22,8 @@ from rulvar_conformance.harness.certification import (
 )
 from rulvar_conformance.harness.deadline import (
     DEFAULT_CHECK_TIMEOUT_S,
-    run_with_deadline,
+    DEFAULT_RUN_TIMEOUT_S,
+    RunBudget,
     stuck_threads,
 )
 from rulvar_conformance.harness.kit import CheckNotRun, ConformanceSuite
@@ -35,9 +36,11 @@ __all__ = [
     "CERTIFY_EXPIRY_TTL_MS",
     "CERTIFY_TTL_MS",
     "DEFAULT_CHECK_TIMEOUT_S",
+    "DEFAULT_RUN_TIMEOUT_S",
     "Certification",
     "CheckResult",
     "CheckStatus",
+    "RunBudget",
     "SuiteSpec",
     "certification_suites",
     "probe_capabilities",
@@ -148,13 +151,18 @@ def run_suites(
     on_result: Callable[[CheckResult], None] | None = None,
     *,
     check_timeout_s: float = DEFAULT_CHECK_TIMEOUT_S,
+    budget: RunBudget | None = None,
 ) -> list[CheckResult]:
     """Run every check of every suite in order, never stopping at a failure.
 
     ``on_result`` is called after each check (progress output). A check still
     running after ``check_timeout_s`` fails as "did not finish" with the stuck
-    threads' stacks, and the next check starts (``_deadline``).
+    threads' stacks, and the next check starts (``_deadline``). ``budget``
+    bounds the run as a whole (K10): a caller running checks one call at a time
+    passes the same one to every call; without it, this call has its own.
     """
+    if budget is None:
+        budget = RunBudget(check_timeout_s)
     results: list[CheckResult] = []
     for suite in suites:
         for check in suite.checks:
@@ -162,7 +170,7 @@ def run_suites(
             status: CheckStatus = "failed"
             error: str | None = None
             try:
-                run_with_deadline(check.id, check.run, check_timeout_s)
+                budget.run(check.id, check.run)
                 status = "passed"
             except CheckNotRun as exc:
                 status, error = "not-run", exc.reason

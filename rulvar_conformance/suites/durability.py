@@ -22,8 +22,18 @@ died.
   acknowledge while their leader waits before COMMIT, and the kill lands
   first. A store without failpoints is killed at its first acknowledgement
   after ``ARM_AT`` all the same.
+- ``blob-ack-survives-sigkill``: the same with blob-only batches: each thread
+  stores its blobs through ``put_many`` (``put`` without it), so a batch that
+  carries blobs and no journal write is examined on its own.
+- ``close-keeps-acknowledged``: the writers append while the child's main
+  thread closes the handle under them (Y7): a write the store acknowledged
+  must be stored, one it refused must raise a typed ``RulvarError``; right
+  after ``close()`` returned the child is SIGKILLed and the parent reads the
+  location. A close that drops what is queued and answers it done loses
+  acknowledged writes.
 
-The operating system's half (power loss) is the faults suites' business.
+Default: each row takes a few seconds (the SIGKILL lands within one slowed
+COMMIT). The operating system's half (power loss) is the faults suites' business.
 """
 
 from __future__ import annotations
@@ -33,7 +43,7 @@ import signal
 import threading
 import time
 from functools import partial
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from rulvar_conformance.harness.certification import Certification, SuiteSpec
 from rulvar_conformance.harness.kit import (
@@ -44,6 +54,7 @@ from rulvar_conformance.harness.kit import (
 )
 from rulvar_conformance.harness.processes import stream_spawned
 from rulvar_conformance.harness.site import at_fresh_location
+from rulvar_store import OpenedStore, has_batch_put
 from rulvar_store.backend import (
     Failpoint,
     LocationFactory,
@@ -51,6 +62,7 @@ from rulvar_store.backend import (
     reports_durability,
     set_failpoint_hook,
 )
+from rulvar_store.errors import RulvarError
 
 __all__ = ["SPEC", "durability_conformance"]
 
@@ -67,20 +79,49 @@ CHILD_LIMIT_S: Final = 120.0
 PARENT_POLL_S: Final = 0.2
 
 
+CLOSE_AT: Final = 12
+"""Acknowledgements before the close row's main thread closes the handle."""
+
+Mode = Literal["append", "blobs", "close"]
+
+
 def _run_of(writer: int) -> str:
     return f"ack-run-{writer}"
 
 
-def _acknowledging_child(location: StoreLocation, parent: int, send: Any) -> None:
-    """In the spawned child: WRITERS threads of one handle append and acknowledge.
+def _blob_ref(writer: int, seq: int) -> str:
+    return f"{_run_of(writer)}/b/{seq:06d}"
 
-    Sends ``("ack", writer, seq)`` per returned append, ``("error", text)`` if a
+
+def _write(opened: OpenedStore, mode: Mode, number: int, seq: int) -> None:
+    """One acknowledged write of writer ``number``: an append, or a blob-only batch."""
+    if mode != "blobs":
+        opened.journal.append(
+            _run_of(number), {"kind": "step", "seq": seq, "writer": number}
+        )
+        return
+    blob = f"{number}:{seq}".encode()
+    blobs: Any = opened.transcripts  # put_many is an optional method (T11)
+    if has_batch_put(blobs):
+        blobs.put_many([(_blob_ref(number, seq), blob)])
+    else:
+        opened.transcripts.put(_blob_ref(number, seq), blob)
+
+
+def _acknowledging_child(
+    location: StoreLocation, parent: int, mode: Mode, send: Any
+) -> None:
+    """In the spawned child: WRITERS threads of one handle write and acknowledge.
+
+    Sends ``("ack", writer, seq)`` per returned write, ``("error", text)`` if a
     writer fails; the process SIGKILLs itself at the first acknowledgement after
-    the kill was armed.
+    the kill was armed (``close``: right after its main thread closed the
+    handle under the writers, whose typed refusals end them quietly).
     """
     report = threading.Lock()
     armed = threading.Event()
     acknowledged = [0]
+    closing = threading.Event()
 
     def slow_commit(operation: str, point: Failpoint) -> None:
         if point == "before-commit" and armed.is_set():
@@ -96,13 +137,15 @@ def _acknowledging_child(location: StoreLocation, parent: int, send: Any) -> Non
 
     def writer(number: int) -> None:
         for seq in range(1, STEPS + 1):
-            # Only an append called once the kill is armed may trigger it: its
+            # Only a write called once the kill is armed may trigger it: its
             # batch's before-commit comes after the arming, so it is slowed.
-            trigger = armed.is_set()
+            trigger = armed.is_set() and mode != "close"
             try:
-                opened.journal.append(
-                    _run_of(number), {"kind": "step", "seq": seq, "writer": number}
-                )
+                _write(opened, mode, number, seq)
+            except RulvarError:
+                if closing.is_set():
+                    return  # refused, typed, by the closed handle: never acknowledged
+                raise
             except Exception as exc:
                 with report:
                     send.send(
@@ -114,7 +157,7 @@ def _acknowledging_child(location: StoreLocation, parent: int, send: Any) -> Non
                 acknowledged[0] += 1
                 if trigger:
                     os.kill(os.getpid(), signal.SIGKILL)
-                if acknowledged[0] >= ARM_AT:
+                if acknowledged[0] >= (CLOSE_AT if mode == "close" else ARM_AT):
                     armed.set()
 
     threads = [
@@ -124,6 +167,12 @@ def _acknowledging_child(location: StoreLocation, parent: int, send: Any) -> Non
     for thread in threads:
         thread.start()
     deadline = time.monotonic() + CHILD_LIMIT_S  # one bound for all: a hung store
+    if mode == "close" and armed.wait(CHILD_LIMIT_S):
+        closing.set()
+        opened.close()  # under the writers: queued writes, a batch in flight
+        for thread in threads:  # what close answered is what they report
+            thread.join(max(0.0, deadline - time.monotonic()))
+        os.kill(os.getpid(), signal.SIGKILL)
     for thread in threads:
         thread.join(max(0.0, deadline - time.monotonic()))
     with report:
@@ -141,7 +190,7 @@ def _die_with_parent(parent: int) -> None:
 
 
 def _acknowledgements(
-    location: StoreLocation,
+    location: StoreLocation, mode: Mode = "append"
 ) -> tuple[dict[int, set[int]], int | None]:
     """Run the child; return what it acknowledged per writer and its exit code."""
     acked: dict[int, set[int]] = {}
@@ -156,43 +205,63 @@ def _acknowledgements(
         return False
 
     code = stream_spawned(
-        _acknowledging_child, (location, os.getpid()), CHILD_LIMIT_S, heard
+        _acknowledging_child, (location, os.getpid(), mode), CHILD_LIMIT_S, heard
     )
     require(not errors, f"the child's writer failed: {'; '.join(errors)}")
     return acked, code
 
 
-def _ack_survives_sigkill(locations: LocationFactory) -> None:
+def _stored(reader: OpenedStore, mode: Mode, number: int, seqs: set[int]) -> list[int]:
+    """Writer ``number``'s writes found by ``reader``, in seq order."""
+    if mode == "blobs":
+        return sorted(
+            seq
+            for seq in range(1, max(seqs, default=0) + STEPS)
+            if reader.transcripts.get(_blob_ref(number, seq)) is not None
+        )
+    return [int(item["seq"]) for item in reader.journal.load(_run_of(number))]
+
+
+def _acked_writes_survive(locations: LocationFactory, mode: Mode) -> None:
     with at_fresh_location(locations, needs=("shared", "processes")) as site:
-        acked, code = _acknowledgements(site.location)
+        acked, code = _acknowledgements(site.location, mode)
         if not acked and code not in (None, -signal.SIGKILL):
             not_run(
                 f"a spawned child process exited (code {code}) without acknowledging; "
                 "the calling program's main module must be importable and guard its "
                 "entry point with if __name__ == '__main__'"
             )
+        after = "closed its handle under the writers" if mode == "close" else ""
         require(
             code == -signal.SIGKILL,
-            f"expected the child killed by SIGKILL after {ARM_AT} acknowledgements, "
-            f"observed exit code {code} with {sum(map(len, acked.values()))}",
+            f"expected the child killed by SIGKILL after {ARM_AT} acknowledgements"
+            f"{' and a close' if after else ''}, observed exit code {code} with "
+            f"{sum(map(len, acked.values()))}",
         )
         reader = site.open()
         lost: list[str] = []
+        what = {"append": "appends", "blobs": "blob-only batches", "close": "appends"}
         for number, seqs in sorted(acked.items()):
-            stored = [item.get("seq") for item in reader.journal.load(_run_of(number))]
+            stored = _stored(reader, mode, number, seqs)
             missing = sorted(seqs - set(stored))
             if missing:
                 lost.append(f"writer {number} seqs {missing[:5]}")
             expected = list(range(1, len(stored) + 1))
             require(
-                stored == expected,
+                mode == "blobs" or stored == expected,
                 f"run {_run_of(number)} after the kill is not a gap-free prefix of its "
                 f"appends: {stored[:12]}",
             )
         require(
             not lost,
-            "acknowledged appends missing after the writing process was SIGKILLed "
-            "(acknowledged before they were durable, X8): " + "; ".join(lost),
+            f"acknowledged {what[mode]} missing after the writing process was "
+            + (
+                "closed under its writers and SIGKILLed (close answered writes it "
+                "dropped, Y7): "
+                if mode == "close"
+                else "SIGKILLed (acknowledged before they were durable, X8): "
+            )
+            + "; ".join(lost),
         )
 
 
@@ -229,7 +298,21 @@ def durability_conformance(certification: Certification) -> ConformanceSuite:
                 "threads of one handle append; SIGKILL right after acknowledgements; "
                 "every acknowledged append survives",
                 ("X8", "J3"),
-                partial(_ack_survives_sigkill, locations),
+                partial(_acked_writes_survive, locations, "append"),
+            ),
+            build_check(
+                "blob-ack-survives-sigkill",
+                "threads of one handle store blob-only batches; SIGKILL right after "
+                "acknowledgements; every acknowledged blob survives",
+                ("X8", "T11"),
+                partial(_acked_writes_survive, locations, "blobs"),
+            ),
+            build_check(
+                "close-keeps-acknowledged",
+                "close() under writing threads, then SIGKILL: every write close "
+                "let through as done survives, the rest were refused typed",
+                ("X8", "Y7"),
+                partial(_acked_writes_survive, locations, "close"),
             ),
         ),
     )
@@ -239,6 +322,7 @@ SPEC: Final = SuiteSpec(
     "durability",
     durability_conformance,
     None,
-    False,
-    "acknowledged writes survive SIGKILL; the declared durability runs (X8)",
+    True,
+    "acknowledged writes (appends, blob-only batches, writes at close) survive "
+    "SIGKILL; the declared durability runs (X8, Y7)",
 )

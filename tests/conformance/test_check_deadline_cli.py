@@ -81,3 +81,42 @@ def test_rulvar_check_on_a_hanging_group_commit_prints_failing_rows(
     assert len(rows) >= 4, output  # three X9 checks and the SIGKILL check
     assert output.count("did not finish in 1 s") >= 4, output
     assert "exiting without waiting for them" in result.stderr
+
+
+@pytest.mark.clause("K10")
+def test_rulvar_check_suite_all_on_a_hanging_group_commit_ends_within_its_run_limit(
+    tmp_path: Path,
+) -> None:
+    """K10: `--suite all` over a store that never hands on ends by --run-timeout.
+
+    The per-check deadline stays long (60 s): only the run's own limit and the
+    shorter deadline after the first hang bound the run, so the command ends in
+    about the run limit plus one check's deadline, every check a row.
+    """
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _RUNNER,
+            str(ROOT),
+            str(tmp_path),
+            "check",
+            "hang://x",
+            "--suite",
+            "all",
+            "--check-timeout",
+            "8",
+            "--run-timeout",
+            "20",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    output = result.stdout
+    assert result.returncode == EXIT_FAILED, output + result.stderr
+    assert "not started: the run's limit of 20 s was spent" in output, output
+    assert "did not finish in 8 s" in output, output
+    summary = output.strip().splitlines()[-1]
+    assert " failed, " in summary, summary

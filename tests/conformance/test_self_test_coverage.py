@@ -18,7 +18,7 @@ from typing import Final
 
 import pytest
 
-from rulvar_conformance import Certification, suite_specs
+from rulvar_conformance import Certification, ConformanceSuite, suite_specs
 from rulvar_store.backend import CAPABILITIES, StoreLocation
 
 HERE: Final = Path(__file__).resolve().parent
@@ -60,11 +60,21 @@ def registered_checks() -> dict[str, str]:
         spec.capability for spec in suite_specs() if spec.capability is not None
     }
     certification = Certification(_never_opened, capabilities)
-    return {
+    registered = {
         check.id: spec.name
         for spec in suite_specs()
         for check in spec.build(certification).checks
     }
+    for suite in _path_suites(certification):
+        registered.update({check.id: suite.name for check in suite.checks})
+    return registered
+
+
+def _path_suites(certification: Certification) -> list[ConformanceSuite]:
+    """Suites a certification path adds beside the registry (the asyncio path's)."""
+    from rulvar_conformance.suites.loop_health import loop_health_conformance
+
+    return [loop_health_conformance(certification)]
 
 
 def self_test_modules() -> list[Path]:

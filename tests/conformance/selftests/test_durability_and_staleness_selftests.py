@@ -20,6 +20,10 @@ from tests.conformance.selftests._broken_batching import (
     LeaseRowOncePerBatch,
     SyncOffBehindTheDeclaration,
 )
+from tests.conformance.selftests._broken_durability import (
+    BlobBatchAcksBeforeCommit,
+    CloseAnswersQueuedDone,
+)
 from tests.conformance.selftests._broken_sqlite import sqlite_locations
 from tests.conformance.selftests._support import FULL, failure_of
 
@@ -29,6 +33,18 @@ CASES: Final = [
         "ack-survives-sigkill",
         AcksBeforeCommit,
         "acknowledged appends missing",
+    ),
+    (
+        "durability",
+        "blob-ack-survives-sigkill",
+        BlobBatchAcksBeforeCommit,
+        "acknowledged blob-only batches missing",
+    ),
+    (
+        "durability",
+        "close-keeps-acknowledged",
+        CloseAnswersQueuedDone,
+        "close answered writes it dropped",
     ),
     (
         "durability",
@@ -49,6 +65,8 @@ CASES: Final = [
 SELF_TESTED: frozenset[str] = frozenset(
     {
         "ack-survives-sigkill",
+        "blob-ack-survives-sigkill",
+        "close-keeps-acknowledged",
         "durability-setting",
         "next-op-sees-release",
         "next-op-sees-delete",

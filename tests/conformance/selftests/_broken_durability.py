@@ -1,0 +1,59 @@
+"""Broken SQLite stores whose bug is in the durability of blob-only batches or of close().
+
+Each is the real ``SqliteStore`` with one plausible bug; open them through
+``_broken_sqlite.sqlite_locations``. Journal appends alone, and a store never
+closed under its writers, behave as the honest store does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import apsw
+
+from rulvar_store_sqlite import SqliteStore
+from rulvar_store_sqlite._group_commit import GroupCommitter, _wake_decided
+from rulvar_store_sqlite._transaction import Operation
+from tests.conformance.selftests._broken_batching import _AcksBeforeCommitDoor
+
+__all__ = ["BlobBatchAcksBeforeCommit", "CloseAnswersQueuedDone"]
+
+
+class _BlobAcksBeforeCommitDoor(_AcksBeforeCommitDoor):
+    """Answers blob operations as soon as they are applied; journal writes as usual."""
+
+    def _acknowledging(
+        self, op: Operation[Any], mutate: Callable[[apsw.Cursor], Any]
+    ) -> Callable[[apsw.Cursor], Any]:
+        # The bug: "blobs are only bytes, the journal is what matters" - a batch
+        # of blobs answers its callers before its COMMIT; journal writes wait.
+        if not op.name.startswith("blob_"):
+            return mutate
+        return super()._acknowledging(op, mutate)
+
+
+class BlobBatchAcksBeforeCommit(SqliteStore):
+    """Group commit that acknowledges blob writes (put, put_many) before COMMIT."""
+
+    _door_type = _BlobAcksBeforeCommitDoor
+
+
+class _AnswersQueuedDoneDoor(GroupCommitter):
+    """A close that empties the queue and tells every queued caller it is done."""
+
+    def close(self) -> None:
+        with self._mutex:
+            dropped, self._queue = self._queue, []
+        for op in dropped:
+            # The bug: "we are closing, nothing more will run; let them go" -
+            # answered as success instead of StoreClosedError.
+            op.succeed(None)
+        _wake_decided(dropped)
+        super().close()
+
+
+class CloseAnswersQueuedDone(SqliteStore):
+    """close() drops the writes queued behind the running batch and reports them done."""
+
+    _door_type = _AnswersQueuedDoneDoor
