@@ -160,13 +160,16 @@ def test_a_new_checkpoint_is_assumed_empty_only_without_writes_under_its_id() ->
     assert cache.known_writes("", "c0") == {}
     cache.writing("", "c2")
     cache.listed("", ["c3"])
+    cache.writing("sub", "c1")
     cache.new_checkpoint("", "c2")
     assert cache.known_writes("", "c2") is None
-    cache.new_checkpoint("", "c3")
-    assert cache.known_writes("", "c3") is None
     cache.clear()
-    cache.new_checkpoint("", "c2")
-    assert cache.known_writes("", "c2") is None  # the ids outlive a clear
+    cache.new_checkpoint("", "c3")
+    assert cache.known_writes("", "c3") is None  # the ids outlive a clear
+    # Only ids above the newest checkpoint stay (per namespace): bounded.
+    assert cache.with_writes == {("sub", "c1")}
+    cache.new_checkpoint("", "c4")
+    assert cache.known_writes("", "c4") == {}
 
 
 class PausedPut:
