@@ -18,7 +18,9 @@ namespace's newest checkpoint when the hold first read it. A new checkpoint
 with one of those ids is not assumed empty: its writes are read afresh.
 
 Bounded: one checkpoint id and its writes (by task) per namespace the hold wrote,
-plus ids (no values) of checkpoints with writes; dropped when the hold ends.
+plus the ids (no values) with writes above the namespace's newest checkpoint
+(a new checkpoint drops those at or below it: only a newer one is ever
+assumed empty); dropped when the hold ends.
 The values are cleared by the saver's own deletes, prunes and copies into the
 thread (the ids are kept: a kept id only costs a read). An entry is removed
 before each write and set again only once the write succeeded, so an unknown
@@ -84,12 +86,18 @@ class HoldCache:
         ``with_writes`` but not remembered is forgotten: the next write or
         read of it goes to the store.
         """
-        if self.known_writes(checkpoint_ns, checkpoint_id) is not None:
-            return
-        if (checkpoint_ns, checkpoint_id) in self.with_writes:
-            self.writes.pop(checkpoint_ns, None)
-        else:
-            self.writes[checkpoint_ns] = (checkpoint_id, {})
+        if self.known_writes(checkpoint_ns, checkpoint_id) is None:
+            if (checkpoint_ns, checkpoint_id) in self.with_writes:
+                self.writes.pop(checkpoint_ns, None)
+            else:
+                self.writes[checkpoint_ns] = (checkpoint_id, {})
+        # Only ids above the namespace's newest checkpoint can be assumed empty
+        # later (after a delete or prune the next listing notes ids again).
+        self.with_writes = {
+            (ns, cid)
+            for ns, cid in self.with_writes
+            if ns != checkpoint_ns or cid > checkpoint_id
+        }
 
     def clear(self) -> None:
         """Forget the values: the thread changed by other means than put.

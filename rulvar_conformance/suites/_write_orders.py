@@ -32,6 +32,7 @@ __all__ = [
     "ReadAt",
     "Step",
     "adversarial_schedules",
+    "answer",
     "areplay",
     "areplay_concurrently",
     "checkpoint_ids",
@@ -39,6 +40,7 @@ __all__ = [
     "replay",
     "replay_concurrently",
     "stored_answers",
+    "stored_oracle",
 ]
 
 

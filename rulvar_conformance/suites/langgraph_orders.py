@@ -452,13 +452,13 @@ def _waiting(state: Any) -> tuple[str, ...]:
 def _judge_state(what: str, step: int, held: Any, observed: Any) -> None:
     require(
         _waiting(held) == WAITING[step],
-        f"{what}, invocation {step + 1}: inside the hold get_state shows interrupts "
+        f"{what}, invocation {step + 1}: the invoking saver's get_state shows interrupts "
         f"{_waiting(held)!r}; expected {WAITING[step]!r}",
     )
     require(
         _waiting(observed) == WAITING[step] and observed.next == held.next,
         f"{what}, invocation {step + 1}: the store shows interrupts "
-        f"{_waiting(observed)!r} and next {observed.next!r}; the hold saw "
+        f"{_waiting(observed)!r} and next {observed.next!r}; the invoking saver saw "
         f"{_waiting(held)!r} and {held.next!r}",
     )
 
@@ -482,44 +482,47 @@ def _judge_runs(what: str, calls: Calls, final: Any) -> None:
 
 
 def _real_graph(locations: LocationFactory, savers: Savers) -> None:
-    """A hold per invocation (the README's way), durability "async", late puts."""
-    for run in range(INVOCATIONS):
-        with at_fresh_location(locations) as site:
-            saver = savers.sync(site.open(TTL_MS), "worker")
+    """Threads run to their end, durability "async", checkpoint puts late.
+
+    Even threads hold per invocation (the README's way), odd ones do not.
+    """
+    with at_fresh_location(locations) as site:
+        saver = savers.sync(site.open(TTL_MS), "worker")
+        observer = fan_graph(_observer(site, savers), Calls())
+        for run in range(INVOCATIONS):
+            thread, held = f"{THREAD}-g{run}", run % 2 == 0
             calls = Calls()
             graph = fan_graph(PutsLate(saver), calls)
-            observer = fan_graph(_observer(site, savers), Calls())
-            what = f"sync graph, thread {run}"
+            what = f"sync graph, thread {run} {'held' if held else 'unheld'}"
             final: Any = None
             for step, given in enumerate(INPUTS):
-                with saver.hold(THREAD) as config:
+                with _held(saver, held, thread) as config:
                     final = graph.invoke(given, config, durability="async")
-                    held = graph.get_state(config)
-                _judge_state(what, step, held, observer.get_state(_config()))
+                    seen = graph.get_state(config)
+                _judge_state(what, step, seen, observer.get_state(_config(thread)))
             _judge_runs(what, calls, final)
 
-        with at_fresh_location(locations) as site:
-            observer = fan_graph(_observer(site, savers), Calls())
-            acalls = Calls()
-            awhat = f"asyncio graph, thread {run}"
+    with at_fresh_location(locations) as site:
+        aobserver = fan_graph(_observer(site, savers), Calls())
 
-            async def body(
-                saver: Any,
-                acalls: Calls = acalls,
-                awhat: str = awhat,
-                observer: Any = observer,
-            ) -> Any:
-                graph = fan_graph(PutsLate(saver), acalls)
+        async def body(saver: Any) -> None:
+            for run in range(INVOCATIONS):
+                thread, held = f"{THREAD}-a{run}", run % 2 == 0
+                calls = Calls()
+                graph = fan_graph(PutsLate(saver), calls)
+                what = f"asyncio graph, thread {run} {'held' if held else 'unheld'}"
                 final: Any = None
                 for step, given in enumerate(INPUTS):
-                    async with saver.hold(THREAD) as config:
+                    async with _aheld(saver, held, thread) as config:
                         final = await graph.ainvoke(given, config, durability="async")
-                        held = await graph.aget_state(config)
-                    observed = await asyncio.to_thread(observer.get_state, _config())
-                    _judge_state(awhat, step, held, observed)
-                return final
+                        seen = await graph.aget_state(config)
+                    observed = await asyncio.to_thread(
+                        aobserver.get_state, _config(thread)
+                    )
+                    _judge_state(what, step, seen, observed)
+                _judge_runs(what, calls, final)
 
-            _judge_runs(awhat, acalls, _with_async(site, savers, body))
+        _with_async(site, savers, body)
 
 
 # --- memory across holds and checkpoints ------------------------------------------------

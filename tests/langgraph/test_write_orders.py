@@ -66,6 +66,24 @@ def _issue_answers(ids: list[str]) -> list[Any]:
     ]
 
 
+class Unindexed:
+    """A real blob store without the optional reads (last_ref, get_under): the
+    saver then finds the newest checkpoint and the writes in the listing."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("last_ref", "get_under"):
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
+def _saver(opened: OpenedStore, indexed: bool, owner: str = "worker") -> RulvarSaver:
+    blobs = opened.transcripts if indexed else Unindexed(opened.transcripts)
+    return RulvarSaver(opened.journal, cast(Any, blobs), owner=owner)
+
+
 def _stored(saver: RulvarSaver) -> list[tuple[str, str, Any]]:
     found = saver.get_tuple(_config())
     assert found is not None
@@ -73,13 +91,14 @@ def _stored(saver: RulvarSaver) -> list[tuple[str, str, Any]]:
 
 
 @pytest.mark.clause("G15")
+@pytest.mark.parametrize("indexed", [True, False], ids=["last_ref", "listing"])
 @pytest.mark.parametrize("held", [True, False], ids=["held", "unheld"])
 def test_issue_39_order_keeps_the_pending_writes(
-    opened: OpenedStore, held: bool
+    opened: OpenedStore, held: bool, indexed: bool
 ) -> None:
     """put_writes(C1), put(C0), put(C1): the read sees task-1's write, and the
     interrupt written after it joins it in the store instead of replacing it."""
-    saver = RulvarSaver(opened.journal, opened.transcripts, owner="worker")
+    saver = _saver(opened, indexed)
     ids = checkpoint_ids(2)
     if held:
         with saver.hold(THREAD) as config:
@@ -114,13 +133,14 @@ def test_issue_39_order_keeps_the_pending_writes_asyncio(
 
 
 @pytest.mark.clause("G15")
+@pytest.mark.parametrize("indexed", [True, False], ids=["last_ref", "listing"])
 @pytest.mark.parametrize("first_call", ["get_tuple", "put"])
 def test_writes_stored_before_the_hold_above_the_newest_checkpoint_are_kept(
-    opened: OpenedStore, first_call: str
+    opened: OpenedStore, first_call: str, indexed: bool
 ) -> None:
     """An earlier invocation's writes on C1 landed, its put(C1) did not: a hold
     that then puts C1 reads them back instead of assuming C1 has none."""
-    saver = RulvarSaver(opened.journal, opened.transcripts, owner="worker")
+    saver = _saver(opened, indexed)
     ids = checkpoint_ids(2)
     replay(saver, _config(), [Put(0), PutWrites(1, "early", (("a", 1),))], ids)
     with saver.hold(THREAD) as config:
@@ -140,13 +160,16 @@ def test_a_new_checkpoint_is_assumed_empty_only_without_writes_under_its_id() ->
     assert cache.known_writes("", "c0") == {}
     cache.writing("", "c2")
     cache.listed("", ["c3"])
+    cache.writing("sub", "c1")
     cache.new_checkpoint("", "c2")
     assert cache.known_writes("", "c2") is None
-    cache.new_checkpoint("", "c3")
-    assert cache.known_writes("", "c3") is None
     cache.clear()
-    cache.new_checkpoint("", "c2")
-    assert cache.known_writes("", "c2") is None  # the ids outlive a clear
+    cache.new_checkpoint("", "c3")
+    assert cache.known_writes("", "c3") is None  # the ids outlive a clear
+    # Only ids above the newest checkpoint stay (per namespace): bounded.
+    assert cache.with_writes == {("sub", "c1")}
+    cache.new_checkpoint("", "c4")
+    assert cache.known_writes("", "c4") == {}
 
 
 class PausedPut:
