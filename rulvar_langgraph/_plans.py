@@ -47,6 +47,7 @@ __all__ = [
     "delete_for_runs",
     "delete_thread",
     "drive",
+    "ended",
     "get_tuple",
     "latest_id",
     "list_checkpoints",
@@ -139,15 +140,45 @@ def release(lease: Lease) -> Plan[None]:
         yield ("journal", "release", (lease,))
 
 
+def ended(lease: Lease, outcome: dict[str, Any] | None) -> Plan[None]:
+    """End a hold: write its ``outcome`` into the thread's meta, then release.
+
+    ``outcome`` (``threadStatus``, ``status``, ``checkpointId``, maybe ``error``)
+    is ``None`` when the hold wrote nothing to the root namespace: the meta
+    stays as it was. The meta is read first so keys others wrote survive. A
+    refused or failed status write leaves the earlier status, which the
+    listing then shows as ``incomplete`` (its ``checkpointId`` is older than
+    the newest checkpoint): the write is best effort, the release is not.
+    """
+    try:
+        if outcome is not None:
+            with suppress(RulvarError):
+                meta = yield ("journal", "get_meta", (lease.run_id,))
+                base = meta if isinstance(meta, dict) else thread_meta(lease.run_id)
+                base.pop("error", None)
+                written = {**base, **outcome, "updatedAt": _now()}
+                yield ("journal", "put_meta", (written, lease))
+    finally:
+        yield from release(lease)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
 def thread_meta(run_id: str) -> RunMeta:
-    """The run meta that makes a thread an ordinary run for ``rulvar runs``."""
+    """The run meta that makes a thread an ordinary run for ``rulvar runs``.
+
+    ``running`` until a hold ends and says how (``ended``); the listing tells a
+    live holder from a dead one by the lease row, not by this status.
+    """
     return {
         "runId": run_id,
-        "status": "suspended",
+        "status": "running",
         "name": META_NAME,
         "tags": [META_TAG],
         "threadId": thread_for_run(run_id),
-        "updatedAt": datetime.now(UTC).isoformat(timespec="milliseconds"),
+        "updatedAt": _now(),
     }
 
 

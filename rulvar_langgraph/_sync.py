@@ -100,10 +100,16 @@ class RulvarSaver(SaverCore):
         run_id = run_for_thread(thread_id)
         lease = self.journal.acquire(run_id, self.owner)  # type: ignore[attr-defined]  # check_stores saw acquire
         renewer = Renewer(self.journal.renew, lease, self._renew_every_s)  # type: ignore[attr-defined]  # check_stores saw leases
+        raised: BaseException | None = None
         try:
             yield self._hold_begun(thread_id, lease, config)
+        except BaseException as exc:  # the outcome the hold's end writes: failed
+            raised = exc
+            raise
         finally:
-            release = self._hold_ended(lease)  # no write joins the hold from here on
+            release = self._hold_ended(
+                lease, raised
+            )  # no write joins the hold from here on
             renewer.stop()
             self._run(release)
 
