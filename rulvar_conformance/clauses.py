@@ -153,6 +153,11 @@ CLAUSES: Final[dict[str, str]] = {
     "A7": "Every segment appends its run_settle before the terminal meta write.",
     "A8": "The settle is appended only when something changed.",
     "A9": "A fenced settle fails with SupersededError; other failures with SettlementError.",
+    "A10": "rulvar runs list and show name a LangGraph thread by the thread id it was invoked with, and --json carries that threadId.",
+    "A11": "A LangGraph thread's listed status tells running (a live lease), abandoned (a lease that expired without a release), and the outcome its last hold wrote (finished, interrupted, failed) apart; written outside a hold since, it is incomplete.",
+    "A12": "A LangGraph thread's listed updatedAt moves with every root checkpoint, with no meta write per checkpoint.",
+    "A13": "runs show, audit, delete and prune accept thread ids; a name that is both a run id and another thread's id is refused with exit 2 until --run or --thread says which.",
+    "A14": "rulvar runs lists, shows and deletes LangGraph threads without the langgraph extra installed.",
     # 12. Retention
     "R1": "delete_run deletes the run's blobs, then its journal, with the lease.",
     "R2": "prune_run deletes only checkpoint blobs no entry still references.",
@@ -193,6 +198,7 @@ CLAUSES: Final[dict[str, str]] = {
     "G12": "LangGraph's own checkpointer conformance suite passes at FULL for the async saver.",
     "G13": "An unheld put that continues a checkpoint of a deleted thread is refused and the thread stays deleted.",
     "G14": "Inside a hold, once the hold knows a namespace, put is one fenced write and no read, and what the hold remembers lives only as long as the hold and is cleared by its own deletes, prunes and copies.",
+    "G23": "A hold that wrote to its thread's root namespace writes the outcome (finished, interrupted, failed, and the newest root checkpoint it describes) into the thread's meta when it ends, under its lease; a superseded hold's outcome is refused and the successor's stays.",
     # 16. Power loss
     "W1": "After a power cut at any point (unsynced writes dropped or torn by sector), the SQLite store reopens with integrity_check ok.",
     "W2": "At synchronous=FULL every write acknowledged before a power cut survives it.",
