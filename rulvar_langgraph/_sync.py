@@ -19,9 +19,9 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from rulvar_langgraph import _plans
 from rulvar_langgraph._core import STRIPES, SaverCore
-from rulvar_langgraph._hold import Renewer
 from rulvar_langgraph._layout import run_for_thread
 from rulvar_langgraph._plans import Plan, T
+from rulvar_langgraph._renewals import SharedRenewer
 from rulvar_store import JournalStore, OpenedStore, TranscriptStore, open_store
 
 __all__ = ["RulvarSaver"]
@@ -99,7 +99,7 @@ class RulvarSaver(SaverCore):
         """
         run_id = run_for_thread(thread_id)
         lease = self.journal.acquire(run_id, self.owner)  # type: ignore[attr-defined]  # check_stores saw acquire
-        renewer = Renewer(self.journal.renew, lease, self._renew_every_s)  # type: ignore[attr-defined]  # check_stores saw leases
+        renewer = SharedRenewer(self.journal.renew, lease, self._renew_every_s)  # type: ignore[attr-defined]  # check_stores saw leases
         raised: BaseException | None = None
         try:
             yield self._hold_begun(thread_id, lease, config)
