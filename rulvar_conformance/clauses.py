@@ -199,6 +199,7 @@ CLAUSES: Final[dict[str, str]] = {
     "G13": "An unheld put that continues a checkpoint of a deleted thread is refused and the thread stays deleted.",
     "G14": "Inside a hold, once the hold knows a namespace, put is one fenced write and no read, and what the hold remembers lives only as long as the hold and is cleared by its own deletes, prunes and copies.",
     "G23": "A hold that wrote to its thread's root namespace writes the outcome (finished, interrupted, failed, and the newest root checkpoint it describes) into the thread's meta when it ends, under its lease; a superseded hold's outcome is refused and the successor's stays.",
+    "G24": "Over a journal that fuses them with its own blob twin (SQLite), a thread's first checkpoint lands with its meta and a hold's outcome with its release: a held invocation of a new thread commits once per checkpoint write, plus its acquire and its end.",
     # 16. Power loss
     "W1": "After a power cut at any point (unsynced writes dropped or torn by sector), the SQLite store reopens with integrity_check ok.",
     "W2": "At synchronous=FULL every write acknowledged before a power cut survives it.",

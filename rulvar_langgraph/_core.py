@@ -157,6 +157,19 @@ class SaverCore(BaseCheckpointSaver[int]):
         # A checkpoint and its writes in one read by get_under (T13) where the
         # blob store has it, else a get and the thread's listing.
         self._whole = has_get_under(transcripts)
+        # A thread's first checkpoint with its meta, and a hold's outcome with
+        # its release, each in one transaction where the journal fuses them.
+        # Only over the journal's own blob twin: a fused put writes the blob
+        # through the journal, so another blob store would be bypassed.
+        twin = getattr(journal, "transcripts", None)
+        self._fused = (
+            all(
+                callable(getattr(journal, name, None))
+                for name in ("put_meta_and_release", "put_with_meta")
+            )
+            and callable(twin)
+            and twin() is transcripts
+        )
         # The leases of this saver's open holds, by run, and what each hold
         # knows of its thread: bounded by the holds open at once, never by the
         # threads the saver has touched.
@@ -225,7 +238,7 @@ class SaverCore(BaseCheckpointSaver[int]):
         del self._holding[lease.run_id]
         del self._caches[lease.run_id]
         notes = self._notes.pop(lease.run_id)
-        return _plans.ended(lease, notes.outcome(raised))
+        return _plans.ended(lease, notes.outcome(raised), self._fused)
 
     def _noting(
         self,
@@ -348,6 +361,7 @@ class SaverCore(BaseCheckpointSaver[int]):
                 self.owner,
                 self._cache(run_id, lease),
                 self._indexed,
+                self._fused,
             )
         )
 

@@ -140,7 +140,9 @@ def release(lease: Lease) -> Plan[None]:
         yield ("journal", "release", (lease,))
 
 
-def ended(lease: Lease, outcome: dict[str, Any] | None) -> Plan[None]:
+def ended(
+    lease: Lease, outcome: dict[str, Any] | None, fused: bool = False
+) -> Plan[None]:
     """End a hold: write its ``outcome`` into the thread's meta, then release.
 
     ``outcome`` (``threadStatus``, ``status``, ``checkpointId``, maybe ``error``)
@@ -149,7 +151,10 @@ def ended(lease: Lease, outcome: dict[str, Any] | None) -> Plan[None]:
     refused or failed status write leaves the earlier status, which the
     listing then shows as ``incomplete`` (its ``checkpointId`` is older than
     the newest checkpoint): the write is best effort, the release is not.
+    With ``fused`` (the store's ``put_meta_and_release``) the write and the
+    release are one transaction.
     """
+    released = False
     try:
         if outcome is not None:
             with suppress(RulvarError):
@@ -157,9 +162,14 @@ def ended(lease: Lease, outcome: dict[str, Any] | None) -> Plan[None]:
                 base = meta if isinstance(meta, dict) else thread_meta(lease.run_id)
                 base.pop("error", None)
                 written = {**base, **outcome, "updatedAt": _now()}
-                yield ("journal", "put_meta", (written, lease))
+                if fused:
+                    yield ("journal", "put_meta_and_release", (written, lease))
+                    released = True
+                else:
+                    yield ("journal", "put_meta", (written, lease))
     finally:
-        yield from release(lease)
+        if not released:
+            yield from release(lease)
 
 
 def _now() -> str:
@@ -241,6 +251,7 @@ def put(
     owner: str,
     cache: HoldCache | None = None,
     indexed: bool = False,
+    fused: bool = False,
 ) -> Plan[None]:
     """Store one checkpoint: one fenced ``put``; nothing else names the newest.
 
@@ -269,7 +280,12 @@ def put(
                 run_id,
             )
         ref = checkpoint_ref(run_id, checkpoint_ns, checkpoint_id)
-        yield ("blobs", "put", (ref, blob, lease))
+        starts = current is None and checkpoint_ns == ""  # the root graph's namespace
+        if starts and fused:
+            # The thread starts: its checkpoint and its meta in one transaction.
+            yield ("journal", "put_with_meta", (ref, blob, thread_meta(run_id), lease))
+        else:
+            yield ("blobs", "put", (ref, blob, lease))
         newest = current is None or checkpoint_id > current
         if cache is not None:
             cache.latest[checkpoint_ns] = checkpoint_id if newest else current or ""
@@ -280,7 +296,8 @@ def put(
                 # The root namespace empty: the thread starts (or starts over
                 # after losing every root checkpoint). Its meta holds nothing
                 # but the saver's own fields, so it is written, not read first.
-                yield ("journal", "put_meta", (thread_meta(run_id), lease))
+                if not fused:
+                    yield ("journal", "put_meta", (thread_meta(run_id), lease))
             else:
                 yield from _ensure_meta(run_id, lease)
 

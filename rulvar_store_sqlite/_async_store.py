@@ -198,6 +198,22 @@ class AsyncSqliteStore(AsyncClosing):
     async def release(self, lease: Lease) -> None:
         await _write(self._door, self.sync_store._release_op(lease))
 
+    async def put_meta_and_release(self, meta: RunMeta, lease: Lease) -> None:
+        """The sync store's ``put_meta_and_release``: one transaction."""
+        await _write(self._door, self.sync_store._put_meta_and_release_op(meta, lease))
+
+    async def put_with_meta(
+        self,
+        ref: str,
+        blob: bytes | bytearray | memoryview,
+        meta: RunMeta,
+        lease: Lease,
+    ) -> None:
+        """The sync store's ``put_with_meta``: one transaction."""
+        await _write(
+            self._door, self.sync_store._put_with_meta_op(ref, blob, meta, lease)
+        )
+
     # -- reads: whole on the worker thread -----------------------------------------
 
     async def load(self, run_id: str) -> list[JournalEntry]:

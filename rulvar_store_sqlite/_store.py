@@ -488,6 +488,73 @@ class SqliteStore:
         """
         self._door.submit(self._release_op(lease))
 
+    # -- fused writes: two writes of one run, one transaction ----------------------
+
+    def put_meta_and_release(self, meta: RunMeta, lease: Lease) -> None:
+        """``put_meta(meta, lease)`` then ``release(lease)``, in ONE transaction.
+
+        One fence check and one commit where the two calls take two: how a
+        LangGraph hold ends, writing its outcome. All or nothing: a lease that
+        is not live refuses both, a meta that cannot be stored keeps the lease.
+
+        Raises:
+            InvalidArgumentError: meta is not a dict with a valid ``runId``.
+            LeaseHeldError: the lease names another run or is not live.
+            NotJsonError: the meta is not JSON.
+        """
+        self._door.submit(self._put_meta_and_release_op(meta, lease))
+
+    def _put_meta_and_release_op(self, meta: RunMeta, lease: Lease) -> Operation[None]:
+        _intake.require_lease(lease, "put_meta_and_release")
+        run_id, text = _intake.meta_text(meta)
+        check_run_match(lease, run_id, "put_meta_and_release")
+
+        def both(cursor: apsw.Cursor) -> None:
+            cursor.execute(sql.UPSERT_META, (run_id, text))
+            cursor.execute(sql.RELEASE_LEASE, (run_id, lease.owner, lease.epoch))
+
+        return Operation("put_meta_and_release", self._fence(lease), both)
+
+    def put_with_meta(
+        self,
+        ref: str,
+        blob: bytes | bytearray | memoryview,
+        meta: RunMeta,
+        lease: Lease,
+    ) -> None:
+        """The blob twin's ``put(ref, blob, lease)`` and ``put_meta(meta, lease)``, in ONE transaction.
+
+        How a LangGraph thread's first checkpoint and its meta land: one commit
+        where two calls take two. All or nothing, under one fence check.
+
+        Raises:
+            InvalidArgumentError: a bad ref, blob, meta or lease, or the ref
+                and the meta of different runs.
+            LeaseHeldError: the lease names another run or is not live.
+            NotJsonError: the meta is not JSON.
+        """
+        self._door.submit(self._put_with_meta_op(ref, blob, meta, lease))
+
+    def _put_with_meta_op(
+        self,
+        ref: str,
+        blob: bytes | bytearray | memoryview,
+        meta: RunMeta,
+        lease: Lease,
+    ) -> Operation[None]:
+        _intake.require_lease(lease, "put_with_meta")
+        ref, blob_run = _intake.ref_for_write(ref, "put_with_meta")
+        run_id, text = _intake.meta_text(meta)
+        check_run_match(lease, blob_run, "put_with_meta")
+        check_run_match(lease, run_id, "put_with_meta")
+        data = _intake.blob_bytes(blob, "put_with_meta")  # copied now (D3)
+
+        def both(cursor: apsw.Cursor) -> None:
+            cursor.execute(sql.UPSERT_BLOB, (ref, run_id, data))
+            cursor.execute(sql.UPSERT_META, (run_id, text))
+
+        return Operation("put_with_meta", self._fence(lease), both)
+
     def _release_op(self, lease: Lease) -> Operation[None]:
         """The operation of ``release``: checked arguments, fence, mutation."""
         _intake.require_lease(lease, "release")

@@ -389,3 +389,34 @@ def test_runs_commands_work_on_threads_without_langgraph(
     deleted = run("runs", "delete", url, "user/42 ticket")
     assert deleted.exit_code == 0, deleted.stderr
     assert json.loads(run("runs", "list", url, "--json").stdout)["runs"] == []
+
+
+@pytest.mark.clause("G24")
+def test_a_held_invocation_on_sqlite_commits_once_per_write_plus_acquire_and_end(
+    tmp_path: Path,
+) -> None:
+    """G24: the thread's meta and the hold's outcome ride commits the invocation pays anyway."""
+    with RulvarSaver.from_url(f"sqlite:///{tmp_path / 'c.db'}", owner="w") as saver:
+        writes = {"put": 0, "put_writes": 0}
+        door = saver.journal._door  # type: ignore[attr-defined]  # SQLite's commit counter
+        put, put_writes = saver.put, saver.put_writes
+
+        def counted_put(*args: Any, **kwargs: Any) -> Any:
+            writes["put"] += 1
+            return put(*args, **kwargs)
+
+        def counted_put_writes(*args: Any, **kwargs: Any) -> Any:
+            writes["put_writes"] += 1
+            return put_writes(*args, **kwargs)
+
+        saver.put = counted_put  # type: ignore[method-assign]  # counts, then the real put
+        saver.put_writes = counted_put_writes  # type: ignore[method-assign]  # likewise
+        before = door.batches
+        run_held(saver, "counted", "finish")
+        commits = door.batches - before
+        meta = saver.journal.get_meta(run_for_thread("counted"))  # type: ignore[attr-defined]  # SQLite get_meta
+        assert saver.journal.peek_lease(run_for_thread("counted")) is None  # type: ignore[attr-defined]  # released
+    assert writes["put"] >= 5
+    assert meta["threadStatus"] == "finished"
+    # acquire + one commit per write (group commit may only merge) + the end.
+    assert commits <= 1 + writes["put"] + writes["put_writes"] + 1, (commits, writes)
