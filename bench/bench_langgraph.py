@@ -624,7 +624,8 @@ def run_side(
             figures.update(latest_read_figures(side))
         for name, value in figures.items():
             ratios.setdefault(name, []).append(value)
-        print(f"  rep {rep + 1}: async saver served by {served_by}")
+        if served_by != "-":
+            print(f"  rep {rep + 1}: async saver served by {served_by}")
     for name, values in ratios.items():
         shown = ", ".join(f"{v:.2f}" for v in values)
         unit = "" if "(ms)" in name else "x"
