@@ -200,6 +200,7 @@ CLAUSES: Final[dict[str, str]] = {
     "G14": "Inside a hold, once the hold knows a namespace, put is one fenced write and no read, and what the hold remembers lives only as long as the hold and is cleared by its own deletes, prunes and copies.",
     "G23": "A hold that wrote to its thread's root namespace writes the outcome (finished, interrupted, failed, and the newest root checkpoint it describes) into the thread's meta when it ends, under its lease; a superseded hold's outcome is refused and the successor's stays.",
     "G24": "Over a journal that fuses them with its own blob twin (SQLite), a thread's first checkpoint lands with its meta and a hold's outcome with its release: a held invocation of a new thread commits once per checkpoint write, plus its acquire and its end.",
+    "G25": "Over SQLite an unheld write's brief lease is ONE transaction (acquire's check and epoch bump, the write under the lease, release): refused while another lease is live, fencing out every earlier lease, all or nothing, one commit.",
     # 16. Power loss
     "W1": "After a power cut at any point (unsynced writes dropped or torn by sector), the SQLite store reopens with integrity_check ok.",
     "W2": "At synchronous=FULL every write acknowledged before a power cut survives it.",

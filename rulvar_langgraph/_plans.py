@@ -58,9 +58,25 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-Target: TypeAlias = Literal["journal", "blobs"]
+Target: TypeAlias = Literal["journal", "blobs", "brief"]
 Call: TypeAlias = tuple[Target, str, tuple[Any, ...]]
 Plan: TypeAlias = Generator[Call, Any, T]
+
+
+def _in_one_transaction(journal: Any, blobs: Any) -> bool:
+    """Whether the journal runs a brief lease's work in one transaction over ``blobs``.
+
+    Only over its own blob twin: the work's blob calls go through the journal.
+    """
+    twin = getattr(journal, "transcripts", None)
+    return callable(getattr(journal, "in_brief_lease", None)) and (
+        callable(twin) and twin() is blobs
+    )
+
+
+def _inside(body: Callable[[Lease], Plan[T]]) -> Callable[[Lease, Any, Any], T]:
+    """The brief lease's work: ``body`` driven over the transaction's own view."""
+    return lambda lease, journal, blobs: drive(body(lease), journal, blobs)
 
 
 def drive(plan: Plan[T], journal: Any, blobs: Any) -> T:
@@ -75,7 +91,19 @@ def drive(plan: Plan[T], journal: Any, blobs: Any) -> T:
         result, error = None, None
         target, method, args = call
         try:
-            result = getattr(journal if target == "journal" else blobs, method)(*args)
+            if target == "brief":
+                run_id, owner, body = args
+                if _in_one_transaction(journal, blobs):
+                    result = journal.in_brief_lease(
+                        run_id,
+                        owner,
+                        _inside(body),
+                    )
+                else:
+                    result = drive(_brief_calls(run_id, owner, body), journal, blobs)
+            else:
+                store = journal if target == "journal" else blobs
+                result = getattr(store, method)(*args)
         except Exception as exc:  # thrown into the plan, which re-raises or cleans up
             error = exc
 
@@ -92,9 +120,21 @@ async def adrive(plan: Plan[T], journal: Any, blobs: Any) -> T:
         result, error = None, None
         target, method, args = call
         try:
-            result = await getattr(journal if target == "journal" else blobs, method)(
-                *args
-            )
+            if target == "brief":
+                run_id, owner, body = args
+                if _in_one_transaction(journal, blobs):
+                    # The work runs synchronously inside the store's transaction.
+                    result = await journal.in_brief_lease(
+                        run_id,
+                        owner,
+                        _inside(body),
+                    )
+                else:
+                    plan_of = _brief_calls(run_id, owner, body)
+                    result = await adrive(plan_of, journal, blobs)
+            else:
+                store = journal if target == "journal" else blobs
+                result = await getattr(store, method)(*args)
         # CancelledError too: a brief lease taken by the plan is still released.
         except BaseException as exc:
             error = exc
@@ -124,6 +164,14 @@ def _leased(
     """
     if held is not None:
         return (yield from body(held))
+    # The driver runs the body in ONE transaction where the store offers it
+    # (``in_brief_lease``), else as ``_brief_calls``.
+    result: T = yield ("brief", "lease", (run_id, owner, body))
+    return result
+
+
+def _brief_calls(run_id: str, owner: str, body: Callable[[Lease], Plan[T]]) -> Plan[T]:
+    """The brief lease as three calls: acquire, the body, release."""
     lease: Lease = yield ("journal", "acquire", (run_id, owner))
     try:
         return (yield from body(lease))

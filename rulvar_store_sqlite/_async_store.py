@@ -48,6 +48,7 @@ from rulvar_store.backend import (
     wait_out,
 )
 from rulvar_store.errors import StoreClosedError
+from rulvar_store_sqlite._brief import BriefWork
 from rulvar_store_sqlite._group_commit import GroupCommitter
 from rulvar_store_sqlite._store import SqliteStore
 from rulvar_store_sqlite._transaction import Operation
@@ -197,6 +198,10 @@ class AsyncSqliteStore(AsyncClosing):
 
     async def release(self, lease: Lease) -> None:
         await _write(self._door, self.sync_store._release_op(lease))
+
+    async def in_brief_lease(self, run_id: str, owner: str, work: BriefWork[T]) -> T:
+        """The sync store's ``in_brief_lease``: the work runs on the door's thread."""
+        return await _write(self._door, self.sync_store._brief_op(run_id, owner, work))
 
     async def put_meta_and_release(self, meta: RunMeta, lease: Lease) -> None:
         """The sync store's ``put_meta_and_release``: one transaction."""

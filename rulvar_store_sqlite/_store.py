@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal, TypeVar
 
 import apsw
 
@@ -33,6 +33,7 @@ from rulvar_store.errors import (
 )
 from rulvar_store.ops import LeaseState
 from rulvar_store_sqlite import _sql as sql
+from rulvar_store_sqlite._brief import BriefWork, brief_lease_op
 from rulvar_store_sqlite._connection import BootAttempt, BusyDeadline, open_connection
 from rulvar_store_sqlite._exact_seq import seq_text
 from rulvar_store_sqlite._group_commit import GroupCommitter, OwnedRLock
@@ -48,6 +49,8 @@ if TYPE_CHECKING:
     from rulvar_store_sqlite._transcripts import SqliteFencedTranscriptStore
 
 __all__ = ["SqliteStore"]
+
+T = TypeVar("T")
 
 
 class SqliteStore:
@@ -430,16 +433,7 @@ class SqliteStore:
 
         def check_free() -> None:
             nonlocal now
-            now = self._now()
-            rows = self._cursor.execute(sql.LEASE_ROW, (run_id,)).fetchall()
-            if rows and rows[0][2] > now:  # type: ignore[operator]  # INTEGER column
-                holder, epoch = rows[0][0], rows[0][1]
-                raise LeaseHeldError(
-                    f"run {run_id!r} is leased by {holder!r} (epoch {epoch})",
-                    run_id,
-                    holder,  # type: ignore[arg-type]  # TEXT column
-                    epoch,  # type: ignore[arg-type]  # INTEGER column
-                )
+            now = self._check_free(run_id)
 
         def take(cursor: apsw.Cursor) -> Lease:
             epoch = cursor.execute(sql.BUMP_EPOCH, (run_id,)).fetchall()[0][0]
@@ -454,6 +448,45 @@ class SqliteStore:
             return Lease(run_id, owner, epoch)
 
         return Operation("acquire", check_free, take)
+
+    def _check_free(self, run_id: str) -> int:
+        """Raise ``LeaseHeldError`` while a live lease holds the run; the store's now.
+
+        Inside the write transaction, so no other connection changes the row
+        before the caller takes it.
+        """
+        now = self._now()
+        rows = self._cursor.execute(sql.LEASE_ROW, (run_id,)).fetchall()
+        if rows and rows[0][2] > now:  # type: ignore[operator]  # INTEGER column
+            holder, epoch = rows[0][0], rows[0][1]
+            raise LeaseHeldError(
+                f"run {run_id!r} is leased by {holder!r} (epoch {epoch})",
+                run_id,
+                holder,  # type: ignore[arg-type]  # TEXT column
+                epoch,  # type: ignore[arg-type]  # INTEGER column
+            )
+        return now
+
+    def in_brief_lease(self, run_id: str, owner: str, work: BriefWork[T]) -> T:
+        """``acquire``, ``work(lease, journal, blobs)``, ``release``: ONE transaction.
+
+        The work's reads and writes run inside the transaction (``_brief.Inside``),
+        every write under the brief lease. Refused while another lease is live
+        (``LeaseHeldError``, nothing done); the epoch moves as an acquire's does,
+        so every earlier lease stays powerless; the run has no lease row after.
+        All or nothing: an error of the work rolls everything back and is raised.
+        """
+        return self._door.submit(self._brief_op(run_id, owner, work))
+
+    def _brief_op(self, run_id: str, owner: str, work: BriefWork[T]) -> Operation[T]:
+        return brief_lease_op(
+            run_id,
+            owner,
+            lambda: self._check_free(run_id),
+            self.lease_ttl_ms,
+            self._assert_fencing,
+            work,
+        )
 
     def renew(self, lease: Lease) -> None:
         """Extend the live lease to ``now + ttl`` (L8), pinned by owner and epoch.
