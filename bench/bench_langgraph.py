@@ -14,6 +14,13 @@ the repetition; the summary prints each repetition's ratio and the median.
   / ``AsyncSqliteSaver`` (WAL, synchronous=FULL, read back) and ``PostgresSaver``
   / ``AsyncPostgresSaver`` (synchronous_commit read back). Our unheld ``put``
   (a brief lease around the write) is printed too.
+- One worker's whole invocations of a real 4-node graph, one after another, each
+  on a new thread (``durability="sync"``, so every step's checkpoint is written
+  before the next): ours inside a hold (acquire, the invocation's writes, the
+  hold's outcome and release), beside LangGraph's saver invoked plainly; sync
+  and asyncio. Our invocation outside a hold (a brief lease per write) is
+  printed too. ``--only invocations`` runs these alone (short runs on a shared
+  machine).
 - 16 threads of a real 3-node graph invoked concurrently through ONE async saver
   (each invocation in a hold; ``durability="sync"``): aggregate invocations/s.
   Each saver first runs one untimed round (our pool grows to the concurrency
@@ -64,7 +71,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 # The project root, so the sibling module imports as ``bench.peer_savers``.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.peer_savers import require_langgraph_savers
-from rulvar_conformance.suites.langgraph_ownership import three_node_graph
+from rulvar_conformance.suites.langgraph_ownership import Trail, three_node_graph
 from rulvar_langgraph import AsyncRulvarSaver, RulvarSaver
 
 Op = Callable[[int], object]
@@ -112,6 +119,83 @@ class Chain:
 
 def thread_config(thread: str) -> dict[str, Any]:
     return {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+
+
+def four_node_graph(saver: Any) -> Any:
+    """a -> b -> c -> d, each node appending its name: LangGraph's work, not the node's."""
+    from langgraph.graph import END, START, StateGraph
+
+    graph = StateGraph(Trail)
+    names = ("a", "b", "c", "d")
+    for name in names:
+        graph.add_node(name, lambda state, name=name: {"trail": [name]})
+    for before, after in zip((START, *names), (*names, END), strict=True):
+        graph.add_edge(before, after)
+    return graph.compile(checkpointer=saver)
+
+
+def invocation_figures(side: Side, invocations: int) -> dict[str, float]:
+    """Whole 4-node invocations, one worker, sync: ours held (and unheld) / theirs."""
+    theirs = side.theirs_sync()
+    with (
+        closing_theirs(side, theirs),
+        RulvarSaver.from_url(side.ours_url, owner="bench") as ours,
+    ):
+        mine, their_graph = four_node_graph(ours), four_node_graph(theirs)
+        tag = secrets.token_hex(3)
+
+        def held(i: int) -> None:
+            with ours.hold(f"inv-{tag}-{i}") as config:
+                mine.invoke({"trail": []}, config, durability="sync")
+
+        def unheld(i: int) -> None:
+            config = thread_config(f"uinv-{tag}-{i}")
+            mine.invoke({"trail": []}, config, durability="sync")
+
+        def plain(i: int) -> None:
+            config = thread_config(f"tinv-{tag}-{i}")
+            their_graph.invoke({"trail": []}, config, durability="sync")
+
+        for warm in range(3):  # imports, the executor's threads, prepared statements
+            held(-1 - warm)
+            unheld(-1 - warm)
+            plain(-1 - warm)
+        rates = interleaved(
+            {"held": held, "unheld": unheld, "theirs": plain}, invocations
+        )
+    return {
+        "4-node invocation, held (time ratio)": rates["theirs"] / rates["held"],
+        "4-node invocation, unheld (time ratio)": rates["theirs"] / rates["unheld"],
+        "4-node invocation, theirs (ms)": 1000 / rates["theirs"],
+    }
+
+
+async def async_invocation_figures(side: Side, invocations: int) -> dict[str, float]:
+    """``invocation_figures`` through the asyncio savers."""
+    async with AsyncExitStack() as stack:
+        theirs = await side.theirs_async(stack)
+        ours = await stack.enter_async_context(
+            AsyncRulvarSaver.from_url(side.ours_async_url, owner="bench")
+        )
+        mine, their_graph = four_node_graph(ours), four_node_graph(theirs)
+        tag = secrets.token_hex(3)
+
+        async def held(i: int) -> None:
+            async with ours.hold(f"ainv-{tag}-{i}") as config:
+                await mine.ainvoke({"trail": []}, config, durability="sync")
+
+        async def plain(i: int) -> None:
+            config = thread_config(f"atinv-{tag}-{i}")
+            await their_graph.ainvoke({"trail": []}, config, durability="sync")
+
+        for warm in range(3):
+            await held(-1 - warm)
+            await plain(-1 - warm)
+        rates = await ainterleaved({"held": held, "theirs": plain}, invocations)
+    return {
+        "async 4-node invocation, held (time ratio)": rates["theirs"] / rates["held"],
+        "async 4-node invocation, theirs (ms)": 1000 / rates["theirs"],
+    }
 
 
 def interleaved(
@@ -519,22 +603,34 @@ def latest_read_figures(side: Side) -> dict[str, float]:
     return figures
 
 
-def run_side(side: Side, reps: int, ops: int, rounds: int) -> None:
+def run_side(
+    side: Side, reps: int, ops: int, rounds: int, only: str, invocations: int
+) -> None:
     print(f"\n== {side.name}")
     for line in side.durability():
         print(f"  durability read back: {line}")
     ratios: dict[str, list[float]] = {}
     for rep in range(reps):
-        figures = sync_figures(side, ops)
-        async_part, served_by = asyncio.run(async_figures(side, ops, rounds))
-        figures.update(async_part)
-        figures.update(latest_read_figures(side))
+        figures: dict[str, float] = {}
+        served_by = "-"
+        if only in ("all", "invocations"):
+            figures.update(invocation_figures(side, invocations))
+            figures.update(asyncio.run(async_invocation_figures(side, invocations)))
+        if only in ("all", "puts"):
+            figures.update(sync_figures(side, ops))
+        if only == "all":
+            async_part, served_by = asyncio.run(async_figures(side, ops, rounds))
+            figures.update(async_part)
+            figures.update(latest_read_figures(side))
         for name, value in figures.items():
             ratios.setdefault(name, []).append(value)
-        print(f"  rep {rep + 1}: async saver served by {served_by}")
+        if served_by != "-":
+            print(f"  rep {rep + 1}: async saver served by {served_by}")
     for name, values in ratios.items():
         shown = ", ".join(f"{v:.2f}" for v in values)
         unit = "" if "(ms)" in name else "x"
+        if "(time ratio)" in name:  # ours' time / theirs': at most 1.0x is the target
+            unit = "x time"
         print(f"  {name:48s} median {statistics.median(values):7.2f}{unit}  [{shown}]")
 
 
@@ -551,6 +647,15 @@ def main() -> None:
         or "postgresql://postgres@127.0.0.1:5432/test",
     )
     parser.add_argument("--skip-postgres", action="store_true")
+    parser.add_argument(
+        "--only",
+        choices=("all", "invocations", "puts"),
+        default="all",
+        help="only the whole-invocation figures, or only the sync put figures",
+    )
+    parser.add_argument(
+        "--invocations", type=int, default=100, help="whole invocations per variant"
+    )
     args = parser.parse_args()
     require_langgraph_savers()
     print(
@@ -558,11 +663,20 @@ def main() -> None:
     )
     with ExitStack() as stack:
         directory = Path(stack.enter_context(tempfile.TemporaryDirectory()))
-        run_side(SqliteSide(directory), args.reps, args.ops, args.graphs)
+        run_side(
+            SqliteSide(directory),
+            args.reps,
+            args.ops,
+            args.graphs,
+            args.only,
+            args.invocations,
+        )
     if not args.skip_postgres:
         side = PostgresSide(args.url)
         try:
-            run_side(side, args.reps, args.ops, args.graphs)
+            run_side(
+                side, args.reps, args.ops, args.graphs, args.only, args.invocations
+            )
         finally:
             side.drop()
 

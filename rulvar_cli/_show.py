@@ -92,12 +92,17 @@ def describe_run(
             audit = audit_entries(run_id, meta, entries).to_json()
         except (ContractError, ValueError, TypeError, KeyError) as exc:
             audit = {"verdict": "unreadable", "reason": f"journal does not fold: {exc}"}
+    from rulvar_cli._threads import describe_thread
+
+    view = describe_thread(opened, run_id, meta) if problem is None else None
     blobs = []
     for ref in refs:
         data = opened.transcripts.get(ref)
         blobs.append({"ref": ref, "bytes": None if data is None else len(data)})
     return {
         "runId": run_id,
+        "threadId": None if view is None else view.thread_id,
+        "thread": None if view is None else view.to_json(),
         "meta": meta,
         "lease": _lease(opened, run_id),
         "journalEntries": len(entries),
@@ -132,6 +137,12 @@ def print_run(report: dict[str, Any]) -> None:
     """Print a ``describe_run`` report for a terminal; store text is sanitized."""
     echo = click.echo
     echo(f"run      {sanitize(report['runId'])}")
+    thread = report.get("thread")
+    if thread is not None:
+        echo(
+            f"thread   {sanitize(thread['threadId'])}: {thread['status']} "
+            f"({sanitize(thread['reason'])}), updated {thread['updatedAt'] or '-'}"
+        )
     meta = report["meta"]
     echo("meta     " + ("(none)" if meta is None else _line(meta)))
     lease = report["lease"]

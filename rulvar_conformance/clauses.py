@@ -161,6 +161,11 @@ CLAUSES: Final[dict[str, str]] = {
     "A7": "Every segment appends its run_settle before the terminal meta write.",
     "A8": "The settle is appended only when something changed.",
     "A9": "A fenced settle fails with SupersededError; other failures with SettlementError.",
+    "A10": "rulvar runs list and show name a LangGraph thread by the thread id it was invoked with, and --json carries that threadId.",
+    "A11": "A LangGraph thread's listed status tells running (a live lease), abandoned (a lease that expired without a release), and the outcome its last hold wrote (finished, interrupted, failed) apart; written outside a hold since, it is incomplete.",
+    "A12": "A LangGraph thread's listed updatedAt moves with every root checkpoint, with no meta write per checkpoint.",
+    "A13": "runs show, audit, delete and prune accept thread ids; a name that is both a run id and another thread's id is refused with exit 2 until --run or --thread says which.",
+    "A14": "rulvar runs lists, shows and deletes LangGraph threads without the langgraph extra installed.",
     # 12. Retention
     "R1": "delete_run deletes the run's blobs, then its journal, with the lease.",
     "R2": "prune_run deletes only checkpoint blobs no entry still references.",
@@ -208,6 +213,9 @@ CLAUSES: Final[dict[str, str]] = {
     "G16": "A thread whose channel versions are strings (written by a LangGraph stock saver) continues under the saver: the next version keeps that format with its counter one up; a new thread's versions are integers.",
     "G17": "import_threads copies every checkpoint of every namespace of a stock saver's thread, with its metadata, parent link and pending writes, under the target thread's lease; running it again changes nothing.",
     "G18": "What a hold remembers answers only for the checkpoint it names, ends with the hold (another worker's writes between holds are read from the store), and stays the store's under concurrent calls of one saver.",
+    "G23": "A hold that wrote to its thread's root namespace writes the outcome (finished, interrupted, failed, and the newest root checkpoint it describes) into the thread's meta when it ends, under its lease; a superseded hold's outcome is refused and the successor's stays.",
+    "G24": "Over a journal that fuses them with its own blob twin (SQLite), a thread's first checkpoint lands with its meta and a hold's outcome with its release: a held invocation of a new thread commits once per checkpoint write, plus its acquire and its end.",
+    "G25": "Over SQLite an unheld write's brief lease is ONE transaction (acquire's check and epoch bump, the write under the lease, release): refused while another lease is live, fencing out every earlier lease, all or nothing, one commit.",
     # 16. Power loss
     "W1": "After a power cut at any point (unsynced writes dropped or torn by sector), the SQLite store reopens with integrity_check ok.",
     "W2": "At synchronous=FULL every write acknowledged before a power cut survives it.",

@@ -115,10 +115,16 @@ class AsyncRulvarSaver(SaverCore, Observed):
         run_id = run_for_thread(thread_id)
         lease = await self.journal.acquire(run_id, self.owner)
         renewer = AsyncRenewer(self.journal.renew, lease, self._renew_every_s)
+        raised: BaseException | None = None
         try:
             yield self._hold_begun(thread_id, lease, config)
+        except BaseException as exc:  # the outcome the hold's end writes: failed
+            raised = exc
+            raise
         finally:
-            release = self._hold_ended(lease)  # no write joins the hold from here on
+            release = self._hold_ended(
+                lease, raised
+            )  # no write joins the hold from here on
             await renewer.stop()
             await self._run(release)
 

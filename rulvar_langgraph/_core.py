@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final
 
 from langchain_core.runnables import RunnableConfig
@@ -26,6 +26,7 @@ from rulvar_langgraph._layout import (
     run_for_thread,
     thread_for_run,
 )
+from rulvar_langgraph._outcome import HoldNotes
 from rulvar_langgraph._plans import Found, Plan, T
 from rulvar_store import (
     ConfigError,
@@ -189,11 +190,25 @@ class SaverCore(BaseCheckpointSaver[Any]):
         # A checkpoint and its writes in one read by get_under (T13) where the
         # blob store has it, else a get and the thread's listing.
         self._whole = has_get_under(transcripts)
+        # A thread's first checkpoint with its meta, and a hold's outcome with
+        # its release, each in one transaction where the journal fuses them.
+        # Only over the journal's own blob twin: a fused put writes the blob
+        # through the journal, so another blob store would be bypassed.
+        twin = getattr(journal, "transcripts", None)
+        self._fused = (
+            all(
+                callable(getattr(journal, name, None))
+                for name in ("put_meta_and_release", "put_with_meta")
+            )
+            and callable(twin)
+            and twin() is transcripts
+        )
         # The leases of this saver's open holds, by run, and what each hold
         # knows of its thread: bounded by the holds open at once, never by the
         # threads the saver has touched.
         self._holding: dict[str, Lease] = {}
         self._caches: dict[str, HoldCache] = {}
+        self._notes: dict[str, HoldNotes] = {}
         self._holder = secrets.token_hex(8)
 
     def get_next_version(self, current: Any, channel: None) -> Any:
@@ -246,13 +261,39 @@ class SaverCore(BaseCheckpointSaver[Any]):
         """Record the hold's lease; return the config its invocation writes with."""
         self._holding[lease.run_id] = lease
         self._caches[lease.run_id] = HoldCache(lease)
+        self._notes[lease.run_id] = HoldNotes()
         return held_config(thread_id, lease, config, self._holder)
 
-    def _hold_ended(self, lease: Lease) -> Plan[None]:
-        """Forget the hold's lease; return the plan that releases it."""
+    def _hold_ended(
+        self, lease: Lease, raised: BaseException | None = None
+    ) -> Plan[None]:
+        """Forget the hold's lease; return the plan that writes its outcome and releases.
+
+        ``raised`` is what the hold's body raised, if anything (its outcome is
+        then ``failed``).
+        """
         del self._holding[lease.run_id]
         del self._caches[lease.run_id]
-        return _plans.release(lease)
+        notes = self._notes.pop(lease.run_id)
+        return _plans.ended(lease, notes.outcome(raised), self._fused)
+
+    def _noting(
+        self,
+        run_id: str,
+        ns: str,
+        lease: Lease | None,
+        note: Callable[[HoldNotes], None],
+    ) -> Callable[[Plan[None]], Plan[None]]:
+        """Wrap a root-namespace write of this saver's hold so its notes learn of it once it landed."""
+        notes = self._notes.get(run_id)
+        if ns != "" or notes is None or lease != self._holding.get(run_id):
+            return lambda plan: plan
+
+        def noted(plan: Plan[None]) -> Plan[None]:
+            yield from plan
+            note(notes)
+
+        return noted
 
     # --- config ---------------------------------------------------------------
 
@@ -340,15 +381,25 @@ class SaverCore(BaseCheckpointSaver[Any]):
         run_id, ns, _ = self._address(config)
         record = self._record(config, checkpoint, metadata)
         lease = self._lease(run_id, config)
-        return run_id, _plans.put(
+        checkpoint_id = checkpoint["id"]
+        noted = self._noting(
             run_id,
             ns,
-            checkpoint["id"],
-            record,
             lease,
-            self.owner,
-            self._cache(run_id, lease),
-            self._indexed,
+            lambda notes: notes.put(checkpoint_id, checkpoint),  # type: ignore[arg-type]  # a Checkpoint is a dict
+        )
+        return run_id, noted(
+            _plans.put(
+                run_id,
+                ns,
+                checkpoint_id,
+                record,
+                lease,
+                self.owner,
+                self._cache(run_id, lease),
+                self._indexed,
+                self._fused,
+            )
         )
 
     def _put_writes_plan(
@@ -372,7 +423,11 @@ class SaverCore(BaseCheckpointSaver[Any]):
             self._cache(run_id, lease),
             self._whole,
         )
-        return run_id, plan
+        channels = [channel for channel, _ in writes]
+        noted = self._noting(
+            run_id, ns, lease, lambda notes: notes.writes(str(checkpoint_id), channels)
+        )
+        return run_id, noted(plan)
 
     def _delete_thread_plan(self, thread_id: str) -> Locked:
         run_id = run_for_thread(thread_id)

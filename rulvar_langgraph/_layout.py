@@ -36,6 +36,12 @@ from typing import Any, Final, Literal
 import ormsgpack
 
 from rulvar_store import InvalidArgumentError
+from rulvar_store._threads import (
+    THREAD_NAME,
+    THREAD_TAG,
+    run_for_thread,
+    thread_for_run,
+)
 from rulvar_store.backend import is_safe_token
 
 __all__ = [
@@ -60,47 +66,12 @@ __all__ = [
     "writes_ref",
 ]
 
-META_NAME: Final = "langgraph"
+META_NAME: Final = THREAD_NAME
 CHECKPOINT_LEAF: Final = "z"
 """The checkpoint's own blob under its base: sorts after its writes' ``w``."""
-META_TAG: Final = "langgraph"
-# Thread ids that are not safe tokens (or that look encoded) become this prefix
-# plus their UTF-8 hex, so the mapping stays reversible and collision-free.
-_ENCODED: Final = "lgx."
+META_TAG: Final = THREAD_TAG
 
 TypedBytes = tuple[str, bytes]
-
-
-def run_for_thread(thread_id: object) -> str:
-    """Return the run id that stores ``thread_id``.
-
-    Raises:
-        InvalidArgumentError: the thread id is not a non-empty string, or is too
-            long to map onto a run id.
-    """
-    if not isinstance(thread_id, str) or not thread_id:
-        raise InvalidArgumentError(
-            f"LangGraph thread_id must be a non-empty string, got {thread_id!r}",
-            "checkpoint",
-            "thread_id",
-        )
-    if is_safe_token(thread_id) and not thread_id.startswith(_ENCODED):
-        return thread_id
-    run_id = _ENCODED + thread_id.encode().hex()
-    if not is_safe_token(run_id):
-        raise InvalidArgumentError(
-            f"LangGraph thread_id {thread_id[:60]!r} is too long to store as a run id",
-            "checkpoint",
-            "thread_id",
-        )
-    return run_id
-
-
-def thread_for_run(run_id: str) -> str:
-    """Invert ``run_for_thread``."""
-    if run_id.startswith(_ENCODED):
-        return bytes.fromhex(run_id[len(_ENCODED) :]).decode()
-    return run_id
 
 
 def _ns_segment(checkpoint_ns: str) -> str:

@@ -47,6 +47,7 @@ __all__ = [
     "delete_for_run",
     "delete_thread",
     "drive",
+    "ended",
     "get_tuple",
     "latest_id",
     "list_checkpoints",
@@ -58,9 +59,25 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-Target: TypeAlias = Literal["journal", "blobs"]
+Target: TypeAlias = Literal["journal", "blobs", "brief"]
 Call: TypeAlias = tuple[Target, str, tuple[Any, ...]]
 Plan: TypeAlias = Generator[Call, Any, T]
+
+
+def _in_one_transaction(journal: Any, blobs: Any) -> bool:
+    """Whether the journal runs a brief lease's work in one transaction over ``blobs``.
+
+    Only over its own blob twin: the work's blob calls go through the journal.
+    """
+    twin = getattr(journal, "transcripts", None)
+    return callable(getattr(journal, "in_brief_lease", None)) and (
+        callable(twin) and twin() is blobs
+    )
+
+
+def _inside(body: Callable[[Lease], Plan[T]]) -> Callable[[Lease, Any, Any], T]:
+    """The brief lease's work: ``body`` driven over the transaction's own view."""
+    return lambda lease, journal, blobs: drive(body(lease), journal, blobs)
 
 
 def drive(plan: Plan[T], journal: Any, blobs: Any) -> T:
@@ -75,7 +92,19 @@ def drive(plan: Plan[T], journal: Any, blobs: Any) -> T:
         result, error = None, None
         target, method, args = call
         try:
-            result = getattr(journal if target == "journal" else blobs, method)(*args)
+            if target == "brief":
+                run_id, owner, body = args
+                if _in_one_transaction(journal, blobs):
+                    result = journal.in_brief_lease(
+                        run_id,
+                        owner,
+                        _inside(body),
+                    )
+                else:
+                    result = drive(_brief_calls(run_id, owner, body), journal, blobs)
+            else:
+                store = journal if target == "journal" else blobs
+                result = getattr(store, method)(*args)
         except Exception as exc:  # thrown into the plan, which re-raises or cleans up
             error = exc
 
@@ -92,9 +121,21 @@ async def adrive(plan: Plan[T], journal: Any, blobs: Any) -> T:
         result, error = None, None
         target, method, args = call
         try:
-            result = await getattr(journal if target == "journal" else blobs, method)(
-                *args
-            )
+            if target == "brief":
+                run_id, owner, body = args
+                if _in_one_transaction(journal, blobs):
+                    # The work runs synchronously inside the store's transaction.
+                    result = await journal.in_brief_lease(
+                        run_id,
+                        owner,
+                        _inside(body),
+                    )
+                else:
+                    plan_of = _brief_calls(run_id, owner, body)
+                    result = await adrive(plan_of, journal, blobs)
+            else:
+                store = journal if target == "journal" else blobs
+                result = await getattr(store, method)(*args)
         # CancelledError too: a brief lease taken by the plan is still released.
         except BaseException as exc:
             error = exc
@@ -124,6 +165,14 @@ def _leased(
     """
     if held is not None:
         return (yield from body(held))
+    # The driver runs the body in ONE transaction where the store offers it
+    # (``in_brief_lease``), else as ``_brief_calls``.
+    result: T = yield ("brief", "lease", (run_id, owner, body))
+    return result
+
+
+def _brief_calls(run_id: str, owner: str, body: Callable[[Lease], Plan[T]]) -> Plan[T]:
+    """The brief lease as three calls: acquire, the body, release."""
     lease: Lease = yield ("journal", "acquire", (run_id, owner))
     try:
         return (yield from body(lease))
@@ -140,15 +189,55 @@ def release(lease: Lease) -> Plan[None]:
         yield ("journal", "release", (lease,))
 
 
+def ended(
+    lease: Lease, outcome: dict[str, Any] | None, fused: bool = False
+) -> Plan[None]:
+    """End a hold: write its ``outcome`` into the thread's meta, then release.
+
+    ``outcome`` (``threadStatus``, ``status``, ``checkpointId``, maybe ``error``)
+    is ``None`` when the hold wrote nothing to the root namespace: the meta
+    stays as it was. The meta is read first so keys others wrote survive. A
+    refused or failed status write leaves the earlier status, which the
+    listing then shows as ``incomplete`` (its ``checkpointId`` is older than
+    the newest checkpoint): the write is best effort, the release is not.
+    With ``fused`` (the store's ``put_meta_and_release``) the write and the
+    release are one transaction.
+    """
+    released = False
+    try:
+        if outcome is not None:
+            with suppress(RulvarError):
+                meta = yield ("journal", "get_meta", (lease.run_id,))
+                base = meta if isinstance(meta, dict) else thread_meta(lease.run_id)
+                base.pop("error", None)
+                written = {**base, **outcome, "updatedAt": _now()}
+                if fused:
+                    yield ("journal", "put_meta_and_release", (written, lease))
+                    released = True
+                else:
+                    yield ("journal", "put_meta", (written, lease))
+    finally:
+        if not released:
+            yield from release(lease)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
 def thread_meta(run_id: str) -> RunMeta:
-    """The run meta that makes a thread an ordinary run for ``rulvar runs``."""
+    """The run meta that makes a thread an ordinary run for ``rulvar runs``.
+
+    ``running`` until a hold ends and says how (``ended``); the listing tells a
+    live holder from a dead one by the lease row, not by this status.
+    """
     return {
         "runId": run_id,
-        "status": "suspended",
+        "status": "running",
         "name": META_NAME,
         "tags": [META_TAG],
         "threadId": thread_for_run(run_id),
-        "updatedAt": datetime.now(UTC).isoformat(timespec="milliseconds"),
+        "updatedAt": _now(),
     }
 
 
@@ -232,6 +321,7 @@ def put(
     owner: str,
     cache: HoldCache | None = None,
     indexed: bool = False,
+    fused: bool = False,
 ) -> Plan[None]:
     """Store one checkpoint: one fenced ``put``; nothing else names the newest.
 
@@ -260,7 +350,12 @@ def put(
                 run_id,
             )
         ref = checkpoint_ref(run_id, checkpoint_ns, checkpoint_id)
-        yield ("blobs", "put", (ref, blob, lease))
+        starts = current is None and checkpoint_ns == ""  # the root graph's namespace
+        if starts and fused:
+            # The thread starts: its checkpoint and its meta in one transaction.
+            yield ("journal", "put_with_meta", (ref, blob, thread_meta(run_id), lease))
+        else:
+            yield ("blobs", "put", (ref, blob, lease))
         newest = current is None or checkpoint_id > current
         if cache is not None:
             cache.latest[checkpoint_ns] = checkpoint_id if newest else current or ""
@@ -271,7 +366,8 @@ def put(
                 # The root namespace empty: the thread starts (or starts over
                 # after losing every root checkpoint). Its meta holds nothing
                 # but the saver's own fields, so it is written, not read first.
-                yield ("journal", "put_meta", (thread_meta(run_id), lease))
+                if not fused:
+                    yield ("journal", "put_meta", (thread_meta(run_id), lease))
             else:
                 yield from _ensure_meta(run_id, lease)
 

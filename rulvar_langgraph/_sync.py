@@ -19,10 +19,10 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from rulvar_langgraph import _plans
 from rulvar_langgraph._core import STRIPES, SaverCore
-from rulvar_langgraph._hold import Renewer
 from rulvar_langgraph._layout import run_for_thread
 from rulvar_langgraph._plans import Plan, T
 from rulvar_langgraph._telemetry import SAVER_CALLS, traced_saver
+from rulvar_langgraph._renewals import SharedRenewer
 from rulvar_store import JournalStore, OpenedStore, TranscriptStore, open_store
 from rulvar_store.backend import Observed
 
@@ -102,11 +102,17 @@ class RulvarSaver(SaverCore, Observed):
         """
         run_id = run_for_thread(thread_id)
         lease = self.journal.acquire(run_id, self.owner)  # type: ignore[attr-defined]  # check_stores saw acquire
-        renewer = Renewer(self.journal.renew, lease, self._renew_every_s)  # type: ignore[attr-defined]  # check_stores saw leases
+        renewer = SharedRenewer(self.journal.renew, lease, self._renew_every_s)  # type: ignore[attr-defined]  # check_stores saw leases
+        raised: BaseException | None = None
         try:
             yield self._hold_begun(thread_id, lease, config)
+        except BaseException as exc:  # the outcome the hold's end writes: failed
+            raised = exc
+            raise
         finally:
-            release = self._hold_ended(lease)  # no write joins the hold from here on
+            release = self._hold_ended(
+                lease, raised
+            )  # no write joins the hold from here on
             renewer.stop()
             self._run(release)
 

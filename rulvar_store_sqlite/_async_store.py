@@ -50,6 +50,7 @@ from rulvar_store.backend import (
     wait_out,
 )
 from rulvar_store.errors import StoreClosedError
+from rulvar_store_sqlite._brief import BriefWork
 from rulvar_store_sqlite._group_commit import GroupCommitter
 from rulvar_store_sqlite._store import SqliteStore, sqlite_target
 from rulvar_store_sqlite._transaction import Operation
@@ -203,6 +204,26 @@ class AsyncSqliteStore(AsyncClosing, Observed):
 
     async def release(self, lease: Lease) -> None:
         await _write(self._door, self.sync_store._release_op(lease))
+
+    async def in_brief_lease(self, run_id: str, owner: str, work: BriefWork[T]) -> T:
+        """The sync store's ``in_brief_lease``: the work runs on the door's thread."""
+        return await _write(self._door, self.sync_store._brief_op(run_id, owner, work))
+
+    async def put_meta_and_release(self, meta: RunMeta, lease: Lease) -> None:
+        """The sync store's ``put_meta_and_release``: one transaction."""
+        await _write(self._door, self.sync_store._put_meta_and_release_op(meta, lease))
+
+    async def put_with_meta(
+        self,
+        ref: str,
+        blob: bytes | bytearray | memoryview,
+        meta: RunMeta,
+        lease: Lease,
+    ) -> None:
+        """The sync store's ``put_with_meta``: one transaction."""
+        await _write(
+            self._door, self.sync_store._put_with_meta_op(ref, blob, meta, lease)
+        )
 
     # -- reads: whole on the worker thread -----------------------------------------
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal, TypeVar
 
 import apsw
 
@@ -38,6 +38,7 @@ from rulvar_store.errors import (
 )
 from rulvar_store.ops import LeaseState
 from rulvar_store_sqlite import _sql as sql
+from rulvar_store_sqlite._brief import BriefWork, brief_lease_op
 from rulvar_store_sqlite._connection import BootAttempt, BusyDeadline, open_connection
 from rulvar_store_sqlite._exact_seq import seq_text
 from rulvar_store_sqlite._group_commit import GroupCommitter, OwnedRLock
@@ -53,6 +54,8 @@ if TYPE_CHECKING:
     from rulvar_store_sqlite._transcripts import SqliteFencedTranscriptStore
 
 __all__ = ["SqliteStore"]
+
+T = TypeVar("T")
 
 
 def sqlite_target(path: str) -> TelemetryTarget:
@@ -452,17 +455,7 @@ class SqliteStore(Observed):
 
         def check_free() -> None:
             nonlocal now, replaced
-            now = self._now()
-            rows = self._cursor.execute(sql.LEASE_ROW, (run_id,)).fetchall()
-            replaced = bool(rows)
-            if rows and rows[0][2] > now:  # type: ignore[operator]  # INTEGER column
-                holder, epoch = rows[0][0], rows[0][1]
-                raise LeaseHeldError(
-                    f"run {run_id!r} is leased by {holder!r} (epoch {epoch})",
-                    run_id,
-                    holder,  # type: ignore[arg-type]  # TEXT column
-                    epoch,  # type: ignore[arg-type]  # INTEGER column
-                )
+            now, replaced = self._check_free(run_id)
 
         def take(cursor: apsw.Cursor) -> Lease:
             epoch = cursor.execute(sql.BUMP_EPOCH, (run_id,)).fetchall()[0][0]
@@ -479,6 +472,46 @@ class SqliteStore(Observed):
             return Lease(run_id, owner, epoch)
 
         return Operation("acquire", check_free, take)
+
+    def _check_free(self, run_id: str) -> tuple[int, bool]:
+        """Raise ``LeaseHeldError`` while a live lease holds the run; the store's
+        now, and whether an expired lease row is there (taking it is a takeover).
+
+        Inside the write transaction, so no other connection changes the row
+        before the caller takes it.
+        """
+        now = self._now()
+        rows = self._cursor.execute(sql.LEASE_ROW, (run_id,)).fetchall()
+        if rows and rows[0][2] > now:  # type: ignore[operator]  # INTEGER column
+            holder, epoch = rows[0][0], rows[0][1]
+            raise LeaseHeldError(
+                f"run {run_id!r} is leased by {holder!r} (epoch {epoch})",
+                run_id,
+                holder,  # type: ignore[arg-type]  # TEXT column
+                epoch,  # type: ignore[arg-type]  # INTEGER column
+            )
+        return now, bool(rows)
+
+    def in_brief_lease(self, run_id: str, owner: str, work: BriefWork[T]) -> T:
+        """``acquire``, ``work(lease, journal, blobs)``, ``release``: ONE transaction.
+
+        The work's reads and writes run inside the transaction (``_brief.Inside``),
+        every write under the brief lease. Refused while another lease is live
+        (``LeaseHeldError``, nothing done); the epoch moves as an acquire's does,
+        so every earlier lease stays powerless; the run has no lease row after.
+        All or nothing: an error of the work rolls everything back and is raised.
+        """
+        return self._door.submit(self._brief_op(run_id, owner, work))
+
+    def _brief_op(self, run_id: str, owner: str, work: BriefWork[T]) -> Operation[T]:
+        return brief_lease_op(
+            run_id,
+            owner,
+            lambda: self._check_free(run_id)[0],
+            self.lease_ttl_ms,
+            self._assert_fencing,
+            work,
+        )
 
     def renew(self, lease: Lease) -> None:
         """Extend the live lease to ``now + ttl`` (L8), pinned by owner and epoch.
@@ -512,6 +545,73 @@ class SqliteStore(Observed):
             LeaseHeldError: the lease is not live.
         """
         self._door.submit(self._release_op(lease))
+
+    # -- fused writes: two writes of one run, one transaction ----------------------
+
+    def put_meta_and_release(self, meta: RunMeta, lease: Lease) -> None:
+        """``put_meta(meta, lease)`` then ``release(lease)``, in ONE transaction.
+
+        One fence check and one commit where the two calls take two: how a
+        LangGraph hold ends, writing its outcome. All or nothing: a lease that
+        is not live refuses both, a meta that cannot be stored keeps the lease.
+
+        Raises:
+            InvalidArgumentError: meta is not a dict with a valid ``runId``.
+            LeaseHeldError: the lease names another run or is not live.
+            NotJsonError: the meta is not JSON.
+        """
+        self._door.submit(self._put_meta_and_release_op(meta, lease))
+
+    def _put_meta_and_release_op(self, meta: RunMeta, lease: Lease) -> Operation[None]:
+        _intake.require_lease(lease, "put_meta_and_release")
+        run_id, text = _intake.meta_text(meta)
+        check_run_match(lease, run_id, "put_meta_and_release")
+
+        def both(cursor: apsw.Cursor) -> None:
+            cursor.execute(sql.UPSERT_META, (run_id, text))
+            cursor.execute(sql.RELEASE_LEASE, (run_id, lease.owner, lease.epoch))
+
+        return Operation("put_meta_and_release", self._fence(lease), both)
+
+    def put_with_meta(
+        self,
+        ref: str,
+        blob: bytes | bytearray | memoryview,
+        meta: RunMeta,
+        lease: Lease,
+    ) -> None:
+        """The blob twin's ``put(ref, blob, lease)`` and ``put_meta(meta, lease)``, in ONE transaction.
+
+        How a LangGraph thread's first checkpoint and its meta land: one commit
+        where two calls take two. All or nothing, under one fence check.
+
+        Raises:
+            InvalidArgumentError: a bad ref, blob, meta or lease, or the ref
+                and the meta of different runs.
+            LeaseHeldError: the lease names another run or is not live.
+            NotJsonError: the meta is not JSON.
+        """
+        self._door.submit(self._put_with_meta_op(ref, blob, meta, lease))
+
+    def _put_with_meta_op(
+        self,
+        ref: str,
+        blob: bytes | bytearray | memoryview,
+        meta: RunMeta,
+        lease: Lease,
+    ) -> Operation[None]:
+        _intake.require_lease(lease, "put_with_meta")
+        ref, blob_run = _intake.ref_for_write(ref, "put_with_meta")
+        run_id, text = _intake.meta_text(meta)
+        check_run_match(lease, blob_run, "put_with_meta")
+        check_run_match(lease, run_id, "put_with_meta")
+        data = _intake.blob_bytes(blob, "put_with_meta")  # copied now (D3)
+
+        def both(cursor: apsw.Cursor) -> None:
+            cursor.execute(sql.UPSERT_BLOB, (ref, run_id, data))
+            cursor.execute(sql.UPSERT_META, (run_id, text))
+
+        return Operation("put_with_meta", self._fence(lease), both)
 
     def _release_op(self, lease: Lease) -> Operation[None]:
         """The operation of ``release``: checked arguments, fence, mutation."""
