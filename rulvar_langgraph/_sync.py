@@ -21,8 +21,8 @@ from rulvar_langgraph import _plans
 from rulvar_langgraph._core import STRIPES, SaverCore
 from rulvar_langgraph._layout import run_for_thread
 from rulvar_langgraph._plans import Plan, T
-from rulvar_langgraph._telemetry import SAVER_CALLS, traced_saver
 from rulvar_langgraph._renewals import SharedRenewer
+from rulvar_langgraph._telemetry import SAVER_CALLS, traced_saver
 from rulvar_store import JournalStore, OpenedStore, TranscriptStore, open_store
 from rulvar_store.backend import Observed
 
