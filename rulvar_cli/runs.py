@@ -12,6 +12,7 @@ configuration, 3 the store did not answer within ``--timeout``.
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from collections.abc import Callable, Iterator
@@ -128,11 +129,14 @@ def list_command(
         listing = watchdog.pace(
             iter_listed_runs(opened.journal, run_filter), "listing runs"
         )
+        # The first page is read before anything is printed: a missing schema or
+        # database is then one error line, with no table header on stdout before it.
+        first = list(itertools.islice(listing, 1))
         if as_json:
             click.echo('{"runs": [', nl=False)
         else:
             click.echo(f"{'RUN':<28} {'STATUS':<10} {'NAME':<20} UPDATED")
-        for listed in listing:
+        for listed in itertools.chain(first, listing):
             progress.step()
             meta = listed.meta or {}
             if as_json:
