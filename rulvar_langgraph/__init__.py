@@ -6,9 +6,21 @@ owns the thread for one invocation; a superseded holder's checkpoint writes are
 refused with ``LeaseHeldError`` and change nothing.
 """
 
-from rulvar_langgraph._async import AsyncRulvarSaver
-from rulvar_langgraph._core import LEASE_KEY
-from rulvar_langgraph._plans import ThreadGoneError
-from rulvar_langgraph._sync import RulvarSaver
+from rulvar_store.errors import MissingExtraError
+
+try:
+    from rulvar_langgraph._async import AsyncRulvarSaver
+    from rulvar_langgraph._core import LEASE_KEY
+    from rulvar_langgraph._plans import ThreadGoneError
+    from rulvar_langgraph._sync import RulvarSaver
+except ModuleNotFoundError as exc:
+    if exc.name is None or exc.name.split(".")[0] not in ("langgraph", "ormsgpack"):
+        raise
+    # As open_store says a missing extra: which one, not a bare module name.
+    raise MissingExtraError(
+        f"rulvar_langgraph needs {exc.name}, which is not installed: pip install "
+        "'rulvar-stores[langgraph]' (in a checkout: pip install -e '.[langgraph]')",
+        exc.name,
+    ) from None
 
 __all__ = ["LEASE_KEY", "AsyncRulvarSaver", "RulvarSaver", "ThreadGoneError"]

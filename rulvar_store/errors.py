@@ -36,6 +36,7 @@ __all__ = [
     "JournalOrderViolation",
     "LeaseHeldError",
     "LeaseRunMismatchError",
+    "MissingExtraError",
     "NotJsonError",
     "RulvarError",
     "SettlementError",
@@ -317,3 +318,20 @@ class ConfigError(RulvarError):
     """A URL, option, schema version or capability claim is wrong; fix the setup."""
 
     code = "config"
+
+
+class MissingExtraError(ConfigError, ModuleNotFoundError):
+    """A module of this distribution needs a driver its install lacks.
+
+    Raised on importing a store class (``from rulvar_store_sqlite import
+    SqliteStore``) or opening a URL whose backend's extra is missing. The
+    message names the extra to install. A ``ConfigError`` (fix the setup, exit 2
+    in the CLI) and a ``ModuleNotFoundError``, so ``except ImportError`` around
+    an optional import still catches it. ``name`` is the missing module.
+    """
+
+    code = "config"
+
+    def __init__(self, message: str, name: str | None = None) -> None:
+        super().__init__(message)
+        self.name = name
