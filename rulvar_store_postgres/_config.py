@@ -129,12 +129,17 @@ def _split_url(url: str) -> tuple[str, dict[str, str], str, tuple[str, ...]]:
         host = parts.hostname or ""
         port = parts.port
     except ValueError as exc:
+        unreadable: str | None = _unreadable_part(exc)
+    else:
+        unreadable = None
+    if unreadable is not None:
         # The parser's text may quote a piece of the password: never shown, only
-        # which part failed, in our words.
+        # which part failed, in our words; raised outside the handler, so neither
+        # the cause nor the context (any traceback or logger.exception) carries it.
         raise ConfigError(
-            f"malformed PostgreSQL URL {redact_url(url)!r}: {_unreadable_part(exc)}; "
+            f"malformed PostgreSQL URL {redact_url(url)!r}: {unreadable}; "
             f"{_RAW_CHARACTER_HINT}"
-        ) from exc
+        )
     userinfo = parts.netloc.rpartition("@")[0]
     if "@" in userinfo or parts.fragment:
         # libpq ends the user information at the FIRST '@' (and the URL at a
@@ -194,14 +199,18 @@ def _check_conninfo(conninfo: str, secrets: tuple[str, ...]) -> None:
         conninfo_to_dict(conninfo)
     except psycopg.Error as exc:
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else "invalid"
-        text = masked(text, secrets)
-        if "invalid URI query parameter" in text or "invalid connection option" in text:
-            # An unknown name is most often a misspelt option of the store.
-            text += (
-                f"; the store's own options are {', '.join(sorted(OPTION_NAMES))}, "
-                "every other query parameter goes to libpq"
-            )
-        raise ConfigError(f"invalid PostgreSQL connection string: {text}") from exc
+    else:
+        return
+    # Out of the handler: libpq's own text (masked below) may quote the password,
+    # so the error carries no cause or context that keeps it unmasked.
+    text = masked(text, secrets)
+    if "invalid URI query parameter" in text or "invalid connection option" in text:
+        # An unknown name is most often a misspelt option of the store.
+        text += (
+            f"; the store's own options are {', '.join(sorted(OPTION_NAMES))}, "
+            "every other query parameter goes to libpq"
+        )
+    raise ConfigError(f"invalid PostgreSQL connection string: {text}")
 
 
 def resolve_settings(
