@@ -60,3 +60,8 @@ def _load(name: str) -> Any:
 
         return PostgresFencedTranscriptStore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    # The lazy names too, so ``dir()`` and the API reference (autodoc) list them.
+    return sorted([*globals(), *__all__])
