@@ -127,7 +127,7 @@ def test_shown_output_lines_are_the_commands(
 ) -> None:
     if marker["slow"] and not SLOW:
         pytest.skip(
-            f"{marker['command']!r} runs for minutes: RULVAR_DOCS_SLOW=1 (.ci/run's docs step)"
+            f"{marker['command']!r} takes from 20 s to minutes: it runs with RULVAR_DOCS_SLOW=1, in .ci/run's docs step"
         )
     ran = _run(marker["command"], tmp_path)
     printed = (ran.stdout + ran.stderr).splitlines()
