@@ -56,3 +56,29 @@ nitpick_ignore = [
     ("py:class", "LocationFactory"),
 ]
 nitpick_ignore_regex = [("py:class", r"rulvar_\w+(\.\w+)*\._\w+(\.\w+)*")]
+
+
+def _check_suites(app: object, docname: str, source: list[str]) -> None:
+    """Fill the CLI page's suite table from the kit, as ``rulvar check --help`` does.
+
+    That help lists the suites in a custom epilog that sphinx-click does not
+    render; generating the table here keeps the page equal to the help.
+    """
+    if docname != "reference/cli":
+        return
+    from rulvar_conformance.harness.certify import suite_specs
+
+    rows = [
+        f"| `{spec.name}` | {spec.description.replace('|', '/')} | "
+        f"{'yes' if spec.default else 'no'} | {spec.capability or '-'} |"
+        for spec in suite_specs()
+    ]
+    table = "\n".join(
+        ["| suite | checks | default | needs |", "|---|---|---|---|", *rows]
+    )
+    source[0] = source[0].replace("<!-- check-suites -->", table)
+
+
+def setup(app: object) -> dict[str, bool]:
+    app.connect("source-read", _check_suites)  # type: ignore[attr-defined]
+    return {"parallel_read_safe": True}
