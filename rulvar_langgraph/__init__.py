@@ -14,7 +14,9 @@ try:
     from rulvar_langgraph._plans import ThreadGoneError
     from rulvar_langgraph._sync import RulvarSaver
 except ModuleNotFoundError as exc:
-    if exc.name is None or exc.name.split(".")[0] not in ("langgraph", "ormsgpack"):
+    # langgraph-checkpoint and what it brings (langchain-core, ormsgpack).
+    extra_modules = ("langgraph", "langchain_core", "ormsgpack")
+    if exc.name is None or exc.name.split(".")[0] not in extra_modules:
         raise
     # As open_store says a missing extra: which one, not a bare module name.
     raise MissingExtraError(

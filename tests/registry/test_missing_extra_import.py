@@ -22,6 +22,7 @@ CASES = [
     ("psycopg", "rulvar_store_postgres", "PostgresStore", "postgres"),
     ("psycopg_pool", "rulvar_store_postgres", "AsyncPostgresStore", "postgres"),
     ("langgraph", "rulvar_langgraph", "RulvarSaver", "langgraph"),
+    ("langchain_core", "rulvar_langgraph", "AsyncRulvarSaver", "langgraph"),
 ]
 
 
