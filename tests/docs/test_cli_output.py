@@ -5,7 +5,9 @@ Three kinds of block, each named by the line before it:
 - ``<!-- session: why -->`` before a block of ``$ command`` lines, each followed by
   its output: the page's last runnable Python example before the first session
   block runs first, in a scratch folder, then every session block of the page in
-  order in that folder; each command's output must equal the lines shown.
+  order in that folder; each command's output must equal the lines shown. Under
+  ``<!-- session (write lock held): why -->`` another process holds the SQLite
+  file's write lock (``BEGIN IMMEDIATE``) while the block's commands run.
 - ``<!-- output of: COMMAND -->`` before a ``text`` block: every shown line (``...``
   stands for lines left out) must be a line of COMMAND's output.
 - ``<!-- labels of: COMMAND -->``: the row labels shown (the text before the first
@@ -20,18 +22,21 @@ otherwise.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.docs._pages import BLOCK, ROOT, pages
 
-SESSION = "<!-- session:"
+SESSION = "<!-- session"
+LOCK_HELD = "<!-- session (write lock held):"
 OUTPUT_OF = re.compile(
     r"<!-- (?P<kind>output|labels) of(?P<slow> \(slow\))?: (?P<command>.+) -->$"
 )
@@ -98,23 +103,63 @@ def test_session_output_is_what_the_commands_print(page: Path, tmp_path: Path) -
     for block in blocks[first:]:
         if not block["before"].startswith(SESSION):
             continue
-        shown: dict[str, list[str]] = {}
-        order: list[str] = []
-        for line in block["code"].splitlines():
-            if line.startswith("$ "):
-                order.append(line[2:])
-                shown[line[2:] + f"#{len(order)}"] = []
-            else:
-                shown[order[-1] + f"#{len(order)}"].append(line)
-        for number, command in enumerate(order, 1):
-            expected = [_normalise(x) for x in shown[f"{command}#{number}"]]
-            if command == "echo $?":
-                actual = [str(last_exit)]
-            else:
-                ran = _run(command, tmp_path)
-                last_exit = ran.returncode
-                actual = [_normalise(x) for x in (ran.stdout + ran.stderr).splitlines()]
-            assert actual == expected, f"{page.name}: $ {command}"
+        with _write_lock_held(
+            tmp_path, block["code"], block["before"].startswith(LOCK_HELD)
+        ):
+            last_exit = _check_session(page, block["code"], tmp_path, last_exit)
+
+
+@contextlib.contextmanager
+def _write_lock_held(folder: Path, code: str, wanted: bool) -> Iterator[None]:
+    """A real writer process inside BEGIN IMMEDIATE on the block's SQLite file."""
+    if not wanted:
+        yield
+        return
+    database = re.search(r"sqlite:///(\S+)", code)[1]  # type: ignore[index]
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_WRITE_LOCK, database],
+        cwd=folder, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "locked"
+        yield
+    finally:
+        holder.kill()
+        holder.communicate()  # reaps it and closes its pipe
+
+
+HOLD_WRITE_LOCK = """
+import sys, time
+import apsw
+connection = apsw.Connection(sys.argv[1])
+connection.execute("BEGIN IMMEDIATE")
+print("locked", flush=True)
+time.sleep(120)
+"""
+
+
+def _check_session(page: Path, code: str, folder: Path, last_exit: int) -> int:
+    """Run one block's commands; each one's output must be the lines shown.
+
+    Returns the last command's exit code, for an ``echo $?`` in the next block.
+    """
+    commands: list[tuple[str, list[str]]] = []
+    for line in code.splitlines():
+        if line.startswith("$ "):
+            commands.append((line[2:], []))
+        else:
+            commands[-1][1].append(line)
+    for command, shown in commands:
+        expected = [_normalise(line) for line in shown]
+        if command == "echo $?":
+            actual = [str(last_exit)]
+        else:
+            ran = _run(command, folder)
+            last_exit = ran.returncode
+            actual = [_normalise(x) for x in (ran.stdout + ran.stderr).splitlines()]
+        assert actual == expected, f"{page.name}: $ {command}"
+    return last_exit
 
 
 @pytest.mark.parametrize(
