@@ -163,6 +163,38 @@ def check_one(venv: Path, expect: Expect) -> list[str]:
     return problems
 
 
+# Each store class a user may import directly, and the extra that brings its driver.
+DIRECT_IMPORTS = (
+    ("rulvar_store_sqlite", "SqliteStore", "sqlite"),
+    ("rulvar_store_postgres", "PostgresStore", "postgres"),
+    ("rulvar_langgraph", "RulvarSaver", "langgraph"),
+)
+
+
+def check_direct_imports(venv: Path, extra: str | None) -> list[str]:
+    """Importing a store class without its extra names the extra (MissingExtraError)."""
+    problems = []
+    for module, name, needs in DIRECT_IMPORTS:
+        if needs == extra:
+            continue
+        script = (
+            "import importlib\n"
+            "from rulvar_store import MissingExtraError\n"
+            "try:\n"
+            f"    getattr(importlib.import_module({module!r}), {name!r})\n"
+            "except MissingExtraError as exc:\n"
+            f"    assert 'rulvar-stores[{needs}]' in str(exc), str(exc)\n"
+            "else:\n"
+            "    raise SystemExit('imported without its extra')\n"
+        )
+        done = _run([str(venv / "bin" / "python"), "-c", script])
+        shown = f"from {module} import {name} ({venv.name})"
+        print(f"{'ok  ' if done.returncode == 0 else 'FAIL'} {shown}")
+        if done.returncode != 0:
+            problems.append(f"{shown}: {done.stdout[-1000:]}{done.stderr[-1000:]}")
+    return problems
+
+
 def main() -> int:
     postgres = os.environ.get("RULVAR_TEST_POSTGRES_URL")
     if postgres is None:
@@ -187,6 +219,7 @@ def main() -> int:
                 )
                 if seeded.returncode != 0:
                     problems.append(f"seeding {seed_url} failed: {seeded.stderr}")
+            problems += check_direct_imports(venv, extra)
             try:
                 for expect in expectations(extra, scratch, postgres):
                     problems += check_one(venv, expect)

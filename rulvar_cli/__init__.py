@@ -67,6 +67,9 @@ def main(argv: list[str] | None = None) -> None:
     """Run the command; user mistakes become one line on stderr, never a traceback."""
     # Drivers log connection retries as warnings; the command reports failures itself.
     logging.basicConfig(level=logging.ERROR, format="rulvar: %(name)s: %(message)s")
+    # psycopg.pool logs each failed connect at ERROR, then the store raises a typed
+    # error that the command prints as its one line: the log lines only repeat it.
+    logging.getLogger("psycopg").setLevel(logging.CRITICAL)
     _document_exit_codes(cli)
     args = sys.argv[1:] if argv is None else argv
     set_json_errors(_wants_json(args))
@@ -90,7 +93,7 @@ def main(argv: list[str] | None = None) -> None:
         fail(
             "missing-module",
             f"{exc}; this command needs it: install the extra that provides it "
-            "(see 'rulvar stores' and the README's Install section)",
+            "(see 'rulvar stores' and docs/getting-started.md)",
             EXIT_USAGE,
         )
     except OSError as exc:

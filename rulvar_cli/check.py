@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
 import tempfile
+import types
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import replace
@@ -80,16 +82,33 @@ def enter_certify(
 
 
 def _announce(suite: str, check_id: str, *, live: bool) -> None:
-    """Name the check about to run, so a crash of the process is attributable.
+    """Name the check about to run, on a terminal only, overwritten by its row.
 
-    On a terminal the line is overwritten by the check's row; elsewhere (a log,
-    a pipe, --json) it goes to stderr, one line per check, so the last one
-    names the check that was running when the process died.
+    Piped or logged output gets no line per check (a default run has hundreds):
+    there the running check is named by the stack ``faulthandler`` prints on a
+    fatal signal, whose frame ``_named_runner`` gives the check's name.
     """
     if live and sys.stdout.isatty():
         click.echo(f"  RUN      {suite:<20} {check_id}\r", nl=False)
-    else:
-        click.echo(f"rulvar check: running {suite} {check_id}", err=True)
+
+
+def _call(run: Callable[[], list[CheckResult]]) -> list[CheckResult]:
+    return run()
+
+
+def _named_runner(
+    suite: str, check_id: str
+) -> Callable[[Callable[[], list[CheckResult]]], list[CheckResult]]:
+    """``_call`` under the name ``running SUITE CHECK``, as a crash's stack shows it.
+
+    A store that kills the process (a segfault in a driver) leaves the Python
+    stack of every thread on stderr; the frame of this function then reads
+    ``in running journal meta-separation``, naming the check it was in.
+    """
+    code = _call.__code__.replace(co_name=f"running {suite} {check_id}")
+    runner: Callable[[Callable[[], list[CheckResult]]], list[CheckResult]]
+    runner = types.FunctionType(code, globals(), code.co_name)
+    return runner
 
 
 def _run_attributed(
@@ -100,12 +119,12 @@ def _run_attributed(
     check_timeout_s: float,
     run_timeout_s: float,
 ) -> list[CheckResult]:
-    """Run the checks one at a time, each named before it runs (``_announce``).
+    """Run the checks one at a time, each named while it runs (``_announce``).
 
-    ``faulthandler`` also prints the Python stack on a fatal signal (a segfault
-    in a driver), which shows the check's code. One ``RunBudget`` bounds them
-    all (K10): after a hang each check gets less time, and past
-    ``run_timeout_s`` none starts.
+    ``faulthandler`` prints the Python stack on a fatal signal (a segfault in a
+    driver): it shows the check's code and, through ``_named_runner``, its name.
+    One ``RunBudget`` bounds them all (K10): after a hang each check gets less
+    time, and past ``run_timeout_s`` none starts.
     """
     import faulthandler
     import io
@@ -125,10 +144,13 @@ def _run_attributed(
     for suite in suites:
         for one in suite.checks:
             _announce(suite.name, one.id, live=live)
-            results += run_suites(
-                [replace(suite, checks=(one,))],
-                on_result=progress,
-                budget=budget,
+            results += _named_runner(suite.name, one.id)(
+                functools.partial(
+                    run_suites,
+                    [replace(suite, checks=(one,))],
+                    on_result=progress,
+                    budget=budget,
+                )
             )
     return results
 
@@ -303,6 +325,12 @@ def check_command(
         # certify() validates the URL first: a mistake is one line, nothing else.
         with ExitStack() as stack:
             locations = enter_certify(backend, parsed, stack)
+            certification = by_url(locations, parsed, backend)
+            try:
+                suites = certification_suites(certification, suites_wanted or None)
+            except KeyError as exc:
+                raise click.UsageError(str(exc.args[0])) from exc
+            # Only once the selection is known good: a usage error comes alone.
             if not as_json:
                 click.echo(f"certifying {parsed.redacted} ({backend.name})")
             from rulvar_cli._durability import durability_line, durability_of
@@ -310,11 +338,6 @@ def check_command(
             durability = durability_of(locations)  # P20: async, sync or quorum
             if durability is not None and not as_json:
                 click.echo(durability_line(durability))
-            certification = by_url(locations, parsed, backend)
-            try:
-                suites = certification_suites(certification, suites_wanted or None)
-            except KeyError as exc:
-                raise click.UsageError(str(exc.args[0])) from exc
             async_path = async_too or backend.open_async is not None
             if async_path:
                 from rulvar_conformance.harness.async_certify import async_suites

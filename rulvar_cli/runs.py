@@ -12,6 +12,7 @@ configuration, 3 the store did not answer within ``--timeout``.
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from collections.abc import Callable, Iterator
@@ -177,11 +178,14 @@ def list_command(
         listing = watchdog.pace(
             iter_listed_runs(opened.journal, run_filter), "listing runs"
         )
+        # The first page is read before anything is printed: a missing schema or
+        # database is then one error line, with no table header on stdout before it.
+        first = list(itertools.islice(listing, 1))
         if as_json:
             click.echo('{"runs": [', nl=False)
         else:
             click.echo(f"{'RUN':<28} {'STATUS':<11} {'NAME':<20} UPDATED")
-        for listed in listing:
+        for listed in itertools.chain(first, listing):
             meta = listed.meta or {}
             with watchdog.bound(f"reading run {listed.run_id!r}"):
                 view = (

@@ -7,11 +7,25 @@ refused with ``LeaseHeldError`` and change nothing. ``import_threads`` (and
 ``aimport_threads``) bring threads of another LangGraph checkpointer in.
 """
 
-from rulvar_langgraph._async import AsyncRulvarSaver
-from rulvar_langgraph._core import LEASE_KEY
-from rulvar_langgraph._import import aimport_threads, import_threads
-from rulvar_langgraph._plans import ThreadGoneError
-from rulvar_langgraph._sync import RulvarSaver
+from rulvar_store.errors import MissingExtraError
+
+try:
+    from rulvar_langgraph._async import AsyncRulvarSaver
+    from rulvar_langgraph._core import LEASE_KEY
+    from rulvar_langgraph._import import aimport_threads, import_threads
+    from rulvar_langgraph._plans import ThreadGoneError
+    from rulvar_langgraph._sync import RulvarSaver
+except ModuleNotFoundError as exc:
+    # langgraph-checkpoint and what it brings (langchain-core, ormsgpack).
+    extra_modules = ("langgraph", "langchain_core", "ormsgpack")
+    if exc.name is None or exc.name.split(".")[0] not in extra_modules:
+        raise
+    # As open_store says a missing extra: which one, not a bare module name.
+    raise MissingExtraError(
+        f"rulvar_langgraph needs {exc.name}, which is not installed: pip install "
+        "'rulvar-stores[langgraph]' (in a checkout: pip install -e '.[langgraph]')",
+        exc.name,
+    ) from None
 
 __all__ = [
     "LEASE_KEY",

@@ -9,7 +9,7 @@ Cancellation: the hop is shielded. A caller cancelled while its call runs
 waits for that call to end (it is bounded like every sync call: busy
 timeouts, connect and statement bounds), then gets ``CancelledError``. The
 write has then either landed whole or not at all, nothing is left open, and
-whether it landed is unknown to the caller (README, "asyncio").
+whether it landed is unknown to the caller (docs/guides/asyncio.md).
 
 Bounds: a handle has at most ``DEFAULT_WORKERS`` worker threads
 (``HopThreads``: one queue put per call, no executor future); more concurrent

@@ -7,7 +7,7 @@ argument fails the same way everywhere: ``InvalidArgumentError`` (a
 nothing is persisted. Non-JSON values raise ``NotJsonError``, which is also a
 ``TypeError`` and a ``ValueError`` as D2 says.
 
-What is accepted (the README's "Identifiers and values" section says the same):
+What is accepted (docs/reference/data-rules.md says the same):
 
 Run ids written (``append``, ``put_meta``'s ``runId``, ``acquire``, a blob ``put``'s
 leading segment): a non-empty ``str`` of at most ``MAX_RUN_ID_LENGTH`` characters,

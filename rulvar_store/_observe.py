@@ -60,7 +60,7 @@ class LeaseState:
 
     @property
     def live(self) -> bool:
-        """Whether the lease is live: ``expires_at > now`` (section 3)."""
+        """Whether the lease is live (``expires_at > now``, section 3)."""
         return self.expires_at > self.now
 
 

@@ -20,7 +20,7 @@ from rulvar_store._location_records import (
     OpenedStore,
 )
 from rulvar_store._urls import StoreUrl, parse_store_url
-from rulvar_store.errors import ConfigError
+from rulvar_store.errors import ConfigError, MissingExtraError
 
 if TYPE_CHECKING:
     from rulvar_store._async_protocols import AsyncOpenedStore
@@ -205,7 +205,8 @@ def resolve_backend(
     """Return the backend that opens ``url``'s scheme, with its driver importable.
 
     Raises:
-        ConfigError: no backend claims the scheme, or its extra is not installed.
+        ConfigError: no backend claims the scheme; its subclass MissingExtraError
+            when the backend's extra is not installed.
     """
     infos = (
         _installed_backends()
@@ -218,8 +219,9 @@ def resolve_backend(
         if url.scheme in info.backend.schemes:
             hint = install_hint(info.backend)
             if hint is not None:
-                raise ConfigError(
-                    f"backend {info.backend.name!r} for {url.scheme}:// {hint}"
+                raise MissingExtraError(
+                    f"backend {info.backend.name!r} for {url.scheme}:// {hint}",
+                    _missing_modules(info.backend)[0],
                 )
             return info.backend
     known = sorted(scheme for info in infos for scheme in info.backend.schemes)

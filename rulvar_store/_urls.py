@@ -106,10 +106,12 @@ def parse_store_url(url: object, options: Mapping[str, Any] | None = None) -> St
     try:
         parts = urlsplit(url)
     except ValueError:
-        # Not chained: the parser's own text can quote a piece of a password.
-        raise ConfigError(
-            f"malformed store URL {redact_url(url)!r}: {_MALFORMED_HINT}"
-        ) from None
+        parts = None
+    if parts is None:
+        # The parser's own text can quote a piece of a password (a raw '/', '?'
+        # or '#' in it makes the rest of the password look like a port): raised
+        # outside the handler, so no cause or context of the error carries it.
+        raise ConfigError(f"malformed store URL {redact_url(url)!r}: {_MALFORMED_HINT}")
     if not parts.scheme or "://" not in url:
         raise ConfigError(
             f"malformed store URL {redact_url(url)!r}: expected 'scheme://...', "

@@ -1,22 +1,22 @@
-"""The error tree every store speaks; it branches on what the caller does next.
+"""The error tree every store speaks; it branches on what the caller does next::
 
-```
-RulvarError                    never raised bare; has code, retryable, data
-├── ContractError              the caller broke the SPI: a bug, don't retry
-│   ├── JournalOrderViolation  J6 seq guard, unsafe file-store names
-│   ├── InvalidArgumentError   an argument breaks the intake rules (names the argument)
-│   │   ├── NotJsonError       a value is not JSON (also a TypeError and a ValueError, D2)
-│   │   └── UnsafeNameError    not a safe file name (also a JournalOrderViolation, T8/T9)
-│   ├── StoreClosedError       the store (or its blob twin) was closed
-│   └── ForkedStoreError       a handle opened in a parent process was used in a forked child
-├── LeaseHeldError             ownership conflict: re-acquire later or give up (retryable)
-│   └── LeaseRunMismatchError  F2: the lease names another run (a bug: not retryable)
-├── SupersededError            run settlement bounced off the fence
-├── SettlementError            run settlement failed for another reason (retryable)
-├── StoreBusyError             transient contention outlasted its bound: retry
-├── StoreUnavailableError      backend unreachable or connection lost: retry, outcome unknown
-└── ConfigError                bad URL, option, schema version or capability claim
-```
+    RulvarError                    never raised bare; has code, retryable, data
+    ├── ContractError              the caller broke the SPI: a bug, don't retry
+    │   ├── JournalOrderViolation  J6 seq guard, unsafe file-store names
+    │   ├── InvalidArgumentError   an argument breaks the intake rules (names the argument)
+    │   │   ├── NotJsonError       a value is not JSON (also a TypeError and a ValueError, D2)
+    │   │   └── UnsafeNameError    not a safe file name (also a JournalOrderViolation, T8/T9)
+    │   ├── UnreadableRecordError  a stored record Python cannot read (also a ValueError)
+    │   ├── StoreClosedError       the store (or its blob twin) was closed
+    │   └── ForkedStoreError       a handle opened in a parent process was used in a forked child
+    ├── LeaseHeldError             ownership conflict: re-acquire later or give up (retryable)
+    │   └── LeaseRunMismatchError  F2: the lease names another run (a bug: not retryable)
+    ├── SupersededError            run settlement bounced off the fence
+    ├── SettlementError            run settlement failed for another reason (retryable)
+    ├── StoreBusyError             transient contention outlasted its bound: retry
+    ├── StoreUnavailableError      backend unreachable or connection lost: retry, outcome unknown
+    └── ConfigError                bad URL, option, schema version or capability claim
+        └── MissingExtraError      a driver's extra is not installed (also a ModuleNotFoundError)
 
 Every class passes all its constructor arguments to ``Exception.__init__`` so that
 instances pickle with their fields: soak and kill-point children report errors
@@ -36,6 +36,7 @@ __all__ = [
     "JournalOrderViolation",
     "LeaseHeldError",
     "LeaseRunMismatchError",
+    "MissingExtraError",
     "NotJsonError",
     "RulvarError",
     "SettlementError",
@@ -317,3 +318,20 @@ class ConfigError(RulvarError):
     """A URL, option, schema version or capability claim is wrong; fix the setup."""
 
     code = "config"
+
+
+class MissingExtraError(ConfigError, ModuleNotFoundError):
+    """A module of this distribution needs a driver its install lacks.
+
+    Raised on importing a store class (``from rulvar_store_sqlite import
+    SqliteStore``) or opening a URL whose backend's extra is missing. The
+    message names the extra to install. A ``ConfigError`` (fix the setup, exit 2
+    in the CLI) and a ``ModuleNotFoundError``, so ``except ImportError`` around
+    an optional import still catches it. ``name`` is the missing module.
+    """
+
+    code = "config"
+
+    def __init__(self, message: str, name: str | None = None) -> None:
+        super().__init__(message)
+        self.name = name

@@ -123,15 +123,16 @@ def _check_conninfo(conninfo: str, secrets: tuple[str, ...]) -> dict[str, Any]:
         return conninfo_to_dict(conninfo)
     except psycopg.Error as exc:
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else "invalid"
-        text = masked(text, secrets)
-        if "invalid URI query parameter" in text or "invalid connection option" in text:
-            # An unknown name is most often a misspelt option of the store.
-            text += (
-                f"; the store's own options are {', '.join(sorted(OPTION_NAMES))}, "
-                "every other query parameter goes to libpq"
-            )
-        # Not chained: the driver's text may quote what it misread.
-        raise ConfigError(f"invalid PostgreSQL connection string: {text}") from None
+    # Out of the handler: libpq's own text (masked below) may quote the password,
+    # so the error carries no cause or context that keeps it unmasked.
+    text = masked(text, secrets)
+    if "invalid URI query parameter" in text or "invalid connection option" in text:
+        # An unknown name is most often a misspelt option of the store.
+        text += (
+            f"; the store's own options are {', '.join(sorted(OPTION_NAMES))}, "
+            "every other query parameter goes to libpq"
+        )
+    raise ConfigError(f"invalid PostgreSQL connection string: {text}")
 
 
 def _with_parameter(conninfo: str, key: str, value: str) -> str:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from rulvar_store.errors import MissingExtraError
+
 if TYPE_CHECKING:
     from rulvar_store_sqlite._async_store import (
         AsyncSqliteStore,
@@ -47,7 +49,18 @@ def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(home), name)
+    try:
+        module = importlib.import_module(home)
+    except ModuleNotFoundError as exc:
+        if exc.name != "apsw":
+            raise
+        # As open_store says it: which extra, not a bare "No module named 'apsw'".
+        raise MissingExtraError(
+            f"{__name__}.{name} needs apsw, which is not installed: pip install "
+            "'rulvar-stores[sqlite]' (in a checkout: pip install -e '.[sqlite]')",
+            "apsw",
+        ) from None
+    return getattr(module, name)
 
 
 def __dir__() -> list[str]:

@@ -21,7 +21,7 @@ alone: once another opener may share them, touching them (a checkpoint, a
 truncation) could destroy that opener's writes. Instead ``refuse_orphan_wal``
 stops an opener that finds a WAL beside a missing or empty database file;
 a WAL beside a file moved over the path (``mv``) cannot be told from its own,
-which is why the README says to stop every writer before replacing a file.
+which is why the SQLite guide (docs/guides/sqlite.md) says to stop every writer before replacing a file.
 """
 
 from __future__ import annotations

@@ -67,8 +67,8 @@ def _target(url: StoreUrl) -> _Target:
     unknown = set(url.options) - _OPTIONS
     if unknown:
         raise ConfigError(
-            f"sqlite:// takes only {', '.join(sorted(_OPTIONS))}, "
-            f"not {', '.join(sorted(unknown))}"
+            f"sqlite:// takes only {', '.join(sorted(_OPTIONS - {'now'}))} "
+            f"(and now= as a keyword), not {', '.join(sorted(unknown))}"
         )
     netloc, path = url.parts.netloc, unquote(url.parts.path)
     if netloc == _MEMORY and path == "":

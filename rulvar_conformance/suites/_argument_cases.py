@@ -1,4 +1,4 @@
-"""The bad arguments of the argument rules (README "Identifiers and values"), as data.
+"""The bad arguments of the argument rules (docs/reference/data-rules.md, "Identifiers and values"), as data.
 
 One table per rule: the argument-rules suite drives them through a store's own
 API, and the core's intake tests through every built-in backend, so both hold

@@ -1,6 +1,6 @@
 """``argument_rules_conformance(certification)``: the argument rules, through the store's API.
 
-Every backend promises the rules of the README's "Identifiers and values"
+Every backend promises the rules of the docs' "Identifiers and values" (docs/reference/data-rules.md)
 (clauses D2, D9, D10-D15): an argument that breaks one raises
 ``InvalidArgumentError`` (``NotJsonError`` for a record that is not JSON), a
 ``ContractError`` that names the argument and is never retryable, and nothing is

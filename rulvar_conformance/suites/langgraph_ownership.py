@@ -53,7 +53,7 @@ class Trail(TypedDict):
 
 
 def _makes_a_thread(ref: str) -> bool:
-    """Whether ``ref`` is a checkpoint or a pointer, by the layout the README documents.
+    """Whether ``ref`` is a checkpoint or a pointer, by the layout docs/guides/langgraph.md documents.
 
     A checkpoint is ``<run>/c/<ns>/<checkpoint_id>/z`` (``<run>/c/<ns>/<checkpoint_id>``
     when an earlier version stored it) and a pointer ``<run>/p/<ns>`` (earlier

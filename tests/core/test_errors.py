@@ -11,6 +11,7 @@ from rulvar_store import (
     ContractError,
     JournalOrderViolation,
     LeaseHeldError,
+    MissingExtraError,
     RulvarError,
     SettlementError,
     StoreBusyError,
@@ -20,6 +21,7 @@ from rulvar_store import (
 
 ALL_ERRORS: list[RulvarError] = [
     ConfigError("bad option"),
+    MissingExtraError("needs apsw: pip install 'rulvar-stores[sqlite]'", "apsw"),
     ContractError("meta without runId"),
     JournalOrderViolation("seq 1 not above tail", "run-a", 1),
     LeaseHeldError("not the live lease", "run-a", "owner-1", 7),
@@ -31,6 +33,7 @@ ALL_ERRORS: list[RulvarError] = [
 
 EXPECTED_CODES = {
     ConfigError: ("config", False),
+    MissingExtraError: ("config", False),
     ContractError: ("contract", False),
     JournalOrderViolation: ("journal_order_violation", False),
     LeaseHeldError: ("lease_held", True),

@@ -1,4 +1,4 @@
-"""The README's plugin example, pip-installed from a scratch distribution, certifies green.
+"""The plugin guide's example, pip-installed from a scratch distribution, certifies green.
 
 The two blocks marked ``plugin example`` (the entry point and the module) are
 written into a new distribution exactly as printed, installed into a private
@@ -20,7 +20,7 @@ import pytest
 
 from tests._pip_target import install_into
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "guides" / "backend-plugin.md"
 MARKER = "<!-- plugin example"
 BLOCK = re.compile(
     r"(?P<before>[^\n]*)\n```(?P<lang>toml|python)\n(?P<code>.*?)\n```", re.DOTALL
@@ -28,13 +28,15 @@ BLOCK = re.compile(
 
 
 def _example_blocks() -> dict[str, str]:
-    text = README.read_text(encoding="utf-8")
+    text = PAGE.read_text(encoding="utf-8")
     found = {
         match["lang"]: match["code"]
         for match in BLOCK.finditer(text)
         if match["before"].startswith(MARKER)
     }
-    assert set(found) == {"toml", "python"}, "the README lost a plugin-example block"
+    assert set(found) == {"toml", "python"}, (
+        "the plugin guide lost a plugin-example block"
+    )
     return found
 
 
@@ -69,7 +71,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return {**env, "PYTHONPATH": str(site), "TMPDIR": str(scratch)}
 
 
-def test_the_readme_plugin_is_certified_and_leaves_nothing_behind(
+def test_the_guide_plugin_is_certified_and_leaves_nothing_behind(
     installed: dict[str, str], tmp_path: Path
 ) -> None:
     target = tmp_path / "runs.db"

@@ -112,15 +112,15 @@ def test_isolate_fails_the_check_that_crashed_its_process_and_runs_the_rest(
 def test_a_crash_without_isolate_names_the_running_check(
     plugin_site: dict[str, str],
 ) -> None:
-    """The process dies, but its last words say which check was running."""
+    """The process dies, but the stack it leaves names the check that was running.
+
+    Piped, the command prints no line per check (issue 38: hundreds of them);
+    the crash's stack (faulthandler) carries the check's name in a frame.
+    """
     result = _rulvar(plugin_site, "check", "crashing-example://", "--suite", "journal")
     assert result.returncode == -11  # SIGSEGV: nothing could catch it
-    running = [
-        line
-        for line in result.stderr.splitlines()
-        if line.startswith("rulvar check: running")
-    ]
-    assert running[-1] == "rulvar check: running journal meta-separation"
+    assert "in running journal meta-separation" in result.stderr, result.stderr
+    assert "rulvar check: running" not in result.stderr
 
 
 def test_a_plugin_whose_certify_raises_exits_2_under_pytest(
