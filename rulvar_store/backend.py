@@ -83,6 +83,7 @@ from rulvar_store._last_ref import (
     last_ref_of,
     prefix_upper_bound,
 )
+from rulvar_store._liveness import holder_is_dead, this_process
 from rulvar_store._location_records import (
     LOCATION_FEATURES,
     FreshStoreFactory,
@@ -115,7 +116,7 @@ from rulvar_store._refs import (
     is_safe_token,
     ref_run_id,
 )
-from rulvar_store._run_match import check_run_match, not_live_lease
+from rulvar_store._run_match import check_run_match, held_by, not_live_lease
 from rulvar_store._urls import (
     StoreUrl,
     option_bool,
@@ -176,7 +177,9 @@ __all__ = [
     "has_get_under",
     "has_last_ref",
     "has_single_writer_files",
+    "held_by",
     "hit",
+    "holder_is_dead",
     "hookimpl",
     "hookspec",
     "install_hint",
@@ -218,6 +221,7 @@ __all__ = [
     "stable_stringify",
     "system_clock_ms",
     "text_for_read",
+    "this_process",
     "validate_ttl_ms",
     "wait_out",
 ]

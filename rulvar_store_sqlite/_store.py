@@ -21,11 +21,14 @@ from rulvar_store.backend import (
     DurabilityReport,
     check_run_match,
     finite_seq,
+    held_by,
+    holder_is_dead,
     load_listing,
     load_record,
     load_records,
     meta_matches_filter,
     parse_cursor,
+    this_process,
 )
 from rulvar_store.errors import (
     JournalOrderViolation,
@@ -427,33 +430,59 @@ class SqliteStore:
         _intake.run_id_for_write(run_id, "acquire")
         _intake.owner_for_write(owner, "acquire")
         now = 0
+        dead: tuple[str, int] | None = None  # a dead holder's (owner, epoch)
 
         def check_free() -> None:
-            nonlocal now
-            now = self._now()
+            nonlocal now, dead
+            now, dead = self._now(), None
             rows = self._cursor.execute(sql.LEASE_ROW, (run_id,)).fetchall()
             if rows and rows[0][2] > now:  # type: ignore[operator]  # INTEGER column
-                holder, epoch = rows[0][0], rows[0][1]
-                raise LeaseHeldError(
-                    f"run {run_id!r} is leased by {holder!r} (epoch {epoch})",
-                    run_id,
-                    holder,  # type: ignore[arg-type]  # TEXT column
-                    epoch,  # type: ignore[arg-type]  # INTEGER column
-                )
+                holder, epoch, expires_at = rows[0]
+                assert isinstance(holder, str)
+                assert isinstance(epoch, int)
+                assert isinstance(expires_at, int)
+                if self._holder_is_dead(run_id, epoch):
+                    dead = (holder, epoch)  # L11: taken over at once
+                    return
+                raise held_by(run_id, holder, epoch, expires_at - now)
 
         def take(cursor: apsw.Cursor) -> Lease:
             epoch = cursor.execute(sql.BUMP_EPOCH, (run_id,)).fetchall()[0][0]
             assert isinstance(epoch, int)
-            cursor.execute(
-                sql.TAKE_LEASE, (run_id, owner, epoch, now + self.lease_ttl_ms, now)
-            )
+            row = (run_id, owner, epoch, now + self.lease_ttl_ms, now)
+            if dead is None:
+                cursor.execute(sql.TAKE_LEASE, row)
+            else:
+                cursor.execute(sql.TAKE_LEASE_FROM_DEAD, (*row, *dead))
             if self._conn.changes() != 1:
                 raise LeaseHeldError(
                     f"run {run_id!r} was leased concurrently", run_id, None, None
                 )
+            self._record_holder(cursor, run_id, epoch)
             return Lease(run_id, owner, epoch)
 
         return Operation("acquire", check_free, take)
+
+    def _holder_is_dead(self, run_id: str, epoch: int) -> bool:
+        """L11: the process that took ``epoch`` provably no longer runs.
+
+        No row for that epoch (a lease the reference or an older version took),
+        or a process this host cannot judge, reads as alive.
+        """
+        try:
+            rows = self._cursor.execute(sql.HOLDER_OF, (run_id, epoch)).fetchall()
+        except apsw.SQLError:
+            return False  # a file without our table: nobody recorded holders
+        return bool(rows) and holder_is_dead(rows[0][0])
+
+    @staticmethod
+    def _record_holder(cursor: apsw.Cursor, run_id: str, epoch: int) -> None:
+        """Record this process as the holder of ``epoch`` (L11), in the take's transaction."""
+        process = this_process()
+        if process is None:
+            cursor.execute(sql.FORGET_HOLDER, (run_id,))
+        else:
+            cursor.execute(sql.RECORD_HOLDER, (run_id, epoch, process))
 
     def renew(self, lease: Lease) -> None:
         """Extend the live lease to ``now + ttl`` (L8), pinned by owner and epoch.
