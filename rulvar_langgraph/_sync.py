@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -19,10 +20,15 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from rulvar_langgraph import _plans
 from rulvar_langgraph._core import STRIPES, SaverCore
-from rulvar_langgraph._hold import Renewer
 from rulvar_langgraph._layout import run_for_thread
 from rulvar_langgraph._plans import Plan, T
-from rulvar_store import JournalStore, OpenedStore, TranscriptStore, open_store
+from rulvar_store import (
+    JournalStore,
+    LeaseKeeper,
+    OpenedStore,
+    TranscriptStore,
+    open_store,
+)
 
 __all__ = ["RulvarSaver"]
 
@@ -91,20 +97,24 @@ class RulvarSaver(SaverCore):
     ) -> Iterator[RunnableConfig]:
         """Own ``thread_id`` for one invocation; yield the config to invoke with.
 
-        Renews every third of the ttl and releases at exit. Once superseded,
-        writes with this config raise ``LeaseHeldError``: stop the invocation.
+        Renews every third of the ttl and releases at exit. Once the lease is
+        lost (a renewal refused, or none succeeded before expiry), every write
+        with this config raises ``LeaseLostError`` before touching the store,
+        and ``rulvar_langgraph.ensure_owned(config)`` raises it in nodes.
 
         Raises:
-            LeaseHeldError: another worker holds the thread.
+            LeaseHeldError: another worker holds the thread (``retry_after_ms``
+                says when its lease expires unless renewed).
         """
         run_id = run_for_thread(thread_id)
+        since = time.monotonic()  # the lease expires ttl after this at the latest
         lease = self.journal.acquire(run_id, self.owner)  # type: ignore[attr-defined]  # check_stores saw acquire
-        renewer = Renewer(self.journal.renew, lease, self._renew_every_s)  # type: ignore[attr-defined]  # check_stores saw leases
+        keeper = LeaseKeeper(self.journal.renew, lease, self._ttl_ms, since=since)  # type: ignore[attr-defined]  # check_stores saw leases
         try:
-            yield self._hold_begun(thread_id, lease, config)
+            yield self._hold_begun(thread_id, lease, config, keeper)
         finally:
             release = self._hold_ended(lease)  # no write joins the hold from here on
-            renewer.stop()
+            keeper.stop()
             self._run(release)
 
     # --- BaseCheckpointSaver ----------------------------------------------------------
