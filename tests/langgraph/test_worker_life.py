@@ -119,6 +119,7 @@ def _finish(saver: RulvarSaver, spec: dict[str, Any], held: Any) -> list[str]:
 @pytest.mark.parametrize("locations", SHARED, indirect=True)
 @pytest.mark.parametrize("mode", ["sync", "async"])
 @pytest.mark.clause("L10")
+@pytest.mark.clause("L12")
 def test_a_stalled_worker_resumed_after_a_takeover_pays_nothing(
     url_opener: UrlOpener, tmp_path: Path, mode: str
 ) -> None:
@@ -177,11 +178,11 @@ def _saver_of(url_opener: UrlOpener, owner: str) -> Any:
 
 
 @pytest.mark.parametrize("locations", SHARED, indirect=True)
-@pytest.mark.clause("L10")
+@pytest.mark.clause("L13")
 def test_a_sync_hold_that_lost_its_lease_refuses_its_writes_before_any_io(
     url_opener: UrlOpener, tmp_path: Path
 ) -> None:
-    """L10: once the thread is deleted under a sync hold, owned() turns false,
+    """L13: once the thread is deleted under a sync hold, owned() turns false,
     ensure_owned raises LeaseLostError and the hold's next write raises it
     before reaching the store (the store's own refusal is a plain
     LeaseHeldError, and nothing new is stored)."""
@@ -208,11 +209,11 @@ def test_a_sync_hold_that_lost_its_lease_refuses_its_writes_before_any_io(
 
 
 @pytest.mark.parametrize("locations", SHARED, indirect=True)
-@pytest.mark.clause("L10")
+@pytest.mark.clause("L13")
 def test_an_async_invocation_is_cancelled_soon_after_its_lease_is_lost(
     url_opener: UrlOpener,
 ) -> None:
-    """L10: an asyncio hold whose thread is deleted mid-node cancels the running
+    """L13: an asyncio hold whose thread is deleted mid-node cancels the running
     invocation and raises LeaseLostError (not CancelledError), within a third of
     the ttl plus scheduling slack (the renewal that learns it runs every ttl/3)."""
 
