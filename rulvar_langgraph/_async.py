@@ -123,17 +123,26 @@ class AsyncRulvarSaver(SaverCore):
         keeper = AsyncLeaseKeeper(
             self.journal.renew, lease, self._ttl_ms, on_lost=cancel, since=since
         )
+        finished = False
         try:
-            yield self._hold_begun(thread_id, lease, config, keeper)
+            try:
+                yield self._hold_begun(thread_id, lease, config, keeper)
+                finished = True
+            finally:
+                release = self._hold_ended(
+                    lease
+                )  # no write joins the hold from here on
+                await keeper.stop()  # no loss is told from here on
+                await self._run(release)
+                if cancel.fired:
+                    await asyncio.sleep(0)  # our cancel lands here, not in the caller
         except asyncio.CancelledError:
             lost = cancel.translate(keeper.lost)
             if lost is None:
-                raise
-            raise lost from None
-        finally:
-            release = self._hold_ended(lease)  # no write joins the hold from here on
-            await keeper.stop()
-            await self._run(release)
+                raise  # a cancellation from elsewhere
+            if not finished:
+                raise lost from None
+            # The loss came after the invocation had ended: nothing left to stop.
 
     # --- BaseCheckpointSaver, async -------------------------------------------------------
 
