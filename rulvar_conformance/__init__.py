@@ -67,6 +67,7 @@ from rulvar_conformance.suites.stale_surfaces import stale_surfaces_conformance
 from rulvar_conformance.suites.thread_races import thread_races_conformance
 from rulvar_conformance.suites.two_handles import two_handles_conformance
 from rulvar_conformance.suites.typed_errors import typed_errors_conformance
+from rulvar_conformance.suites.worker_life import worker_life_conformance
 
 __all__ = [
     "CLAUSES",
@@ -117,4 +118,5 @@ __all__ = [
     "two_handles_conformance",
     "typed_errors_conformance",
     "verify_soak_history",
+    "worker_life_conformance",
 ]

@@ -3,8 +3,11 @@
 ``RulvarSaver`` and ``AsyncRulvarSaver`` store each LangGraph thread as one run
 of a store that declares leases and fenced writes. ``saver.hold(thread_id)``
 owns the thread for one invocation; a superseded holder's checkpoint writes are
-refused with ``LeaseHeldError`` and change nothing. ``import_threads`` (and
-``aimport_threads``) bring threads of another LangGraph checkpointer in.
+refused with ``LeaseHeldError`` and change nothing. A hold that lost its lease
+stops its own work: its writes raise ``LeaseLostError`` before any I/O, nodes
+call ``ensure_owned(config)`` before a side effect, and an asyncio hold cancels
+its invocation. ``import_threads`` (and ``aimport_threads``) bring threads of
+another LangGraph checkpointer in.
 """
 
 from rulvar_store.errors import MissingExtraError
@@ -12,6 +15,7 @@ from rulvar_store.errors import MissingExtraError
 try:
     from rulvar_langgraph._async import AsyncRulvarSaver
     from rulvar_langgraph._core import LEASE_KEY
+    from rulvar_langgraph._hold import ensure_owned, owned
     from rulvar_langgraph._import import aimport_threads, import_threads
     from rulvar_langgraph._plans import ThreadGoneError
     from rulvar_langgraph._sync import RulvarSaver
@@ -34,4 +38,6 @@ __all__ = [
     "ThreadGoneError",
     "aimport_threads",
     "import_threads",
+    "ensure_owned",
+    "owned",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -18,12 +19,13 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from rulvar_langgraph import _plans
 from rulvar_langgraph._core import STRIPES, SaverCore
-from rulvar_langgraph._hold import AsyncRenewer
+from rulvar_langgraph._hold import CancelOnLoss
 from rulvar_langgraph._layout import run_for_thread
 from rulvar_langgraph._plans import Plan, T
 from rulvar_langgraph._telemetry import ASYNC_SAVER_CALLS, traced_saver
 from rulvar_store import (
     AsyncJournalStore,
+    AsyncLeaseKeeper,
     AsyncOpenedStore,
     AsyncTranscriptStore,
     ConfigError,
@@ -106,27 +108,48 @@ class AsyncRulvarSaver(SaverCore, Observed):
     ) -> AsyncIterator[RunnableConfig]:
         """Own ``thread_id`` for one invocation; yield the config to invoke with.
 
-        Renews every third of the ttl and releases at exit. Once superseded,
-        writes with this config raise ``LeaseHeldError``: stop the invocation.
+        Renews every third of the ttl and releases at exit. Once the lease is
+        lost (a renewal refused, or none succeeded before expiry), the task that
+        entered the hold is cancelled, and the hold raises ``LeaseLostError``
+        in place of that cancellation; every write with this config raises it
+        too, before touching the store.
 
         Raises:
-            LeaseHeldError: another worker holds the thread.
+            LeaseHeldError: another worker holds the thread (``retry_after_ms``
+                says when its lease expires unless renewed).
+            LeaseLostError: the lease was lost during the invocation.
         """
         run_id = run_for_thread(thread_id)
+        since = time.monotonic()  # the lease expires ttl after this at the latest
         lease = await self.journal.acquire(run_id, self.owner)
-        renewer = AsyncRenewer(self.journal.renew, lease, self._renew_every_s)
+        cancel = CancelOnLoss()
+        keeper = AsyncLeaseKeeper(
+            self.journal.renew, lease, self._ttl_ms, on_lost=cancel, since=since
+        )
+        finished = False
         raised: BaseException | None = None
         try:
-            yield self._hold_begun(thread_id, lease, config)
-        except BaseException as exc:  # the outcome the hold's end writes: failed
-            raised = exc
-            raise
-        finally:
-            release = self._hold_ended(
-                lease, raised
-            )  # no write joins the hold from here on
-            await renewer.stop()
-            await self._run(release)
+            try:
+                yield self._hold_begun(thread_id, lease, config, keeper)
+                finished = True
+            except BaseException as exc:  # the outcome the hold's end writes: failed
+                raised = exc
+                raise
+            finally:
+                release = self._hold_ended(
+                    lease, raised
+                )  # no write joins the hold from here on
+                await keeper.stop()  # no loss is told from here on
+                await self._run(release)
+                if cancel.fired:
+                    await asyncio.sleep(0)  # our cancel lands here, not in the caller
+        except asyncio.CancelledError:
+            lost = cancel.translate(keeper.lost)
+            if lost is None:
+                raise  # a cancellation from elsewhere
+            if not finished:
+                raise lost from None
+            # The loss came after the invocation had ended: nothing left to stop.
 
     # --- BaseCheckpointSaver, async -------------------------------------------------------
 

@@ -29,16 +29,21 @@ from rulvar_langgraph._layout import (
 from rulvar_langgraph._outcome import HoldNotes
 from rulvar_langgraph._plans import Found, Plan, T
 from rulvar_store import (
+    AsyncLeaseKeeper,
     ConfigError,
     InvalidArgumentError,
     Lease,
+    LeaseKeeper,
     has_fenced_writes,
     has_meta_lookup,
 )
 from rulvar_store.backend import has_get_under, has_last_ref
 
+Owned = LeaseKeeper | AsyncLeaseKeeper
+
 __all__ = [
     "HOLDER_KEY",
+    "HOLD_KEY",
     "LEASE_KEY",
     "STRIPES",
     "Locked",
@@ -64,6 +69,13 @@ under its lease goes through its own saver; another saver object refuses the
 config rather than write behind that memory.
 """
 
+HOLD_KEY: Final = "__rulvar_hold__"
+"""The configurable key a hold's config carries its lease keeper under.
+
+Nodes and tools read it through ``rulvar_langgraph.ensure_owned(config)``
+before a side effect, and the saver before every write of the hold (L10).
+"""
+
 Locked = tuple[str, Plan[None]]
 """A write's plan and the run whose stripe lock it runs under."""
 
@@ -72,16 +84,21 @@ STRIPES: Final = 64
 
 
 def held_config(
-    thread_id: str, lease: Lease, config: RunnableConfig | None, holder: str
+    thread_id: str,
+    lease: Lease,
+    config: RunnableConfig | None,
+    holder: str,
+    keeper: Owned | None = None,
 ) -> RunnableConfig:
-    """The caller's config with the thread, the lease every checkpoint write carries
-    and the ``holder`` token of the saver that made the hold."""
+    """The caller's config with the thread, the lease every checkpoint write carries,
+    the ``holder`` token of the saver that made the hold and the hold's keeper."""
     base: dict[str, Any] = dict(config or {})
     base["configurable"] = {
         **(base.get("configurable") or {}),
         "thread_id": thread_id,
         LEASE_KEY: lease,
         HOLDER_KEY: holder,
+        **({} if keeper is None else {HOLD_KEY: keeper}),
     }
     return base  # type: ignore[return-value]  # RunnableConfig is a total=False TypedDict
 
@@ -184,6 +201,7 @@ class SaverCore(BaseCheckpointSaver[Any]):
         self._check_api(journal, transcripts)
         check_stores(journal, transcripts)
         self._renew_every_s = renew_interval_s(journal)
+        self._ttl_ms = round(self._renew_every_s * 3000)
         # The newest checkpoint by last_ref (T12) where the blob store has it,
         # else from the thread's listing.
         self._indexed = has_last_ref(transcripts)
@@ -207,6 +225,7 @@ class SaverCore(BaseCheckpointSaver[Any]):
         # knows of its thread: bounded by the holds open at once, never by the
         # threads the saver has touched.
         self._holding: dict[str, Lease] = {}
+        self._keepers: dict[str, Owned] = {}
         self._caches: dict[str, HoldCache] = {}
         self._notes: dict[str, HoldNotes] = {}
         self._holder = secrets.token_hex(8)
@@ -233,6 +252,12 @@ class SaverCore(BaseCheckpointSaver[Any]):
                 "checkpoint",
                 "config",
             )
+        # L10: a hold whose lease is lost refuses the write before any I/O.
+        keeper = (config.get("configurable") or {}).get(HOLD_KEY)
+        if keeper is None:
+            keeper = self._keepers.get(run_id)
+        if isinstance(keeper, LeaseKeeper | AsyncLeaseKeeper):
+            keeper.ensure_owned()
         return self._held(config) or self._holding.get(run_id)
 
     def _cache(self, run_id: str, lease: Lease | None) -> HoldCache | None:
@@ -256,13 +281,19 @@ class SaverCore(BaseCheckpointSaver[Any]):
     # --- holds (the I/O, acquire, renewals and release, is each saver's own) -------
 
     def _hold_begun(
-        self, thread_id: str, lease: Lease, config: RunnableConfig | None
+        self,
+        thread_id: str,
+        lease: Lease,
+        config: RunnableConfig | None,
+        keeper: Owned | None = None,
     ) -> RunnableConfig:
         """Record the hold's lease; return the config its invocation writes with."""
         self._holding[lease.run_id] = lease
         self._caches[lease.run_id] = HoldCache(lease)
         self._notes[lease.run_id] = HoldNotes()
-        return held_config(thread_id, lease, config, self._holder)
+        if keeper is not None:
+            self._keepers[lease.run_id] = keeper
+        return held_config(thread_id, lease, config, self._holder, keeper)
 
     def _hold_ended(
         self, lease: Lease, raised: BaseException | None = None
@@ -274,6 +305,7 @@ class SaverCore(BaseCheckpointSaver[Any]):
         """
         del self._holding[lease.run_id]
         del self._caches[lease.run_id]
+        self._keepers.pop(lease.run_id, None)
         notes = self._notes.pop(lease.run_id)
         return _plans.ended(lease, notes.outcome(raised), self._fused)
 

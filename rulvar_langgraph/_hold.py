@@ -1,95 +1,91 @@
-"""Holding a thread: one lease per invocation, renewed at a third of the ttl."""
+"""Holding a thread: its lease kept alive, and its loss told to the running work (L10).
+
+A hold's lease is kept by a ``LeaseKeeper`` (sync saver) or an
+``AsyncLeaseKeeper`` (asyncio saver), carried in the hold's config under
+``HOLD_KEY``. Once the lease is lost (a renewal refused, or none succeeded
+before its expiry) every write of the hold raises ``LeaseLostError`` before
+touching the store, ``ensure_owned(config)`` raises it in nodes and tools, and
+an asyncio hold cancels the task running the invocation (``CancelOnLoss``),
+which its ``hold`` turns into ``LeaseLostError``.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections.abc import Awaitable, Callable
-from contextlib import suppress
+from typing import Any, Final
 
-from rulvar_store import Lease, RulvarError
+from rulvar_langgraph._core import HOLD_KEY
+from rulvar_store import (
+    AsyncLeaseKeeper,
+    InvalidArgumentError,
+    LeaseKeeper,
+    LeaseLostError,
+)
 
-__all__ = ["AsyncRenewer", "Renewer"]
+__all__ = ["LOST_MESSAGE", "CancelOnLoss", "ensure_owned", "owned"]
+
+LOST_MESSAGE: Final = "rulvar: the hold's lease was lost"
 
 
-class Renewer:
-    """A daemon thread renewing one lease every ``interval_s`` until stopped.
+def _keeper(config: Any) -> LeaseKeeper | AsyncLeaseKeeper:
+    configurable = config.get("configurable") if isinstance(config, dict) else None
+    keeper = (configurable or {}).get(HOLD_KEY)
+    if not isinstance(keeper, LeaseKeeper | AsyncLeaseKeeper):
+        raise InvalidArgumentError(
+            "this config carries no rulvar hold: pass the config your node "
+            "received, from an invocation made with saver.hold(thread_id)",
+            "ensure_owned",
+            "config",
+        )
+    return keeper
 
-    A failed renew ends the renewals and is kept in ``lost``: the lease is gone
-    (taken over or deleted), every later write with it is refused by the store,
-    and nothing here tries to take it back.
+
+def ensure_owned(config: Any) -> None:
+    """Raise unless the hold that made ``config`` still owns its thread.
+
+    Call it in a node or tool, with the config LangGraph passed it, right before
+    a side effect (a payment, an email): a worker that lost its thread (paused
+    past the ttl, cut off from the store) stops there instead of acting twice.
+
+    Raises:
+        LeaseLostError: the hold's lease is lost; let it propagate.
+        InvalidArgumentError: the config comes from no hold.
+    """
+    _keeper(config).ensure_owned()
+
+
+def owned(config: Any) -> bool:
+    """Whether the hold that made ``config`` still owns its thread.
+
+    Raises:
+        InvalidArgumentError: the config comes from no hold.
+    """
+    return _keeper(config).owned
+
+
+class CancelOnLoss:
+    """Cancels the task that entered an asyncio hold when its lease is lost.
+
+    ``translate`` turns the cancellation this caused back into the typed
+    ``LeaseLostError`` at the hold's exit; a cancellation from elsewhere stays one.
     """
 
-    def __init__(
-        self, renew: Callable[[Lease], None], lease: Lease, interval_s: float
-    ) -> None:
-        self._renew = renew
-        self._lease = lease
-        self._interval_s = interval_s
-        self._stop = threading.Event()
-        self.lost: RulvarError | None = None
-        self._thread = threading.Thread(
-            target=self._run, name=f"rulvar-hold-{lease.run_id}", daemon=True
-        )
-        self._thread.start()
+    def __init__(self) -> None:
+        self._task = asyncio.current_task()
+        self.fired = False
 
-    def _run(self) -> None:
-        while not self._stop.wait(self._interval_s):
-            try:
-                self._renew(self._lease)
-            except RulvarError as exc:
-                self.lost = exc
-                return
+    def __call__(self, error: LeaseLostError) -> None:
+        task = self._task
+        if task is not None and not task.done():
+            self.fired = True
+            task.cancel(LOST_MESSAGE)
 
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
-class AsyncRenewer:
-    """The asyncio twin of ``Renewer``: a timer on the running loop.
-
-    A task renews only when the timer fires: most holds end before their first
-    renewal, and then the hold costs one timer handle, not a task to create,
-    cancel and await. After each successful renew the timer is set again.
-    """
-
-    def __init__(
-        self, renew: Callable[[Lease], Awaitable[None]], lease: Lease, interval_s: float
-    ) -> None:
-        self._renew = renew
-        self._lease = lease
-        self._interval_s = interval_s
-        self.lost: RulvarError | None = None
-        self._loop = asyncio.get_running_loop()
-        self._stopped = False
-        # The latest renewal's task, kept until stop: stop awaits it, so an
-        # unexpected error surfaces there, as from the task loop it replaces.
-        self._renewal: asyncio.Task[None] | None = None
-        self._timer: asyncio.TimerHandle | None = self._loop.call_later(
-            interval_s, self._due
-        )
-
-    def _due(self) -> None:
-        self._timer = None
-        self._renewal = self._loop.create_task(self._renew_once())
-
-    async def _renew_once(self) -> None:
-        try:
-            await self._renew(self._lease)
-        except RulvarError as exc:
-            self.lost = exc
-            return
-        if not self._stopped:
-            self._timer = self._loop.call_later(self._interval_s, self._due)
-
-    async def stop(self) -> None:
-        self._stopped = True
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        renewal = self._renewal
-        if renewal is not None:
-            renewal.cancel()
-            with suppress(asyncio.CancelledError):
-                await renewal
+    def translate(self, lost: LeaseLostError | None) -> LeaseLostError | None:
+        """The error to raise instead of the current ``CancelledError``, if ours."""
+        task = self._task
+        if not self.fired or lost is None or task is None:
+            return None
+        self.fired = False
+        if task.uncancel() > 0:
+            return None  # someone else cancelled the task too: that one wins
+        return lost

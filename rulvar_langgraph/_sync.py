@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -21,9 +22,14 @@ from rulvar_langgraph import _plans
 from rulvar_langgraph._core import STRIPES, SaverCore
 from rulvar_langgraph._layout import run_for_thread
 from rulvar_langgraph._plans import Plan, T
-from rulvar_langgraph._renewals import SharedRenewer
 from rulvar_langgraph._telemetry import SAVER_CALLS, traced_saver
-from rulvar_store import JournalStore, OpenedStore, TranscriptStore, open_store
+from rulvar_store import (
+    JournalStore,
+    LeaseKeeper,
+    OpenedStore,
+    TranscriptStore,
+    open_store,
+)
 from rulvar_store.backend import Observed
 
 __all__ = ["RulvarSaver"]
@@ -94,18 +100,22 @@ class RulvarSaver(SaverCore, Observed):
     ) -> Iterator[RunnableConfig]:
         """Own ``thread_id`` for one invocation; yield the config to invoke with.
 
-        Renews every third of the ttl and releases at exit. Once superseded,
-        writes with this config raise ``LeaseHeldError``: stop the invocation.
+        Renews every third of the ttl and releases at exit. Once the lease is
+        lost (a renewal refused, or none succeeded before expiry), every write
+        with this config raises ``LeaseLostError`` before touching the store,
+        and ``rulvar_langgraph.ensure_owned(config)`` raises it in nodes.
 
         Raises:
-            LeaseHeldError: another worker holds the thread.
+            LeaseHeldError: another worker holds the thread (``retry_after_ms``
+                says when its lease expires unless renewed).
         """
         run_id = run_for_thread(thread_id)
+        since = time.monotonic()  # the lease expires ttl after this at the latest
         lease = self.journal.acquire(run_id, self.owner)  # type: ignore[attr-defined]  # check_stores saw acquire
-        renewer = SharedRenewer(self.journal.renew, lease, self._renew_every_s)  # type: ignore[attr-defined]  # check_stores saw leases
+        keeper = LeaseKeeper(self.journal.renew, lease, self._ttl_ms, since=since)  # type: ignore[attr-defined]  # check_stores saw leases
         raised: BaseException | None = None
         try:
-            yield self._hold_begun(thread_id, lease, config)
+            yield self._hold_begun(thread_id, lease, config, keeper)
         except BaseException as exc:  # the outcome the hold's end writes: failed
             raised = exc
             raise
@@ -113,7 +123,7 @@ class RulvarSaver(SaverCore, Observed):
             release = self._hold_ended(
                 lease, raised
             )  # no write joins the hold from here on
-            renewer.stop()
+            keeper.stop()
             self._run(release)
 
     # --- BaseCheckpointSaver ----------------------------------------------------------

@@ -44,6 +44,7 @@ from rulvar_store._capabilities import (
 from rulvar_store._file_journal import CorruptFileError, JsonlFileStore, TornTail
 from rulvar_store._file_transcripts import FileTranscriptStore
 from rulvar_store._incremental import IncrementalReadStore, JournalTail
+from rulvar_store._keeper import AsyncLeaseKeeper, LeaseKeeper
 from rulvar_store._location_records import OpenedStore
 from rulvar_store._memory import (
     MemoryFencedTranscriptStore,
@@ -75,6 +76,7 @@ from rulvar_store.errors import (
     InvalidArgumentError,
     JournalOrderViolation,
     LeaseHeldError,
+    LeaseLostError,
     LeaseRunMismatchError,
     MissingExtraError,
     NotJsonError,
@@ -95,6 +97,7 @@ __all__ = [
     "AsyncIncrementalReadStore",
     "AsyncJournalStore",
     "AsyncLeasableStore",
+    "AsyncLeaseKeeper",
     "AsyncMetaLookupStore",
     "AsyncOpenedStore",
     "AsyncStoreOpening",
@@ -119,6 +122,8 @@ __all__ = [
     "LeasableStore",
     "Lease",
     "LeaseHeldError",
+    "LeaseKeeper",
+    "LeaseLostError",
     "LeaseRunMismatchError",
     "MemoryFencedTranscriptStore",
     "MemoryStore",

@@ -40,7 +40,7 @@ from rulvar_store._records import (
     system_clock_ms,
     validate_ttl_ms,
 )
-from rulvar_store._run_match import check_run_match
+from rulvar_store._run_match import check_run_match, held_by
 from rulvar_store._telemetry import Observed, TelemetryTarget, instrumented, note
 from rulvar_store.errors import JournalOrderViolation, LeaseHeldError, StoreClosedError
 
@@ -266,12 +266,7 @@ class MemoryStore(Observed):
             now = self._now()
             row = self._domain.leases.get(run_id)
             if row is not None and row.expires_at > now:
-                raise LeaseHeldError(
-                    f"run {run_id!r} is leased by {row.owner!r} (epoch {row.epoch})",
-                    run_id,
-                    row.owner,
-                    row.epoch,
-                )
+                raise held_by(run_id, row.owner, row.epoch, row.expires_at - now)
             epoch = self._domain.epochs.get(run_id, 0) + 1
             self._domain.epochs[run_id] = epoch
             self._domain.leases[run_id] = _LeaseRow(

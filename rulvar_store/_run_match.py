@@ -9,7 +9,7 @@ from __future__ import annotations
 from rulvar_store._records import Lease
 from rulvar_store.errors import LeaseHeldError, LeaseRunMismatchError
 
-__all__ = ["check_run_match", "not_live_lease"]
+__all__ = ["check_run_match", "held_by", "not_live_lease"]
 
 
 def check_run_match(lease: Lease | None, run_id: str, operation: str) -> None:
@@ -36,4 +36,19 @@ def not_live_lease(operation: str, lease: Lease) -> LeaseHeldError:
         lease.run_id,
         lease.owner,
         lease.epoch,
+    )
+
+
+def held_by(
+    run_id: str, holder: str, epoch: int, retry_after_ms: int
+) -> LeaseHeldError:
+    """The L1 refusal of an acquire: who holds the run, at which epoch, until when."""
+    retry_after_ms = max(0, int(retry_after_ms))
+    return LeaseHeldError(
+        f"run {run_id!r} is leased by {holder!r} (epoch {epoch}); its lease "
+        f"expires in {retry_after_ms} ms unless renewed",
+        run_id,
+        holder,
+        epoch,
+        retry_after_ms,
     )

@@ -84,6 +84,7 @@ from rulvar_store._last_ref import (
     last_ref_of,
     prefix_upper_bound,
 )
+from rulvar_store._liveness import holder_is_dead, this_process
 from rulvar_store._location_records import (
     LOCATION_FEATURES,
     FreshStoreFactory,
@@ -116,7 +117,7 @@ from rulvar_store._refs import (
     is_safe_token,
     ref_run_id,
 )
-from rulvar_store._run_match import check_run_match, not_live_lease
+from rulvar_store._run_match import check_run_match, held_by, not_live_lease
 from rulvar_store._telemetry import (
     Observed,
     TelemetryTarget,
@@ -193,7 +194,9 @@ __all__ = [
     "has_get_under",
     "has_last_ref",
     "has_single_writer_files",
+    "held_by",
     "hit",
+    "holder_is_dead",
     "hookimpl",
     "hookspec",
     "install_hint",
@@ -239,6 +242,7 @@ __all__ = [
     "system_clock_ms",
     "telemetry_target",
     "text_for_read",
+    "this_process",
     "validate_ttl_ms",
     "wait_out",
 ]

@@ -10,7 +10,8 @@
     │   ├── StoreClosedError       the store (or its blob twin) was closed
     │   └── ForkedStoreError       a handle opened in a parent process was used in a forked child
     ├── LeaseHeldError             ownership conflict: re-acquire later or give up (retryable)
-    │   └── LeaseRunMismatchError  F2: the lease names another run (a bug: not retryable)
+    │   ├── LeaseRunMismatchError  F2: the lease names another run (a bug: not retryable)
+    │   └── LeaseLostError         a holder's own lease is gone (L10): stop the work, requeue
     ├── SupersededError            run settlement bounced off the fence
     ├── SettlementError            run settlement failed for another reason (retryable)
     ├── StoreBusyError             transient contention outlasted its bound: retry
@@ -35,6 +36,7 @@ __all__ = [
     "InvalidArgumentError",
     "JournalOrderViolation",
     "LeaseHeldError",
+    "LeaseLostError",
     "LeaseRunMismatchError",
     "MissingExtraError",
     "NotJsonError",
@@ -215,7 +217,14 @@ class ForkedStoreError(_HandleUnusableError):
 
 
 class LeaseHeldError(RulvarError):
-    """The run is leased by someone else, or the presented lease is not live (L1, L6)."""
+    """The run is leased by someone else, or the presented lease is not live (L1, L6).
+
+    For a refused ``acquire``, ``owner`` and ``epoch`` are the live holder's and
+    ``retry_after_ms`` says when its lease expires unless renewed (the earliest
+    moment an acquire can succeed while the holder lives; ``None`` when the
+    store could not tell). For a refused leased write they are the presented
+    lease's.
+    """
 
     code = "lease_held"
     retryable = True
@@ -226,15 +235,28 @@ class LeaseHeldError(RulvarError):
         run_id: str | None = None,
         owner: str | None = None,
         epoch: int | None = None,
+        retry_after_ms: int | None = None,
+        *extra: Any,
     ) -> None:
-        super().__init__(message, run_id, owner, epoch)
+        super().__init__(message, run_id, owner, epoch, retry_after_ms, *extra)
         self.run_id = run_id
         self.owner = owner
         self.epoch = epoch
+        self.retry_after_ms = retry_after_ms
+
+    @property
+    def holder(self) -> str | None:
+        """The owner the refusal names (the live holder's, for an acquire)."""
+        return self.owner
 
     @property
     def data(self) -> dict[str, Any]:
-        return {"runId": self.run_id, "owner": self.owner, "epoch": self.epoch}
+        return {
+            "runId": self.run_id,
+            "owner": self.owner,
+            "epoch": self.epoch,
+            "retryAfterMs": self.retry_after_ms,
+        }
 
 
 class LeaseRunMismatchError(LeaseHeldError):
@@ -245,6 +267,42 @@ class LeaseRunMismatchError(LeaseHeldError):
     """
 
     retryable = False
+
+
+LostReason = Literal["refused", "expired"]
+
+
+class LeaseLostError(LeaseHeldError):
+    """L10: a holder's own lease is gone; the work it guards must stop now.
+
+    Raised by a hold (a LangGraph saver's ``hold``, ``LeaseKeeper``) instead of
+    letting the work run on: ``reason`` is ``"refused"`` when a renewal was
+    refused (the run was taken over, released or deleted) and ``"expired"``
+    when no renewal succeeded before the lease's expiry (the store was
+    unreachable, or the process was paused past the ttl). ``owner`` and
+    ``epoch`` are the lost lease's. Retryable: requeue the work; a later
+    acquire resumes it from what was stored.
+    """
+
+    code = "lease_lost"
+
+    def __init__(
+        self,
+        message: str,
+        run_id: str | None = None,
+        owner: str | None = None,
+        epoch: int | None = None,
+        reason: LostReason = "refused",
+    ) -> None:
+        super().__init__(message, run_id, owner, epoch, None, reason)
+        # The base passed our arguments on with its own retry_after_ms slot
+        # between: keep exactly ours, so the instance pickles with its fields.
+        self.args = (message, run_id, owner, epoch, reason)
+        self.reason: LostReason = reason
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return {**super().data, "reason": self.reason}
 
 
 class SupersededError(RulvarError):

@@ -46,6 +46,7 @@ from rulvar_store_postgres._get_under import get_under_step
 from rulvar_store_postgres._handle import PostgresHandle
 from rulvar_store_postgres._interrupts import interrupts_deferred
 from rulvar_store_postgres._last_ref import alearn_collation, last_ref_step
+from rulvar_store_postgres._liveness import liveness_key_async
 from rulvar_store_postgres._plans import READ_ROWS, Step
 from rulvar_store_postgres._reads import awarm_reads, read_prepared_async
 from rulvar_store_postgres._telemetry_target import pool_figures, postgres_target
@@ -265,8 +266,18 @@ class AsyncPostgresStore(PostgresHandle, AsyncClosing, Observed):
         return await self._call(self._plans.peek_lease(run_id))
 
     async def acquire(self, run_id: str, owner: str) -> Lease:
-        """Take the run's lease with the next epoch (L1-L3), on the lease clock."""
-        return await self._call(self._plans.acquire(run_id, owner))
+        """Take the run's lease with the next epoch (L1-L3), on the lease clock.
+
+        A live lease whose holder process provably died is taken over at once
+        (L11); this process's liveness session opens on a thread, once.
+        """
+        settings = self._settings
+        key = (
+            None
+            if settings.readonly
+            else await liveness_key_async(settings.conninfo, settings.connect_timeout_s)
+        )
+        return await self._call(self._plans.acquire(run_id, owner, key))
 
     async def renew(self, lease: Lease) -> None:
         """Extend a live lease to now + ttl (L8); a dead one raises (L6)."""

@@ -31,6 +31,7 @@ from rulvar_store import backend as _intake
 from rulvar_store.backend import (
     check_run_match,
     finite_seq,
+    held_by,
     load_listing,
     load_record,
     load_records,
@@ -246,24 +247,39 @@ class Plans:
 
     # -- leases ----------------------------------------------------------------
 
-    def acquire(self, run_id: str, owner: str) -> Step[Lease]:
+    def acquire(
+        self, run_id: str, owner: str, liveness: int | None = None
+    ) -> Step[Lease]:
+        """Take the lease; ``liveness`` is this process's liveness key (L11).
+
+        A refusal reads the holder's row after the call (one more round trip,
+        on the refused path only) to name the holder and its expiry.
+        """
         _intake.run_id_for_write(run_id, "acquire")
         _intake.owner_for_write(owner, "acquire")
 
-        def granted(epoch: int) -> Lease:
+        def granted(epoch: int) -> Lease | Step[Lease]:
             if epoch <= 0:
-                # The holder's owner is not returned (the call stays a scalar);
-                # its epoch is.
-                raise LeaseHeldError(
-                    f"run {run_id!r} is leased (live lease at epoch {-epoch})",
-                    run_id,
-                    None,
-                    -epoch,
-                )
+                return self._refusal(run_id, -epoch)
             return Lease(run_id, owner, epoch)
 
-        args = (run_id, owner, self.ttl_ms, self.clock())
+        args = (run_id, owner, self.ttl_ms, self.clock(), liveness)
         return Step("acquire", "mutate", self.sql.acquire, args, granted)
+
+    def _refusal(self, run_id: str, epoch: int) -> Step[Lease]:
+        """The L1 refusal naming the holder and its expiry, read after the call."""
+
+        def refuse(rows: list[tuple[Any, ...]]) -> Lease:
+            if rows and int(rows[0][1]) == epoch:
+                owner, _, expires_at, now = rows[0]
+                raise held_by(run_id, str(owner), epoch, int(expires_at) - int(now))
+            # Released or taken over since: the refusal still stands.
+            raise LeaseHeldError(
+                f"run {run_id!r} was leased at epoch {epoch}", run_id, None, epoch
+            )
+
+        args = (self.clock(), run_id)
+        return Step("acquire", "rows", self.sql.peek_lease, args, refuse)
 
     def _live_only(
         self, operation: str, call: str, lease: Lease, *extra: Any

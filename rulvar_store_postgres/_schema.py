@@ -185,17 +185,26 @@ END""",
         ),
         _Function(
             "rulvar_py_acquire",
-            "p_run text, p_owner text, p_ttl_ms bigint, p_now bigint",
+            "p_run text, p_owner text, p_ttl_ms bigint, p_now bigint, p_liveness bigint",
             f"""
 DECLARE
   t bigint;
   live record;
   next_epoch bigint;
+  holder_key bigint;
 BEGIN
   {lock}
   SELECT owner, epoch, expires_at INTO live FROM {q}.rulvar_leases WHERE run_id = p_run;
   IF FOUND AND live.expires_at > t THEN
-    RETURN -live.epoch;  -- held: the live holder's epoch, negated
+    -- L11: the live lease of a dead holder is taken over at once. Its process
+    -- held the liveness lock its lease recorded for as long as it ran; a lock
+    -- nobody holds means the server ended that session. No record (the
+    -- reference's lease, another epoch) or a held lock: the holder lives.
+    SELECT liveness INTO holder_key FROM {q}.rulvar_py_lease_holders
+    WHERE run_id = p_run AND epoch = live.epoch;
+    IF holder_key IS NULL OR NOT pg_try_advisory_xact_lock(holder_key) THEN
+      RETURN -live.epoch;  -- held: the live holder's epoch, negated
+    END IF;
   END IF;
   -- The counter lives apart from the lease row and survives release, expiry
   -- and delete (L3-L5); never go below an epoch the lease row still carries.
@@ -216,6 +225,13 @@ BEGIN
       RAISE EXCEPTION 'lease row of run % changed outside the run lock', p_run
         USING ERRCODE = '40001';
     END IF;
+  END IF;
+  IF p_liveness IS NULL THEN
+    DELETE FROM {q}.rulvar_py_lease_holders WHERE run_id = p_run;
+  ELSE
+    INSERT INTO {q}.rulvar_py_lease_holders AS h (run_id, epoch, liveness)
+    VALUES (p_run, next_epoch, p_liveness)
+    ON CONFLICT (run_id) DO UPDATE SET epoch = EXCLUDED.epoch, liveness = EXCLUDED.liveness;
   END IF;
   RETURN next_epoch;
 END""",
@@ -310,6 +326,10 @@ class Sql:
             "rulvar_epochs": "run_id TEXT PRIMARY KEY, epoch BIGINT NOT NULL",
             "rulvar_blobs": "ref TEXT PRIMARY KEY, run_id TEXT NOT NULL, "
             "data BYTEA NOT NULL",
+            # Our own (rulvar_py_*, which the reference ignores): the liveness
+            # key of the process that took each lease, for L11.
+            "rulvar_py_lease_holders": "run_id TEXT PRIMARY KEY, "
+            "epoch BIGINT NOT NULL, liveness BIGINT NOT NULL",
         }
         tables = "\n".join(
             f"  CREATE TABLE IF NOT EXISTS {q}.{name} (\n  {columns});"

@@ -24,6 +24,7 @@ from rulvar_store_postgres._errors import mutation_result, translated
 from rulvar_store_postgres._handle import PostgresHandle
 from rulvar_store_postgres._interrupts import interrupts_deferred
 from rulvar_store_postgres._last_ref import learn_collation
+from rulvar_store_postgres._liveness import liveness_key
 from rulvar_store_postgres._plans import READ_ROWS, Step
 from rulvar_store_postgres._pool import Conn, make_pool
 from rulvar_store_postgres._primary import PROBE, ServerState
@@ -332,8 +333,18 @@ class PostgresStore(PostgresHandle, Observed):
     # -- leases ----------------------------------------------------------------
 
     def acquire(self, run_id: str, owner: str) -> Lease:
-        """Take the run's lease with the next epoch (L1-L3), on the lease clock."""
-        return self._run(self._plans.acquire(run_id, owner))
+        """Take the run's lease with the next epoch (L1-L3), on the lease clock.
+
+        A live lease whose holder process provably died (its liveness session
+        is gone, ``_liveness``) is taken over at once (L11).
+        """
+        settings = self._settings
+        key = (
+            None
+            if settings.readonly
+            else liveness_key(settings.conninfo, settings.connect_timeout_s)
+        )
+        return self._run(self._plans.acquire(run_id, owner, key))
 
     def renew(self, lease: Lease) -> None:
         """Extend a live lease to now + ttl (L8); a dead one raises (L6)."""

@@ -18,6 +18,7 @@ from rulvar_store_sqlite import _sql as sql
 __all__ = [
     "EXPECTED_COLUMNS",
     "INDEX_NAMES",
+    "OWN_DDL",
     "SCHEMA_DDL",
     "TABLE_NAMES",
     "bootstrap",
@@ -49,6 +50,18 @@ SCHEMA_DDL: Final[tuple[str, ...]] = (
     "data BLOB NOT NULL)",
     "CREATE INDEX IF NOT EXISTS blobs_by_run ON blobs (run_id)",
 )
+
+# Our own objects (Appendix S allows rulvar_py_* beside the five tables): the
+# process that took each lease, for crash-fast takeover (L11). A file booted by
+# an older version gains it at its next read-write boot; a read-only open and
+# the reference do without it.
+OWN_DDL: Final[tuple[str, ...]] = (
+    "CREATE TABLE IF NOT EXISTS rulvar_py_lease_holders ("
+    "run_id TEXT PRIMARY KEY, "
+    "epoch INTEGER NOT NULL, "
+    "process TEXT NOT NULL)",
+)
+OWN_NAMES: Final = ("rulvar_py_lease_holders",)
 
 TABLE_NAMES: Final = ("entries", "meta", "leases", "epochs", "blobs")
 INDEX_NAMES: Final = (
@@ -88,7 +101,9 @@ def _ensure_wal(cursor: apsw.Cursor, in_memory: bool) -> None:
         )
 
 
-def _schema_present(cursor: apsw.Cursor) -> bool:
+def _schema_present(
+    cursor: apsw.Cursor, wanted: tuple[str, ...] = _FORMAT_NAMES
+) -> bool:
     names = {
         row[0]
         for row in _rows(
@@ -96,7 +111,7 @@ def _schema_present(cursor: apsw.Cursor) -> bool:
             "SELECT name FROM sqlite_master WHERE type IN ('table', 'index')",
         )
     }
-    return all(name in names for name in _FORMAT_NAMES)
+    return all(name in names for name in wanted)
 
 
 def _verify_columns(cursor: apsw.Cursor) -> None:
@@ -128,10 +143,10 @@ def bootstrap(connection: apsw.Connection, in_memory: bool) -> None:
     try:
         _ensure_wal(cursor, in_memory)
         _verify_columns(cursor)  # before the DDL: indexes on a foreign shape would fail
-        if not _schema_present(cursor):
+        if not _schema_present(cursor, _FORMAT_NAMES + OWN_NAMES):
             cursor.execute(sql.BEGIN)
             try:
-                for statement in SCHEMA_DDL:
+                for statement in SCHEMA_DDL + OWN_DDL:
                     cursor.execute(statement)
                 cursor.execute(sql.COMMIT)
             except BaseException:

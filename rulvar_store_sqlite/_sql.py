@@ -52,6 +52,24 @@ TAKE_LEASE: Final = (
     "owner = excluded.owner, epoch = excluded.epoch, expires_at = excluded.expires_at "
     "WHERE leases.expires_at <= ?5"
 )
+# Crash-fast takeover (L11): the same take, also over the live row of a holder
+# whose process is provably dead, pinned by that row's owner (?6) and epoch (?7).
+TAKE_LEASE_FROM_DEAD: Final = (
+    "INSERT INTO leases (run_id, owner, epoch, expires_at) VALUES (?1, ?2, ?3, ?4) "
+    "ON CONFLICT (run_id) DO UPDATE SET "
+    "owner = excluded.owner, epoch = excluded.epoch, expires_at = excluded.expires_at "
+    "WHERE leases.expires_at <= ?5 OR (leases.owner = ?6 AND leases.epoch = ?7)"
+)
+# Who took each lease (rulvar_py_lease_holders, a table of our own that the
+# reference ignores): the process identity of the epoch's holder.
+HOLDER_OF: Final = (
+    "SELECT process FROM rulvar_py_lease_holders WHERE run_id = ? AND epoch = ?"
+)
+RECORD_HOLDER: Final = (
+    "INSERT INTO rulvar_py_lease_holders (run_id, epoch, process) VALUES (?1, ?2, ?3) "
+    "ON CONFLICT (run_id) DO UPDATE SET epoch = excluded.epoch, process = excluded.process"
+)
+FORGET_HOLDER: Final = "DELETE FROM rulvar_py_lease_holders WHERE run_id = ?"
 RENEW_LEASE: Final = (
     "UPDATE leases SET expires_at = ? WHERE run_id = ? AND owner = ? AND epoch = ?"
 )

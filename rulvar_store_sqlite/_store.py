@@ -24,6 +24,8 @@ from rulvar_store.backend import (
     batch_recorder,
     check_run_match,
     finite_seq,
+    held_by,
+    holder_is_dead,
     instrumented,
     load_listing,
     load_record,
@@ -31,6 +33,7 @@ from rulvar_store.backend import (
     meta_matches_filter,
     note_telemetry,
     parse_cursor,
+    this_process,
 )
 from rulvar_store.errors import (
     JournalOrderViolation,
@@ -451,31 +454,39 @@ class SqliteStore(Observed):
         _intake.run_id_for_write(run_id, "acquire")
         _intake.owner_for_write(owner, "acquire")
         now = 0
-        replaced = False  # an expired lease row: this acquire takes the run over
+        replaced = False  # a lease row is there: this acquire takes the run over
+        dead: tuple[str, int] | None = None  # a dead holder's (owner, epoch)
 
         def check_free() -> None:
-            nonlocal now, replaced
-            now, replaced = self._check_free(run_id)
+            nonlocal now, replaced, dead
+            now, replaced, dead = self._check_free(run_id, take_dead=True)
 
         def take(cursor: apsw.Cursor) -> Lease:
             epoch = cursor.execute(sql.BUMP_EPOCH, (run_id,)).fetchall()[0][0]
             assert isinstance(epoch, int)
-            cursor.execute(
-                sql.TAKE_LEASE, (run_id, owner, epoch, now + self.lease_ttl_ms, now)
-            )
+            row = (run_id, owner, epoch, now + self.lease_ttl_ms, now)
+            if dead is None:
+                cursor.execute(sql.TAKE_LEASE, row)
+            else:
+                cursor.execute(sql.TAKE_LEASE_FROM_DEAD, (*row, *dead))
             if self._conn.changes() != 1:
                 raise LeaseHeldError(
                     f"run {run_id!r} was leased concurrently", run_id, None, None
                 )
+            self._record_holder(cursor, run_id, epoch)
             if replaced:
                 note_telemetry(self, "leases_taken_over")
             return Lease(run_id, owner, epoch)
 
         return Operation("acquire", check_free, take)
 
-    def _check_free(self, run_id: str) -> tuple[int, bool]:
-        """Raise ``LeaseHeldError`` while a live lease holds the run; the store's
-        now, and whether an expired lease row is there (taking it is a takeover).
+    def _check_free(
+        self, run_id: str, *, take_dead: bool
+    ) -> tuple[int, bool, tuple[str, int] | None]:
+        """Raise ``LeaseHeldError`` while a live lease holds the run (its holder,
+        epoch and ``retry_after_ms``, L12); else the store's now, whether a lease
+        row is there (taking it is a takeover), and with ``take_dead`` a live
+        lease whose holder is provably dead as ``(owner, epoch)`` (L11).
 
         Inside the write transaction, so no other connection changes the row
         before the caller takes it.
@@ -483,14 +494,14 @@ class SqliteStore(Observed):
         now = self._now()
         rows = self._cursor.execute(sql.LEASE_ROW, (run_id,)).fetchall()
         if rows and rows[0][2] > now:  # type: ignore[operator]  # INTEGER column
-            holder, epoch = rows[0][0], rows[0][1]
-            raise LeaseHeldError(
-                f"run {run_id!r} is leased by {holder!r} (epoch {epoch})",
-                run_id,
-                holder,  # type: ignore[arg-type]  # TEXT column
-                epoch,  # type: ignore[arg-type]  # INTEGER column
-            )
-        return now, bool(rows)
+            holder, epoch, expires_at = rows[0]
+            assert isinstance(holder, str)
+            assert isinstance(epoch, int)
+            assert isinstance(expires_at, int)
+            if take_dead and self._holder_is_dead(run_id, epoch):
+                return now, True, (holder, epoch)
+            raise held_by(run_id, holder, epoch, expires_at - now)
+        return now, bool(rows), None
 
     def in_brief_lease(self, run_id: str, owner: str, work: BriefWork[T]) -> T:
         """``acquire``, ``work(lease, journal, blobs)``, ``release``: ONE transaction.
@@ -507,11 +518,32 @@ class SqliteStore(Observed):
         return brief_lease_op(
             run_id,
             owner,
-            lambda: self._check_free(run_id)[0],
+            lambda: self._check_free(run_id, take_dead=False)[0],
             self.lease_ttl_ms,
             self._assert_fencing,
             work,
         )
+
+    def _holder_is_dead(self, run_id: str, epoch: int) -> bool:
+        """L11: the process that took ``epoch`` provably no longer runs.
+
+        No row for that epoch (a lease the reference or an older version took),
+        or a process this host cannot judge, reads as alive.
+        """
+        try:
+            rows = self._cursor.execute(sql.HOLDER_OF, (run_id, epoch)).fetchall()
+        except apsw.SQLError:
+            return False  # a file without our table: nobody recorded holders
+        return bool(rows) and holder_is_dead(rows[0][0])
+
+    @staticmethod
+    def _record_holder(cursor: apsw.Cursor, run_id: str, epoch: int) -> None:
+        """Record this process as the holder of ``epoch`` (L11), in the take's transaction."""
+        process = this_process()
+        if process is None:
+            cursor.execute(sql.FORGET_HOLDER, (run_id,))
+        else:
+            cursor.execute(sql.RECORD_HOLDER, (run_id, epoch, process))
 
     def renew(self, lease: Lease) -> None:
         """Extend the live lease to ``now + ttl`` (L8), pinned by owner and epoch.

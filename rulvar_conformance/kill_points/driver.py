@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import threading
 import time
 from collections.abc import Callable, Mapping
 from contextlib import suppress
@@ -36,6 +35,7 @@ from rulvar_store import (
     LeasableStore,
     Lease,
     LeaseHeldError,
+    LeaseKeeper,
     RunMeta,
     SettlementError,
     SupersededError,
@@ -66,31 +66,6 @@ def _now_iso() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-class _Renewer:
-    """Renews the lease every ``max(1, ttl // 3)`` ms; remembers the first failure."""
-
-    def __init__(self, store: LeasableStore, lease: Lease, ttl_ms: int) -> None:
-        self._store, self._lease = store, lease
-        self._interval_s = max(1, ttl_ms // 3) / 1000
-        self._stop = threading.Event()
-        self.failure: BaseException | None = None
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-        self._thread.start()
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self._interval_s):
-            try:
-                self._store.renew(self._lease)
-            except Exception as exc:
-                self.failure = exc
-                return
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not threading.current_thread():
-            self._thread.join(5)
-
-
 @dataclass
 class _Segment:
     """One segment's view of the run: journal, lease, bindings consumed so far."""
@@ -100,7 +75,7 @@ class _Segment:
     run_id: str
     lease: Lease
     provider: ScriptedProvider
-    renewer: _Renewer
+    keeper: LeaseKeeper
     entries: list[JournalEntry]
     appended: int = 0
     consumed: set[int] = field(default_factory=set)
@@ -117,9 +92,13 @@ class _Segment:
         return int(entry["seq"])
 
     def call(self, prompt: str, turn: int) -> dict[str, Any]:
-        """One provider call; a failed renew cancels the segment first (K1, L10)."""
-        if self.renewer.failure is not None:
-            raise self.renewer.failure
+        """One provider call; a lost lease cancels the segment first (K1, L10).
+
+        Lost means a renewal was refused, or none succeeded before the lease's
+        expiry by this process's clock (``LeaseKeeper``): a segment resumed
+        after a pause past the ttl stops here too.
+        """
+        self.keeper.ensure_owned()
         return self.provider.complete(prompt, turn)
 
     def settled_ok(self) -> bool:
@@ -348,9 +327,10 @@ def run_segment(
         KeyError: ``workflow`` is not one of ``WORKFLOWS``.
     """
     body = WORKFLOWS[workflow]
+    since = time.monotonic()  # the lease expires ttl after this at the latest
     lease = store.acquire(run_id, owner or f"kp-{os.getpid()}")
     ttl_ms = getattr(store, "lease_ttl_ms", DEFAULT_LEASE_TTL_MS)
-    renewer = _Renewer(store, lease, ttl_ms)
+    renewer = LeaseKeeper(store.renew, lease, ttl_ms, since=since)
     try:
         entries = store.load(run_id)
         meta = _running_meta(_read_meta(store, run_id), run_id, workflow)

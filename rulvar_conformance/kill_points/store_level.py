@@ -59,6 +59,7 @@ from rulvar_conformance.kill_points.store_ops import (
 )
 from rulvar_store import LeasableStore, Lease, LeaseHeldError, OpenedStore
 from rulvar_store.backend import StoreLocation, system_clock_ms
+from rulvar_store.ops import has_lease_peek
 
 __all__ = ["ensure_point", "run_store_case"]
 
@@ -82,12 +83,34 @@ def _probe_lease(
         armed_at = int(next(e["at_ms"] for e in events if e.get("t") == "armed"))
         probe_at = lease_at + CHILD_TTL_MS + (armed_at - lease_at) // 2
         clock.offset_ms = probe_at - system_clock_ms()
+    # A store that takes a dead holder's live lease over at once (L11) grants
+    # this acquire although the dead child's lease row is live: the row, read
+    # first at the same clock, still says the lease was held.
+    live_row = _live_row(store, clock, events, op)
     try:
         lease = store.acquire(RUN, "kp-referee")
     except LeaseHeldError as exc:
         epoch = getattr(exc, "epoch", None)
         return _LeaseProbe("held", None, (epoch,) if isinstance(epoch, int) else ())
-    return _LeaseProbe("free", lease, ())
+    return _LeaseProbe("held" if live_row else "free", lease, ())
+
+
+def _live_row(
+    store: LeasableStore, clock: SkewedClock, events: list[dict[str, Any]], op: str
+) -> bool:
+    """Whether the run's lease row is live at the probe time.
+
+    Read with the store's lease peek; a store without one (an asyncio store
+    seen through its sync bridge) is judged from the child's lease event, for
+    the operations that leave the lease row as the child took it.
+    """
+    if has_lease_peek(store):
+        row = store.peek_lease(RUN)
+        return row is not None and row.live
+    if op in ("acquire", "renew", "release", "delete"):
+        return False
+    taken = [int(e["at_ms"]) for e in events if e.get("t") == "lease"]
+    return bool(taken) and clock() < taken[-1] + CHILD_TTL_MS
 
 
 def _child_problems(

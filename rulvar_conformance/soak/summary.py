@@ -26,6 +26,7 @@ __all__ = [
     "SoakActivity",
     "SoakHealth",
     "SoakSummary",
+    "TakeoverLatency",
 ]
 
 Outcome = Literal["passed", "violations", "quorum-not-reached"]
@@ -100,6 +101,19 @@ class ResumeLatency:
 
 
 @dataclass(frozen=True)
+class TakeoverLatency:
+    """From each SIGKILL to another writer's grant of a run the killed one held (ms).
+
+    With crash-fast takeover (L11) it is the time until some writer next asks
+    for that run, not the ttl.
+    """
+
+    count: int = 0
+    mean: float | None = None
+    max: float | None = None
+
+
+@dataclass(frozen=True)
 class InsidePauses:
     """Pauses that landed inside a store call, and how many froze every writer."""
 
@@ -123,6 +137,7 @@ class SoakHealth:
     longest_write_drought_ms: float = 0.0
     drought_cause: str = ""
     resume_to_next_outcome_ms: ResumeLatency = ResumeLatency()
+    kill_to_takeover_ms: TakeoverLatency = TakeoverLatency()
     pauses_inside_a_call: InsidePauses = InsidePauses()
 
 
@@ -202,6 +217,12 @@ class SoakSummary:
                 "SIGCONT to next outcome",
                 f"mean {_ms(resume.mean)} ms, max {_ms(resume.max)} ms "
                 f"({resume.paused_while_booting} paused while booting, not counted)",
+            ),
+            (
+                "SIGKILL to takeover of its runs",
+                f"mean {_ms(h.kill_to_takeover_ms.mean)} ms, max "
+                f"{_ms(h.kill_to_takeover_ms.max)} ms "
+                f"({h.kill_to_takeover_ms.count} runs held at a kill)",
             ),
             (
                 "first write after the spawn",

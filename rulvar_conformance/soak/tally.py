@@ -21,6 +21,7 @@ from rulvar_conformance.soak.summary import (
     ResumeLatency,
     SoakActivity,
     SoakHealth,
+    TakeoverLatency,
 )
 
 __all__ = ["DEFAULT_SOAK_QUORUM", "ActivityTally", "SoakQuorum", "health_report"]
@@ -170,6 +171,7 @@ def health_report(
         longest_write_drought_ms=round(gap_ms, 1),
         drought_cause=_drought_cause(ordered, chaos, gap_from, gap_to),
         resume_to_next_outcome_ms=_resume_latencies(ordered, chaos),
+        kill_to_takeover_ms=_kill_takeovers(ordered, chaos),
         pauses_inside_a_call=_inside_pauses(ordered, chaos),
     )
 
@@ -268,6 +270,59 @@ def _pause_windows(chaos: list[Event]) -> list[dict[str, Any]]:
                 }
             )
     return windows
+
+
+_TENURE_ENDS: Final = frozenset({"released", "fence-kick", "stale-reject", "stall"})
+
+
+def _kill_takeovers(ordered: list[Event], chaos: list[Event]) -> TakeoverLatency:
+    """For each run a killed writer held, the wait until another writer's grant."""
+    holder: dict[str, tuple[int, int]] = {}
+    held_at_kill: list[tuple[str, tuple[int, int], int]] = []
+    kills = sorted(
+        (e for e in chaos if e.get("t") == "kill"), key=lambda e: int(e.get("ns", 0))
+    )
+    writes = [e for e in ordered if e.get("t") == "grant" or e.get("t") in _TENURE_ENDS]
+    position = 0
+    for kill in kills:
+        at = int(kill.get("ns", 0))
+        while position < len(writes) and int(writes[position].get("ns", 0)) <= at:
+            event = writes[position]
+            run, who = (
+                str(event.get("run")),
+                (_writer_of(event), int(event.get("inc", 0))),
+            )
+            if event.get("t") == "grant":
+                holder[run] = who
+            elif holder.get(run) == who:
+                del holder[run]
+            position += 1
+        victim = (_writer_of(kill), int(kill.get("inc", 0)))
+        held_at_kill += [
+            (run, victim, at) for run, who in holder.items() if who == victim
+        ]
+    latencies = []
+    for run, victim, at in held_at_kill:
+        grant = next(
+            (
+                int(e.get("ns", 0))
+                for e in ordered
+                if e.get("t") == "grant"
+                and e.get("run") == run
+                and int(e.get("ns", 0)) > at
+                and (_writer_of(e), int(e.get("inc", 0))) != victim
+            ),
+            None,
+        )
+        if grant is not None:
+            latencies.append((grant - at) / 1e6)
+    if not latencies:
+        return TakeoverLatency()
+    return TakeoverLatency(
+        count=len(latencies),
+        mean=round(mean(latencies), 1),
+        max=round(max(latencies), 1),
+    )
 
 
 def _resume_latencies(ordered: list[Event], chaos: list[Event]) -> ResumeLatency:

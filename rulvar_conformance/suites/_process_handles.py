@@ -11,11 +11,12 @@ to be able to continue the child's lease and follow it with a higher epoch.
 
 from __future__ import annotations
 
+import time
 from functools import partial
 from typing import Any, Final
 
 from rulvar_conformance.harness.kit import attempt, not_run, require
-from rulvar_conformance.harness.processes import run_spawned
+from rulvar_conformance.harness.processes import _spawned
 from rulvar_conformance.harness.site import at_fresh_location
 from rulvar_conformance.harness.surfaces import (
     blob_ref,
@@ -33,30 +34,34 @@ CHILD_TIMEOUT_S: Final = 120.0
 
 
 def _child_takes_the_run(location: StoreLocation, blobs: bool, report: Any) -> None:
-    """In the spawned child: acquire, append, put a blob; leave the lease live.
+    """In the spawned child: acquire, append, put a blob; then live until killed.
 
     Sends ``("ok", owner, epoch)`` or ``("error", text)`` through ``report``.
+    The child stays alive with its lease live: a store may take the lease of a
+    holder whose process died over at once (L11), so only a living holder's
+    lease must hold in the parent.
     """
     try:
-        with location.open() as opened:
-            lease = leasable(opened).acquire(RUN, "child-owner")
-            opened.journal.append(RUN, entry(1, "child", 1), lease)
-            if blobs:
-                opened.transcripts.put(blob_ref(RUN), b"from the child", lease)
+        opened = location.open()
+        lease = leasable(opened).acquire(RUN, "child-owner")
+        opened.journal.append(RUN, entry(1, "child", 1), lease)
+        if blobs:
+            opened.transcripts.put(blob_ref(RUN), b"from the child", lease)
         report.send(("ok", lease.owner, lease.epoch))
     except Exception as exc:
         report.send(("error", f"{type(exc).__name__}: {exc}"))
+        return
     finally:
         report.close()
+    while True:
+        time.sleep(1)
 
 
-def _run_child(location: StoreLocation, blobs: bool) -> tuple[str, int]:
-    """Spawn the child and return the lease it took; not run if it cannot start."""
-    child = run_spawned(_child_takes_the_run, (location, blobs), CHILD_TIMEOUT_S)
-    message = child.message
+def _child_report(message: Any, exitcode: int | None) -> tuple[str, int]:
+    """The lease the child took; not run if it never reported."""
     if message is None:
         not_run(
-            f"a spawned child process exited (code {child.exitcode}) without "
+            f"a spawned child process exited (code {exitcode}) without "
             "reporting; the calling program's main module must be importable and "
             "guard its entry point with if __name__ == '__main__'"
         )
@@ -66,34 +71,48 @@ def _run_child(location: StoreLocation, blobs: bool) -> tuple[str, int]:
 
 def across_processes(locations: LocationFactory, caps: frozenset[str]) -> None:
     blobs = "fenced_transcripts" in caps
-    with at_fresh_location(locations, needs=("shared", "processes")) as site:
+    with (
+        at_fresh_location(locations, needs=("shared", "processes")) as site,
+        _spawned(_child_takes_the_run, (site.location, blobs)) as (child, receive),
+    ):
         parent = site.open()
-        owner, epoch = _run_child(site.location, blobs)
-        keys = [item.get("key") for item in parent.journal.load(RUN)]
+        try:
+            message = receive.recv() if receive.poll(CHILD_TIMEOUT_S) else None
+        except EOFError:
+            message = None  # the child died without a word
+        try:
+            owner, epoch = _child_report(message, child.exitcode)
+            _parent_continues(parent, blobs, owner, epoch)
+        finally:
+            child.kill()
+
+
+def _parent_continues(parent: Any, blobs: bool, owner: str, epoch: int) -> None:
+    """The parent sees the child's writes, is refused its lease, then follows it."""
+    keys = [item.get("key") for item in parent.journal.load(RUN)]
+    require(
+        keys == ["child-1"],
+        f"expected the child's append visible through the parent's handle, "
+        f"observed keys {keys}",
+    )
+    if blobs:
+        seen = parent.transcripts.get(blob_ref(RUN))
         require(
-            keys == ["child-1"],
-            f"expected the child's append visible through the parent's handle, "
-            f"observed keys {keys}",
+            seen == b"from the child",
+            f"expected the child's blob through the parent's handle, observed {seen!r}",
         )
-        if blobs:
-            seen = parent.transcripts.get(blob_ref(RUN))
-            require(
-                seen == b"from the child",
-                f"expected the child's blob through the parent's handle, observed "
-                f"{seen!r}",
-            )
-        intruder = attempt(partial(leasable(parent).acquire, RUN, "parent-owner"))
-        expect_refused(
-            intruder,
-            "the parent's acquire of a run a child process holds (the lease must "
-            "live in the store, not in one process: L1)",
-        )
-        childs = Lease(RUN, owner, epoch)
-        leasable(parent).renew(childs)  # any handle may continue a live lease
-        leasable(parent).release(childs)
-        after = leasable(parent).acquire(RUN, "parent-owner")
-        require(
-            after.epoch > epoch,
-            f"expected the parent's acquire after the child's lease to get an epoch "
-            f"above {epoch}, observed {after.epoch} (L3)",
-        )
+    intruder = attempt(partial(leasable(parent).acquire, RUN, "parent-owner"))
+    expect_refused(
+        intruder,
+        "the parent's acquire of a run a child process holds (the lease must "
+        "live in the store, not in one process: L1)",
+    )
+    childs = Lease(RUN, owner, epoch)
+    leasable(parent).renew(childs)  # any handle may continue a live lease
+    leasable(parent).release(childs)
+    after = leasable(parent).acquire(RUN, "parent-owner")
+    require(
+        after.epoch > epoch,
+        f"expected the parent's acquire after the child's lease to get an epoch "
+        f"above {epoch}, observed {after.epoch} (L3)",
+    )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import operator
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
@@ -30,10 +31,17 @@ from rulvar_conformance.harness.kit import (
     require,
     run_concurrently,
 )
+from rulvar_conformance.harness.probe import describe
 from rulvar_conformance.harness.site import ManualClock, Site, at_fresh_location
 from rulvar_conformance.harness.surfaces import expect_refused
-from rulvar_langgraph import RulvarSaver, ThreadGoneError
-from rulvar_store import LeaseHeldError
+from rulvar_langgraph import (
+    LEASE_KEY,
+    RulvarSaver,
+    ThreadGoneError,
+    ensure_owned,
+    owned,
+)
+from rulvar_store import LeaseHeldError, LeaseLostError
 from rulvar_store.backend import LocationFactory
 
 __all__ = ["LG_TTL_MS", "langgraph_ownership_conformance"]
@@ -440,6 +448,56 @@ class _CountingStore:
         return attribute
 
 
+LOSS_TTL_MS: Final = 1_500
+"""The lost-hold check's ttl, in real time: its keeper renews every half second."""
+LOSS_BOUND_S: Final = 10.0
+
+
+def _lost_hold_stops_its_work(locations: LocationFactory) -> None:
+    """L13: a hold whose lease is gone says so, and its writes never reach the store."""
+    with at_fresh_location(locations, needs=("shared",)) as site:
+        opened, other = site.open(LOSS_TTL_MS), site.open(LOSS_TTL_MS)
+        calls: list[str] = []
+        saver = RulvarSaver(
+            _CountingStore(opened.journal, calls),
+            _CountingStore(opened.transcripts, calls),
+            owner="worker-a",
+        )
+        with saver.hold(THREAD) as held:
+            first = _put(saver, held, 1)
+            asked = attempt(lambda: owned(held))
+            require(
+                asked.ok and asked.value is True,
+                f"owned(config) of a live hold must be True, observed "
+                f"{asked.value if asked.ok else describe(asked.error)}",
+            )
+            # Another handle gives the hold's lease up: its next renewal is refused.
+            other.journal.release(held["configurable"][LEASE_KEY])  # type: ignore[attr-defined]  # a leasable store
+            deadline = time.monotonic() + LOSS_BOUND_S
+            while (asked := attempt(lambda: owned(held))).ok and asked.value:
+                require(
+                    time.monotonic() < deadline,
+                    f"owned(config) still True {LOSS_BOUND_S:.0f} s after the hold's "
+                    f"lease was released (ttl {LOSS_TTL_MS} ms, renewed every ttl/3)",
+                )
+                time.sleep(0.02)
+            lost = attempt(lambda: ensure_owned(held))
+            require(
+                isinstance(lost.error, LeaseLostError),
+                "ensure_owned(config) of a hold whose lease is gone must raise "
+                f"LeaseLostError, observed {describe(lost.error)}",
+            )
+            calls.clear()
+            late = attempt(
+                lambda: _put(saver, held, 2, first["configurable"]["checkpoint_id"])
+            )
+            require(
+                isinstance(late.error, LeaseLostError) and not calls,
+                "the lost hold's put must raise LeaseLostError before any store "
+                f"call, observed {describe(late.error)} after calls {calls}",
+            )
+
+
 def _latest_read_is_flat(locations: LocationFactory) -> None:
     with at_fresh_location(locations, needs=("shared",)) as site:
         writer_store = site.open(LG_TTL_MS)
@@ -584,6 +642,12 @@ CHECKS: Final[tuple[tuple[str, str, tuple[str, ...], Body], ...]] = (
         "a fresh saver reads the latest checkpoint with the same few reads at any length",
         ("G9",),
         _latest_read_is_flat,
+    ),
+    (
+        "lg-lost-hold-stops-its-work",
+        "a hold whose lease is lost says so and its writes fail typed before any I/O",
+        ("L13",),
+        _lost_hold_stops_its_work,
     ),
     (
         "lg-space-reclaimed",
