@@ -140,6 +140,7 @@ def admitted(cluster: Cluster, conn: Any, row: tuple[Any, ...] | None) -> Server
     except NotPrimary:
         cluster.demote(conn)
         raise
+    cluster.prefer(conn)
     return state
 
 

@@ -13,11 +13,12 @@ by the sync and asyncio pools:
   primary that a failover has superseded (it kept running, a "zombie"), and
   its connections are refused when made and discarded when next taken from
   the pool, so neither writes nor reads keep answering from it;
-* hosts are tried in the URL's order, except that a host whose connection
-  was found superseded, read-only, or stalled past a call's deadline is moved
-  to the back: the next connections try the others first, so the pool
-  reaches a new primary by itself whatever the order in which the URL lists
-  the hosts;
+* hosts are tried in the URL's order at first; then the host of the last
+  admitted connection goes to the front (the primary: no wait on standbys or
+  a black-holed host before it), and a host whose connection was found
+  superseded, read-only, or stalled past a call's deadline goes to the back,
+  so the pool reaches a new primary by itself whatever the order in which
+  the URL lists the hosts;
 * ``replication=required`` refuses (``ConfigError`` naming the fix) a server
   whose acknowledged commits a failover can take back: one that commits
   without waiting for a synchronous standby.
@@ -221,6 +222,27 @@ class Cluster:
         self, conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]
     ) -> None:
         """Try ``conn``'s host last from now on (superseded, read-only or stalled)."""
+        self._move(conn, to_front=False)
+
+    def prefer(
+        self, conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]
+    ) -> None:
+        """Try ``conn``'s host first from now on: it is the primary.
+
+        The hosts before it in the URL were standbys or did not answer (a
+        black-holed one costs ``connect_timeout`` per attempt): the next
+        connection goes where this one went.
+        """
+        self._move(conn, to_front=True)
+
+    def _move(
+        self,
+        conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any],
+        *,
+        to_front: bool,
+    ) -> None:
+        if not self._order:
+            return
         try:
             host, port = conn.info.host, str(conn.info.port)
             hostaddr = conn.info.hostaddr
@@ -231,7 +253,11 @@ class Cluster:
             for index, entry in enumerate(self._order):
                 same_port = entry.get("port", port) == port
                 if same_port and names & {entry.get("host"), entry.get("hostaddr")}:
-                    self._order.append(self._order.pop(index))
+                    moved = self._order.pop(index)
+                    if to_front:
+                        self._order.insert(0, moved)
+                    else:
+                        self._order.append(moved)
                     return
 
     def admit(self, state: ServerState) -> None:
