@@ -156,6 +156,7 @@ def set_aside(
     """
     state = ServerState.from_row(row)
     conn.probed_at = monotonic()
+    cluster.seen(state)
     if (
         (state.in_recovery and fenced)
         or not cluster.current(state.timeline)

@@ -12,7 +12,9 @@ by the sync and asyncio pools:
 * the highest timeline seen is the cluster's: a server on a lower one is a
   primary that a failover has superseded (it kept running, a "zombie"), and
   its connections are refused when made and discarded when next taken from
-  the pool, so neither writes nor reads keep answering from it;
+  the pool, so neither writes nor reads keep answering from it (unless no
+  primary on the higher timeline was admitted for ``TIMELINE_TRUST_S``: a
+  cluster rebuilt or restored from a backup starts its timelines again);
 * hosts are tried in the URL's order at first; then the host of the last
   admitted connection goes to the front (the primary: no wait on standbys or
   a black-holed host before it), and a host whose connection was found
@@ -35,6 +37,7 @@ import logging
 import re
 import threading
 from dataclasses import dataclass
+from time import monotonic
 from typing import Any, Final
 
 import psycopg
@@ -45,6 +48,7 @@ from rulvar_store.errors import ConfigError
 __all__ = [
     "PROBE",
     "PROBE_EVERY_S",
+    "TIMELINE_TRUST_S",
     "Cluster",
     "NotPrimary",
     "Refused",
@@ -56,6 +60,11 @@ __all__ = [
 _log = logging.getLogger("rulvar_store_postgres")
 
 PROBE_EVERY_S: Final = 1.0
+# A lower timeline is refused while a primary on the higher one was admitted
+# this recently. A zombie outlives its leader key by far less with a watchdog;
+# a cluster rebuilt or restored from a backup (timelines start again) is
+# accepted after it, without restarting the process.
+TIMELINE_TRUST_S: Final = 60.0
 # One statement, readable by any role: pg_stat_replication shows a role
 # without pg_read_all_stats its standbys' rows with NULL columns (counted as
 # hidden: their state is then unknown, never taken for "none").
@@ -201,6 +210,7 @@ class Cluster:
         self._lock = threading.Lock()
         self._order = _hosts(conninfo)
         self.timeline = 0  # the highest seen on a primary
+        self._timeline_seen_at = 0.0  # when a primary on it was last admitted
         self.last_state: ServerState | None = None
         self._warned = False
 
@@ -277,13 +287,28 @@ class Cluster:
                 "other hosts first"
             )
         with self._lock:
-            if state.timeline < self.timeline:
+            if (
+                state.timeline < self.timeline
+                and monotonic() - self._timeline_seen_at < TIMELINE_TRUST_S
+            ):
                 raise NotPrimary(
                     f"the server is on timeline {state.timeline}, behind timeline "
                     f"{self.timeline} of a primary seen since: it was superseded "
                     "by a failover; retry, the pool tries the other hosts first"
                 )
+            if state.timeline < self.timeline:
+                # No server on the higher timeline for TIMELINE_TRUST_S: the
+                # cluster was rebuilt or restored, not failed over.
+                _log.warning(
+                    "%s: timeline %d was not seen for %.0f s; timeline %d is "
+                    "taken as the cluster's",
+                    self._where,
+                    self.timeline,
+                    TIMELINE_TRUST_S,
+                    state.timeline,
+                )
             self.timeline = state.timeline
+            self._timeline_seen_at = monotonic()
             self.last_state = state
         if not self._fenced:
             return
@@ -308,6 +333,11 @@ class Cluster:
             "synchronous_commit = on; or remove replication=required to accept "
             "that a failover can roll back acknowledged writes and epochs"
         )
+
+    def seen(self, state: ServerState) -> None:
+        """A pooled connection's fresh answer: its primary is still on the timeline."""
+        if not state.in_recovery and state.timeline == self.timeline:
+            self._timeline_seen_at = monotonic()
 
     def current(self, timeline: int) -> bool:
         """Whether a connection made on ``timeline`` is still on the cluster's."""

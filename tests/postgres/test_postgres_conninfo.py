@@ -18,6 +18,7 @@ from rulvar_store.backend import redact_url
 from rulvar_store_postgres._config import OPTION_NAMES, resolve_settings
 from rulvar_store_postgres._conninfo import split_keywords, split_url
 from rulvar_store_postgres._primary import (
+    TIMELINE_TRUST_S,
     Cluster,
     NotPrimary,
     Refused,
@@ -150,6 +151,10 @@ def test_standbys_and_superseded_primaries_are_refused() -> None:
     assert cluster.current(2)
     with pytest.raises(NotPrimary, match="in recovery"):
         cluster.admit(replace(PRIMARY, in_recovery=True, timeline=0))
+    # No primary on timeline 2 for TIMELINE_TRUST_S: a rebuilt cluster, accepted.
+    cluster._timeline_seen_at -= TIMELINE_TRUST_S + 1
+    cluster.admit(PRIMARY)
+    assert cluster.timeline == 1
     observer = Cluster("postgresql://h/db", "w", replication="any", fenced=False)
     observer.admit(replace(PRIMARY, in_recovery=True, timeline=0))
 
