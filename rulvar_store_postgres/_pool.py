@@ -149,19 +149,22 @@ def set_aside(
 ) -> bool:
     """Whether a pooled connection's fresh ``PROBE`` answer says: use another.
 
-    In recovery (for a store that writes), on a timeline behind the cluster's,
-    or a synchronous primary without its synchronous standby (its commits
-    cannot finish; after a failover it is the superseded primary). Its host
-    is then tried last.
+    Always in recovery (for a store that writes) or on a timeline behind the
+    cluster's. A primary that may have been superseded is set aside too, at
+    most once per ``Cluster.SUSPECT_EVERY_S`` (a standby's restart must not
+    turn every probe into a reconnect): a synchronous one without its
+    synchronous standby (its commits cannot finish), or one that had standbys
+    and has none left (after a failover they follow the new primary). Its
+    host is then tried last; if no other host is the primary, the next
+    connection comes back to it.
     """
     state = ServerState.from_row(row)
     conn.probed_at = monotonic()
     cluster.seen(state)
-    if (
-        (state.in_recovery and fenced)
-        or not cluster.current(state.timeline)
-        or state.starved
-    ):
+    if (state.in_recovery and fenced) or not cluster.current(state.timeline):
+        cluster.demote(conn)
+        return True
+    if cluster.suspect(state):
         cluster.demote(conn)
         return True
     return False

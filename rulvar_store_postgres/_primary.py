@@ -28,7 +28,10 @@ by the sync and asyncio pools:
 A pooled connection is asked again when it is taken from the pool more than
 ``PROBE_EVERY_S`` after its last answer: a primary whose synchronous standby
 has left (its commits cannot finish; after a failover, the standby became
-the new primary) is then set aside in favour of another host, once.
+the new primary), or that had standbys and has none left (asynchronous: they
+follow the new primary), is then set aside in favour of another host, at
+most once per ``SUSPECT_EVERY_S``. Once one connection reaches a primary on a
+higher timeline, every connection to the old one is dropped.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from rulvar_store.errors import ConfigError
 __all__ = [
     "PROBE",
     "PROBE_EVERY_S",
+    "SUSPECT_EVERY_S",
     "TIMELINE_TRUST_S",
     "Cluster",
     "NotPrimary",
@@ -65,6 +69,9 @@ PROBE_EVERY_S: Final = 1.0
 # a cluster rebuilt or restored from a backup (timelines start again) is
 # accepted after it, without restarting the process.
 TIMELINE_TRUST_S: Final = 60.0
+# At most one pooled connection per pool is set aside as maybe superseded in
+# this time (``Cluster.suspect``).
+SUSPECT_EVERY_S: Final = 5.0
 # One statement, readable by any role: pg_stat_replication shows a role
 # without pg_read_all_stats its standbys' rows with NULL columns (counted as
 # hidden: their state is then unknown, never taken for "none").
@@ -211,6 +218,8 @@ class Cluster:
         self._order = _hosts(conninfo)
         self.timeline = 0  # the highest seen on a primary
         self._timeline_seen_at = 0.0  # when a primary on it was last admitted
+        self._had_standbys = 0  # the timeline on which standbys were last seen
+        self._suspected_at = -SUSPECT_EVERY_S  # the last ``suspect`` verdict
         self.last_state: ServerState | None = None
         self._warned = False
 
@@ -309,6 +318,8 @@ class Cluster:
                 )
             self.timeline = state.timeline
             self._timeline_seen_at = monotonic()
+            if state.standbys:
+                self._had_standbys = state.timeline
             self.last_state = state
         if not self._fenced:
             return
@@ -338,6 +349,29 @@ class Cluster:
         """A pooled connection's fresh answer: its primary is still on the timeline."""
         if not state.in_recovery and state.timeline == self.timeline:
             self._timeline_seen_at = monotonic()
+            if state.standbys:
+                self._had_standbys = state.timeline
+
+    def suspect(self, state: ServerState) -> bool:
+        """Whether a primary may have been superseded (see ``_pool.set_aside``).
+
+        True at most once per ``SUSPECT_EVERY_S`` per pool.
+        """
+        if state.in_recovery:
+            return False
+        orphaned = (
+            not state.standbys
+            and not state.hidden
+            and self._had_standbys == state.timeline
+        )
+        if not (state.starved or orphaned):
+            return False
+        with self._lock:
+            now = monotonic()
+            if now - self._suspected_at < SUSPECT_EVERY_S:
+                return False
+            self._suspected_at = now
+        return True
 
     def current(self, timeline: int) -> bool:
         """Whether a connection made on ``timeline`` is still on the cluster's."""

@@ -18,6 +18,7 @@ from rulvar_store.backend import redact_url
 from rulvar_store_postgres._config import OPTION_NAMES, resolve_settings
 from rulvar_store_postgres._conninfo import split_keywords, split_url
 from rulvar_store_postgres._primary import (
+    SUSPECT_EVERY_S,
     TIMELINE_TRUST_S,
     Cluster,
     NotPrimary,
@@ -201,3 +202,20 @@ def test_the_guard_refuses_async_and_the_default_warns_once(
     default.admit(PRIMARY)
     warned = [r for r in caplog.records if "asynchronously" in r.getMessage()]
     assert len(warned) == 1
+
+
+@pytest.mark.clause("P21")
+def test_a_primary_left_without_its_standbys_is_suspected_once_per_interval() -> None:
+    """P21: sync without its standby, or async that lost every standby, is set aside
+    (once per SUSPECT_EVERY_S); a lone server that never had standbys is not."""
+    cluster = Cluster("postgresql://h/db", "w", replication="any", fenced=True)
+    cluster.admit(PRIMARY)  # two standbys attached
+    orphaned = replace(PRIMARY, standbys=0)
+    assert cluster.suspect(orphaned)
+    assert not cluster.suspect(orphaned)  # rate-limited
+    cluster._suspected_at -= SUSPECT_EVERY_S
+    assert cluster.suspect(replace(PRIMARY, standby_names="s1", standbys=1))
+    lone = Cluster("postgresql://h/db", "w", replication="any", fenced=True)
+    lone.admit(orphaned)
+    assert not lone.suspect(orphaned)
+    assert not lone.suspect(replace(orphaned, in_recovery=True))

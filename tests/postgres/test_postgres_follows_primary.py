@@ -396,6 +396,42 @@ def test_a_zombie_primary_listed_first_loses_writers_and_readers_to_the_new_one(
             reader.close()
 
 
+@pytest.mark.clause("P21")
+def test_an_async_zombie_listed_first_is_left_once_its_standbys_are_gone() -> None:
+    """P21, async: the zombie keeps acknowledging (those writes are lost), but the
+    writer leaves it within seconds: it had a standby and has none left."""
+    with pair(standby=True) as p:
+        assert p.standby is not None
+        writer = PostgresStore(
+            _url(p, p.primary, p.standby), schema="az", ttl_ms=TTL_MS
+        )
+        try:
+            writer.append("r", {"seq": 0})
+            p.promote()
+            promoted = time.monotonic()
+            seq = 0
+            while True:
+                assert time.monotonic() - promoted < 15, (
+                    "the writer stayed on the zombie"
+                )
+                seq += 1
+                if _error_of(writer.append, "r", {"seq": seq}) is not None:
+                    continue
+                on_new = sql(
+                    p.standby,
+                    "SELECT count(*) FROM az.rulvar_entries "
+                    "WHERE (payload::jsonb->>'seq')::int = %s",
+                    (seq,),
+                )[0][0]
+                if on_new:
+                    break
+                time.sleep(0.1)
+            # Liveness, not speed: one probe interval plus one suspicion.
+            assert time.monotonic() - promoted < 10
+        finally:
+            writer.close()
+
+
 def _loaded(store: PostgresStore) -> list[Any]:
     try:
         return store.load("r")
