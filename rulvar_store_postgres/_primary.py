@@ -374,5 +374,8 @@ class Cluster:
         return True
 
     def current(self, timeline: int) -> bool:
-        """Whether a connection made on ``timeline`` is still on the cluster's."""
-        return timeline >= self.timeline
+        """Whether a connection made on ``timeline`` is still on the cluster's.
+
+        0 is a standby's (an observer's connection): not judged by timeline.
+        """
+        return timeline == 0 or timeline >= self.timeline

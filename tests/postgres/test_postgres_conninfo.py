@@ -150,6 +150,7 @@ def test_standbys_and_superseded_primaries_are_refused() -> None:
         cluster.admit(PRIMARY)
     assert not cluster.current(1)
     assert cluster.current(2)
+    assert cluster.current(0)  # a standby's connection (observers only)
     with pytest.raises(NotPrimary, match="in recovery"):
         cluster.admit(replace(PRIMARY, in_recovery=True, timeline=0))
     # No primary on timeline 2 for TIMELINE_TRUST_S: a rebuilt cluster, accepted.

@@ -321,6 +321,12 @@ def test_a_standby_listed_first_is_passed_over_and_the_primary_reached() -> None
         with PostgresStore(f"{url}?target_session_attrs=any", schema="p16") as store:
             assert store.load("r") == [{"seq": 0}]
             store.append("r", {"seq": 1})
+        # An observer reads from the standby (replayed by now: sync names empty).
+        _until(lambda: _replayed(p.standby, "p16") == 2, 10, "no replay")
+        with PostgresStore(_url(p, p.standby), schema="p16", readonly=True) as seen:
+            assert seen.load("r") == [{"seq": 0}, {"seq": 1}]
+            time.sleep(1.1)  # its connection is asked again: still served
+            assert seen.load("r") == [{"seq": 0}, {"seq": 1}]
         alone = f"{_url(p, p.standby)}?target_session_attrs=any"
         with PostgresStore(alone, schema="p16") as store:
             error = _error_of(store.load, "r")
