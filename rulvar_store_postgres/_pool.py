@@ -151,7 +151,7 @@ def set_aside(
 
     Always in recovery (for a store that writes) or on a timeline behind the
     cluster's. A primary that may have been superseded is set aside too, at
-    most once per ``Cluster.SUSPECT_EVERY_S`` (a standby's restart must not
+    most once per ``SUSPECT_EVERY_S`` (a standby's restart must not
     turn every probe into a reconnect): a synchronous one without its
     synchronous standby (its commits cannot finish), or one that had standbys
     and has none left (after a failover they follow the new primary). Its
@@ -421,7 +421,8 @@ class Checkout:
             if isinstance(exc, psycopg.Error):
                 raise deadline_passed(self._bound_s) from exc
             return
-        why = discarded_why(exc)
+        # An observer's sessions are read-only by design: its 25006 stays ConfigError.
+        why = discarded_why(exc) if pool.fenced else None
         if why is None:
             pool.return_idle(conn)
             return
