@@ -134,7 +134,10 @@ def admitted(cluster: Cluster, conn: Any, row: tuple[Any, ...] | None) -> Server
     """
     state = ServerState.from_row(row)
     conn.timeline, conn.probed_at = state.timeline, monotonic()
-    conn.started, conn.pid = state.started, conn.info.backend_pid
+    conn.pid = conn.info.backend_pid
+    # A pooler in between (PgBouncer) shows the client a pid of its own: the
+    # session behind it may serve other clients, so it is never ended.
+    conn.started = state.started if state.pid == conn.pid else ""
     try:
         cluster.admit(state)
     except NotPrimary:

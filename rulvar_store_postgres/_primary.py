@@ -85,7 +85,8 @@ PROBE: Final = (
     "WHERE sync_state IN ('sync', 'quorum')), "
     "(SELECT count(*) FROM pg_stat_replication), "
     "(SELECT count(*) FROM pg_stat_replication WHERE sync_state IS NULL), "
-    "(SELECT backend_start::text FROM pg_stat_activity WHERE pid = pg_backend_pid())"
+    "(SELECT backend_start::text FROM pg_stat_activity WHERE pid = pg_backend_pid()), "
+    "pg_backend_pid()"
 )
 _REQUIRED: Final = re.compile(r"\s*(?:FIRST\s+|ANY\s+)?(\d+)\s*\(", re.IGNORECASE)
 # synchronous_commit levels that do not wait for any standby.
@@ -128,11 +129,12 @@ class ServerState:
     standbys: int  # standbys connected now
     hidden: int  # standbys whose state this role may not see
     started: str  # this session's backend_start (``_sessions``)
+    pid: int = 0  # this session's backend pid, as the server knows it
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...] | None) -> ServerState:
         assert row is not None
-        recovery, timeline, commit, names, sync, standbys, hidden, started = row
+        recovery, timeline, commit, names, sync, standbys, hidden, started = row[:8]
         return cls(
             bool(recovery),
             int(timeline),
@@ -142,6 +144,7 @@ class ServerState:
             int(standbys),
             int(hidden),
             str(started or ""),
+            int(row[8]) if len(row) > 8 else 0,
         )
 
     @property
