@@ -28,7 +28,12 @@ import pytest
 import rulvar_store_postgres._pool as pool_module
 import rulvar_store_postgres._transaction as transaction_module
 from rulvar_cli._durability import durability_line, durability_of
-from rulvar_store import ConfigError, StoreUnavailableError, open_store
+from rulvar_store import (
+    ConfigError,
+    StoreUnavailableError,
+    open_store,
+    open_store_async,
+)
 from rulvar_store.backend import parse_store_url, resolve_backend
 from rulvar_store_postgres import AsyncPostgresStore, PostgresStore
 from rulvar_store_postgres._primary import Cluster
@@ -555,6 +560,16 @@ def test_open_store_takes_every_libpq_spelling(pg_url: str, schema: str) -> None
             opened.journal.append("r", {"seq": 0})
             assert opened.journal.load("r") == [{"seq": 0}]
             opened.journal.delete("r")
+
+    async def through_asyncio(spelling: str) -> list[Any]:
+        async with open_store_async(spelling, schema=schema) as opened:
+            await opened.journal.append("r", {"seq": 1})
+            loaded = await opened.journal.load("r")
+            await opened.journal.delete("r")
+            return loaded
+
+    for spelling in (spellings[0], spellings[-1]):
+        assert asyncio.run(through_asyncio(spelling)) == [{"seq": 1}]
 
 
 @pytest.mark.clause("P16")
