@@ -195,8 +195,8 @@ def _hosts(conninfo: str) -> list[dict[str, str]]:
         if given.get(key) not in (None, "")
     }
     count = max((len(values) for values in names.values()), default=0)
-    if count < 2:
-        return []
+    if count < 2 or any(len(values) not in (1, count) for values in names.values()):
+        return []  # one host, or lists libpq itself will refuse: left as written
     entries = []
     for index in range(count):
         entry = {}

@@ -136,6 +136,8 @@ def test_the_primary_goes_first_and_a_bad_host_last() -> None:
     cluster.demote(_Conn(_Info("h3", 3)))  # type: ignore[arg-type]
     assert "host=h1,h2,h3 port=1,2,3" in cluster.conninfo()
     assert cluster.hosts == 3
+    mismatched = "postgresql://u@h1,h2,h3/db?port=1,2"  # libpq refuses it itself
+    assert Cluster(mismatched, "w", replication="any", fenced=True).hosts == 1
     single = Cluster("postgresql://u@h1/db", "w", replication="any", fenced=True)
     assert single.conninfo() == "postgresql://u@h1/db"
     assert single.hosts == 1
