@@ -37,7 +37,7 @@ __all__ = [
     "RulvarSaver",
     "ThreadGoneError",
     "aimport_threads",
-    "import_threads",
     "ensure_owned",
+    "import_threads",
     "owned",
 ]
