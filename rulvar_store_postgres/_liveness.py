@@ -22,6 +22,7 @@ read as alive (unknown is never dead) and expire by their ttl as before.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
 import secrets
 import threading
@@ -40,6 +41,17 @@ _sessions: dict[tuple[int, str], tuple[psycopg.Connection[Any], int]] = {}
 # not on every acquire.
 _failed: dict[tuple[int, str], float] = {}
 RETRY_S: Final = 10.0
+
+
+@atexit.register
+def _close_sessions() -> None:
+    """Close this process's liveness sessions at exit (the server would anyway;
+    closing them says goodbye instead of leaving psycopg to warn of them)."""
+    with _lock:
+        for (pid, _), (conn, _key) in list(_sessions.items()):
+            if pid == os.getpid():
+                conn.close()
+        _sessions.clear()
 
 
 def liveness_key(conninfo: str, connect_timeout_s: int) -> int | None:
