@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -77,7 +78,10 @@ def child(url: str, reps: int, ops: int, condition: str) -> None:
         kind = type(journal)
         bare_append = kind.append.__wrapped__
         bare_load = kind.load.__wrapped__
-        lease = journal.acquire("bench", "w")
+        # A run of this child's own: a file URL is shared by the three children.
+        run_id = f"bench-{os.getpid()}"
+        small = f"small-{os.getpid()}"
+        lease = journal.acquire(run_id, "w")
         seq = [0]
 
         def append(instrumented: bool) -> Callable[[int], None]:
@@ -85,20 +89,20 @@ def child(url: str, reps: int, ops: int, condition: str) -> None:
                 seq[0] += 1
                 entry = {"seq": seq[0], "kind": "step"}
                 if instrumented:
-                    journal.append("bench", entry, lease)
+                    journal.append(run_id, entry, lease)
                 else:
-                    bare_append(journal, "bench", entry, lease)
+                    bare_append(journal, run_id, entry, lease)
 
             return one
 
-        journal.append("small", {"seq": 1}, lease=None)
+        journal.append(small, {"seq": 1}, lease=None)
 
         def load(instrumented: bool) -> Callable[[int], None]:
             def one(index: int) -> None:
                 if instrumented:
-                    journal.load("small")
+                    journal.load(small)
                 else:
-                    bare_load(journal, "small")
+                    bare_load(journal, small)
 
             return one
 

@@ -3,9 +3,10 @@
 A span per checkpoint operation, named ``"<method> checkpoint"`` with the
 store's database attributes and the thread under ``rulvar.run.id`` (hashed by
 default: ``configure_telemetry``); the store calls it makes nest under it.
-Counters ``rulvar.langgraph.checkpoints`` and ``rulvar.langgraph.writes`` (the
-pending writes stored) carry the thread the same way; a refused write counts
-under the fence surface ``checkpoint``.
+``stats()`` and the counters ``rulvar.langgraph.<name>`` count calls, errors,
+checkpoints and pending writes stored; a refused write counts under the fence
+surface ``checkpoint``. Counters carry no thread (one series per thread would
+grow without bound); the spans do.
 
 ``list``/``alist`` are generators: their store calls are traced one by one.
 """
@@ -26,8 +27,8 @@ from rulvar_store.backend import (
 
 __all__ = ["ASYNC_SAVER_CALLS", "SAVER_CALLS", "saver_target", "traced_saver"]
 
-CHECKPOINTS: Final = "rulvar.langgraph.checkpoints"
-WRITES: Final = "rulvar.langgraph.writes"
+CHECKPOINTS: Final = "checkpoints"
+WRITES: Final = "writes"
 
 _SAVER_CALL: Final[ContextVar[bool]] = ContextVar("rulvar_saver_call", default=False)
 
@@ -80,4 +81,4 @@ def saver_target(saver: Any) -> TelemetryTarget:
 
 def traced_saver(kinds: Mapping[str, CallKind]) -> Any:
     """The class decorator instrumenting a saver's ``kinds``."""
-    return instrument_calls(saver_target, kinds, _SAVER_CALL)
+    return instrument_calls(saver_target, kinds, _SAVER_CALL, scope="langgraph")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Final
 
@@ -28,11 +28,18 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from rulvar_store._call_kinds import CallKind
 from rulvar_store._records import Lease
-from rulvar_store._store_stats import COUNTER_NAMES
+from rulvar_store._store_stats import COUNTER_NAMES, REFUSED_BY_SURFACE
 from rulvar_store._telemetry import _Telemetry, shown_run_id
 from rulvar_store.errors import LeaseHeldError, StoreUnavailableError
 
-__all__ = ["CallSpan", "batch", "begin", "count", "watch_pool"]
+__all__ = [
+    "SCOPE_COUNTERS",
+    "CallSpan",
+    "batch",
+    "begin",
+    "observe_counters",
+    "watch_pool",
+]
 
 DURATION_BUCKETS_S: Final = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0)
 """The semantic conventions' advised buckets for ``db.client.operation.duration``."""
@@ -56,22 +63,63 @@ _batch_sizes = _meter.create_histogram(
     description="Operations committed together by one SQLite group commit.",
     explicit_bucket_boundaries_advisory=[1, 2, 4, 8, 16, 32, 64, 128],
 )
-_counters: dict[str, Any] = {}
+SCOPE_COUNTERS: Final = {
+    "store": tuple(
+        name
+        for name in COUNTER_NAMES
+        if name
+        not in ("busy_retries", "group_commit_batches", "group_commit_operations")
+    ),
+    "langgraph": ("calls", "errors", "stale_writes_refused", "checkpoints", "writes"),
+}
+"""The counters reported as ``rulvar.<scope>.<name>``, read from ``stats()`` when
+the SDK collects (nothing per call). A SQLite door's batches show in the
+histogram ``rulvar.store.group_commit.size``; its busy retries are read from the
+live stores (``rulvar.store.busy_retries``)."""
+
+# Where the counted figures come from (``_telemetry._PROCESS.by_target``), set
+# by the first counted object.
+_source: list[Callable[[], dict[Any, dict[str, Any]]]] = []
 
 
-def _counter(name: str) -> Any:
-    """The counter for ``name``: ``rulvar.store.<name>``, or ``name`` itself when
-    dotted (a saver's ``rulvar.langgraph.checkpoints``)."""
-    counter = _counters.get(name)
-    if counter is None:
-        metric = name if "." in name else f"rulvar.store.{name}"
-        counter = _meter.create_counter(metric, unit="{event}")
-        _counters[name] = counter
-    return counter
+def observe_counters(source: Callable[[], dict[Any, dict[str, Any]]]) -> None:
+    """Report the counters ``source()`` gives, per kind and attributes (once)."""
+    if not _source:
+        _source.append(source)
 
 
-for _name in COUNTER_NAMES:
-    _counter(_name)
+def _observer(
+    scope: str, name: str
+) -> Callable[[CallbackOptions], Iterable[Observation]]:
+    def observe(options: CallbackOptions) -> Iterable[Observation]:
+        if not _source:
+            return
+        for (kind, attributes), figures in _source[0]().items():
+            if kind != scope:
+                continue
+            if name == "stale_writes_refused":
+                for surface, count in figures.get(REFUSED_BY_SURFACE, {}).items():
+                    yield Observation(
+                        count, {**dict(attributes), "rulvar.fence.surface": surface}
+                    )
+                continue
+            value = figures.get(name)
+            if isinstance(value, int) and not isinstance(value, bool):
+                yield Observation(value, dict(attributes))
+
+    return observe
+
+
+for _scope, _names in SCOPE_COUNTERS.items():
+    for _name in _names:
+        _meter.create_observable_counter(
+            f"rulvar.{_scope}.{_name}",
+            callbacks=[_observer(_scope, _name)],
+            unit="{event}",
+            description=f"rulvar {_scope} {_name.replace('_', ' ')}.",
+        )
+
+
 _UNSET_PROVIDERS: Final = ("_ProxyMeterProvider", "NoOpMeterProvider")
 
 
@@ -106,6 +154,15 @@ def _observe_pending(options: CallbackOptions) -> Iterable[Observation]:
         yield Observation(int(pool.get("requests_waiting", 0)), attributes)
 
 
+def _observe_busy_retries(options: CallbackOptions) -> Iterable[Observation]:
+    for ref, attributes in list(_watched):
+        owner = ref()
+        if owner is not None:
+            retries = owner._telemetry_figures().get("busy_retries")
+            if isinstance(retries, int):
+                yield Observation(retries, attributes)
+
+
 def _observe_max(options: CallbackOptions) -> Iterable[Observation]:
     for pool, attributes in _pool_figures():
         yield Observation(int(pool.get("pool_max", 0)), attributes)
@@ -128,6 +185,14 @@ _meter.create_observable_up_down_counter(
     callbacks=[_observe_max],
     unit="{connection}",
     description="The store's pool's largest size.",
+)
+
+
+_meter.create_observable_counter(
+    "rulvar.store.busy_retries",
+    callbacks=[_observe_busy_retries],
+    unit="{retry}",
+    description="Waits SQLite's busy handler granted, per live store.",
 )
 
 
@@ -170,15 +235,6 @@ class _Providers:
 _providers = _Providers()
 
 
-def count(
-    counter: str, amount: int, attributes: dict[str, Any], surface: str | None
-) -> None:
-    """Add to the counter ``rulvar.store.<counter>`` (a no-op without an SDK)."""
-    if surface is not None:
-        attributes = {**attributes, "rulvar.fence.surface": surface}
-    _counter(counter).add(amount, attributes)
-
-
 def batch(size: int, attributes: dict[str, Any]) -> None:
     """Record one group commit's size."""
     _batch_sizes.record(size, attributes)
@@ -206,10 +262,8 @@ class CallSpan:
         "_attributes",
         "_lease",
         "_op",
-        "_shown",
         "_span",
         "_started",
-        "_store_attributes",
         "_token",
     )
 
@@ -222,19 +276,15 @@ class CallSpan:
         tracing: bool,
     ) -> None:
         self._op = op
-        self._store_attributes = tel.attributes
         self._attributes = {**tel.attributes, "db.operation.name": op.name}
         lease = op.lease(args, kwargs) if op.lease is not None else None
         self._lease = lease if isinstance(lease, Lease) else None
         self._span: Any = None
         self._token: Any = None
-        self._shown: str | None = None
-        if tracing or op.tally is not None:
-            run_id = op.run_id(args, kwargs)
-            self._shown = None if run_id is None else shown_run_id(run_id)
         if tracing:
             attributes: dict[str, Any] = dict(self._attributes)
-            shown = self._shown
+            run_id = op.run_id(args, kwargs)
+            shown = None if run_id is None else shown_run_id(run_id)
             if shown is not None:
                 attributes["rulvar.run.id"] = shown
             if self._lease is not None:
@@ -245,20 +295,6 @@ class CallSpan:
             # Current while the call runs: a driver's own instrumentation nests here.
             self._token = context.attach(trace.set_span_in_context(self._span))
         self._started = time.perf_counter()
-
-    def count(self, events: list[tuple[str, str | None, int]]) -> None:
-        """Add the call's counter moves (``_telemetry._events``) as metrics."""
-        attributes = self._store_attributes
-        for counter, surface, amount in events:
-            if "." in counter and self._shown is not None:  # a saver's, by thread
-                count(
-                    counter,
-                    amount,
-                    {**attributes, "rulvar.thread.id": self._shown},
-                    surface,
-                )
-            else:
-                count(counter, amount, attributes, surface)
 
     def end(self, result: Any, error: BaseException | None) -> None:
         """Record the duration and close the span with the call's outcome."""

@@ -135,10 +135,11 @@ def _otel() -> Any:
 class _Telemetry:
     """One object's counters, target attributes and OpenTelemetry handles."""
 
-    __slots__ = ("attributes", "otel", "stats", "target")
+    __slots__ = ("attributes", "otel", "scope", "stats", "target")
 
-    def __init__(self, target: TelemetryTarget) -> None:
+    def __init__(self, target: TelemetryTarget, scope: str = "store") -> None:
         self.target = target
+        self.scope = scope
         self.stats = StoreStats()
         self.otel = _otel()
         self.attributes: dict[str, Any] = {"db.system.name": target.system}
@@ -155,25 +156,21 @@ class _Telemetry:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         error: BaseException | None,
-        span: Any = None,
     ) -> None:
-        """Count one finished call here and, while an SDK records (``span``), as metrics."""
-        if error is None and span is None and kind.tally is None:
+        """Count one finished call (OpenTelemetry reads the counts when it collects)."""
+        if error is None and kind.tally is None:
             # The common case: only the call's own counters, one lock taken.
             self.stats.add_all(_SUCCESS.get(kind.name, _CALL))
             return
-        events = _events(kind, error)
-        if error is None and kind.tally is not None:
-            events += [(name, None, n) for name, n in kind.tally(args, kwargs).items()]
         stats = self.stats
-        for counter, surface, amount in events:
+        for counter, surface, amount in _events(kind, error):
             if surface is None:
-                # A dotted metric name (rulvar.langgraph.writes) counts as its last part.
-                stats.add(counter.rpartition(".")[2], amount)
+                stats.add(counter, amount)
             else:
                 stats.refused(surface)
-        if span is not None:
-            span.count(events)
+        if error is None and kind.tally is not None:
+            for counter, amount in kind.tally(args, kwargs).items():
+                stats.add(counter, amount)
 
 
 _CALL: Final = ("calls",)
@@ -211,14 +208,19 @@ def _events(
     return events
 
 
+Target = tuple[str, tuple[tuple[str, Any], ...]]
+"""A counted object's kind (``store``, ``langgraph``) and its attributes, sorted."""
+
+
 class _Process:
-    """Every store object's counters in this process: the live ones, and the
-    sum of those already collected (added when their store is)."""
+    """Every counted object's figures in this process, by what they describe: the
+    live objects, and the sums of those already collected (added when their
+    object is), so totals never go back."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.live: set[_Telemetry] = set()
-        self.retired: list[dict[str, Any]] = []
+        self.retired: dict[Target, dict[str, Any]] = {}
 
     def track(self, owner: object, tel: _Telemetry) -> None:
         with self.lock:
@@ -227,14 +229,34 @@ class _Process:
 
     def retire(self, tel: _Telemetry) -> None:
         snapshot = tel.stats.snapshot()
+        key = _target_key(tel)
         with self.lock:
             self.live.discard(tel)
-            self.retired = [merge_stats([*self.retired, snapshot])]
+            earlier = self.retired.get(key)
+            self.retired[key] = (
+                snapshot if earlier is None else merge_stats([earlier, snapshot])
+            )
+
+    def by_target(self) -> dict[Target, dict[str, Any]]:
+        """The figures summed per kind and attributes (what metrics report)."""
+        with self.lock:
+            parts = list(self.retired.items())
+            parts += [(_target_key(tel), tel.stats.snapshot()) for tel in self.live]
+        summed: dict[Target, list[dict[str, Any]]] = {}
+        for key, snapshot in parts:
+            summed.setdefault(key, []).append(snapshot)
+        return {key: merge_stats(snapshots) for key, snapshots in summed.items()}
 
     def totals(self) -> dict[str, Any]:
-        with self.lock:
-            parts = [*self.retired, *(tel.stats.snapshot() for tel in self.live)]
-        return merge_stats(parts)
+        """The stores' figures, all added up (savers' left out: their calls are
+        the stores' calls again)."""
+        return merge_stats(
+            figures for key, figures in self.by_target().items() if key[0] == "store"
+        )
+
+
+def _target_key(tel: _Telemetry) -> Target:
+    return tel.scope, tuple(sorted(tel.attributes.items()))
 
 
 _PROCESS: Final = _Process()
@@ -246,14 +268,18 @@ def process_stats() -> dict[str, Any]:
     return _PROCESS.totals()
 
 
-def _telemetry(owner: Any, describe: Callable[[Any], TelemetryTarget]) -> _Telemetry:
+def _telemetry(
+    owner: Any, describe: Callable[[Any], TelemetryTarget], scope: str = "store"
+) -> _Telemetry:
     found: _Telemetry | None = owner.__dict__.get(_ATTRIBUTE)
     if found is None:
-        found = _Telemetry(describe(owner))
+        found = _Telemetry(describe(owner), scope)
         owner.__dict__[_ATTRIBUTE] = found
         _PROCESS.track(owner, found)
-        if found.otel is not None and hasattr(owner, "_telemetry_figures"):
-            found.otel.watch_pool(owner, found.attributes)
+        if found.otel is not None:
+            found.otel.observe_counters(_PROCESS.by_target)
+            if hasattr(owner, "_telemetry_figures"):
+                found.otel.watch_pool(owner, found.attributes)
     return found
 
 
@@ -285,8 +311,6 @@ def note(owner: object, counter: str, amount: int = 1) -> None:
     found = _found(owner)
     if found is not None:
         found.stats.add(counter, amount)
-        if found.otel is not None:
-            found.otel.count(counter, amount, found.attributes, None)
 
 
 def batch_recorder(owner: object) -> Callable[[int], None] | None:
@@ -311,24 +335,25 @@ def _sync_wrapper(
     kind: CallKind,
     describe: Callable[[Any], TelemetryTarget],
     marker: ContextVar[bool],
+    scope: str,
 ) -> Callable[..., Any]:
     @functools.wraps(fn)
     def call(self: Any, *args: Any, **kwargs: Any) -> Any:
         if marker.get():
             return fn(self, *args, **kwargs)
-        tel = self.__dict__.get(_ATTRIBUTE) or _telemetry(self, describe)
+        tel = self.__dict__.get(_ATTRIBUTE) or _telemetry(self, describe, scope)
         token = marker.set(True)
         span = None if tel.otel is None else tel.otel.begin(tel, kind, args, kwargs)
         try:
             result = fn(self, *args, **kwargs)
         except BaseException as exc:
-            tel.counted(kind, args, kwargs, exc, span)
+            tel.counted(kind, args, kwargs, exc)
             if span is not None:
                 span.end(None, exc)
             raise
         finally:
             marker.reset(token)
-        tel.counted(kind, args, kwargs, None, span)
+        tel.counted(kind, args, kwargs, None)
         if span is not None:
             span.end(result, None)
         return result
@@ -341,24 +366,25 @@ def _async_wrapper(
     kind: CallKind,
     describe: Callable[[Any], TelemetryTarget],
     marker: ContextVar[bool],
+    scope: str,
 ) -> Callable[..., Any]:
     @functools.wraps(fn)
     async def call(self: Any, *args: Any, **kwargs: Any) -> Any:
         if marker.get():
             return await fn(self, *args, **kwargs)
-        tel = self.__dict__.get(_ATTRIBUTE) or _telemetry(self, describe)
+        tel = self.__dict__.get(_ATTRIBUTE) or _telemetry(self, describe, scope)
         token = marker.set(True)
         span = None if tel.otel is None else tel.otel.begin(tel, kind, args, kwargs)
         try:
             result = await fn(self, *args, **kwargs)
         except BaseException as exc:
-            tel.counted(kind, args, kwargs, exc, span)
+            tel.counted(kind, args, kwargs, exc)
             if span is not None:
                 span.end(None, exc)
             raise
         finally:
             marker.reset(token)
-        tel.counted(kind, args, kwargs, None, span)
+        tel.counted(kind, args, kwargs, None)
         if span is not None:
             span.end(result, None)
         return result
@@ -370,11 +396,13 @@ def instrument_calls(
     describe: Callable[[Any], TelemetryTarget],
     kinds: Mapping[str, CallKind],
     marker: ContextVar[bool] | None = None,
+    scope: str = "store",
 ) -> Callable[[C], C]:
     """Wrap each method ``kinds`` names that the class defines or inherits.
 
     ``marker`` tells calls nested in one already counted (default: store calls);
-    an object kind that calls stores (a saver) passes a marker of its own.
+    an object kind that calls stores (a saver) passes a marker of its own, and
+    the ``scope`` its metrics are named under (``rulvar.<scope>.<counter>``).
     """
     flag = _STORE_CALL if marker is None else marker
 
@@ -384,7 +412,7 @@ def instrument_calls(
             if fn is None or getattr(fn, "__rulvar_instrumented__", False):
                 continue
             wrap = _async_wrapper if inspect.iscoroutinefunction(fn) else _sync_wrapper
-            wrapper = wrap(fn, kind, describe, flag)
+            wrapper = wrap(fn, kind, describe, flag, scope)
             wrapper.__rulvar_instrumented__ = True  # type: ignore[attr-defined]  # a marker on the function
             setattr(cls, name, wrapper)
         cls._rulvar_describe = staticmethod(describe)  # type: ignore[attr-defined]  # read by telemetry_target
