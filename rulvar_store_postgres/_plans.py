@@ -37,6 +37,7 @@ from rulvar_store.backend import (
     meta_matches_filter,
     not_live_lease,
     parse_cursor,
+    refuse_if_moved,
 )
 from rulvar_store.errors import JournalOrderViolation, LeaseHeldError
 from rulvar_store.ops import LeaseState
@@ -250,20 +251,31 @@ class Plans:
         _intake.run_id_for_write(run_id, "acquire")
         _intake.owner_for_write(owner, "acquire")
 
-        def granted(epoch: int) -> Lease:
+        def granted(epoch: int) -> Lease | Step[Lease]:
             if epoch <= 0:
                 # The holder's owner is not returned (the call stays a scalar);
-                # its epoch is.
-                raise LeaseHeldError(
-                    f"run {run_id!r} is leased (live lease at epoch {-epoch})",
-                    run_id,
-                    None,
-                    -epoch,
-                )
+                # one more read, on refusals only, tells a moved run (V4).
+                return self._held(run_id, -epoch)
             return Lease(run_id, owner, epoch)
 
         args = (run_id, owner, self.ttl_ms, self.clock())
         return Step("acquire", "mutate", self.sql.acquire, args, granted)
+
+    def _held(self, run_id: str, epoch: int) -> Step[Lease]:
+        """The refusal of an acquire: ``RunMovedError`` over a tombstone, else held."""
+
+        def refuse(rows: list[tuple[Any, ...]]) -> Lease:
+            holder = str(rows[0][0]) if rows else None
+            refuse_if_moved(run_id, holder, epoch)
+            raise LeaseHeldError(
+                f"run {run_id!r} is leased (live lease at epoch {epoch})",
+                run_id,
+                None,
+                epoch,
+            )
+
+        args = (self.clock(), run_id)
+        return Step("acquire", "rows", self.sql.peek_lease, args, refuse)
 
     def _live_only(
         self, operation: str, call: str, lease: Lease, *extra: Any

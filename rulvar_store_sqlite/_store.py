@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, ClassVar, Literal
 
 import apsw
@@ -26,12 +26,14 @@ from rulvar_store.backend import (
     load_records,
     meta_matches_filter,
     parse_cursor,
+    refuse_if_moved,
 )
 from rulvar_store.errors import (
     JournalOrderViolation,
     LeaseHeldError,
 )
 from rulvar_store.ops import LeaseState
+from rulvar_store_sqlite import _move_rows
 from rulvar_store_sqlite import _sql as sql
 from rulvar_store_sqlite._connection import BootAttempt, BusyDeadline, open_connection
 from rulvar_store_sqlite._exact_seq import seq_text
@@ -412,6 +414,42 @@ class SqliteStore:
         owner, epoch, expires_at = rows[0]
         return LeaseState(run_id, str(owner), int(epoch), int(expires_at), self._now())  # type: ignore[arg-type]  # INTEGER columns
 
+    # -- copies (rulvar_store._move_rows) --------------------------------------
+
+    def entry_rows(self, run_id: str, after: int, limit: int) -> list[tuple[int, str]]:
+        """Up to ``limit`` (row id, entry text) pairs after row id ``after``."""
+        return _move_rows.entry_rows(self, run_id, after, limit)
+
+    def entry_count(self, run_id: str) -> int:
+        return _move_rows.entry_count(self, run_id)
+
+    def meta_row(self, run_id: str) -> str | None:
+        return _move_rows.meta_row(self, run_id)
+
+    def epoch_counter(self, run_id: str) -> int:
+        return _move_rows.epoch_counter(self, run_id)
+
+    def write_rows(
+        self,
+        run_id: str,
+        lease: Lease | None,
+        *,
+        expected_entries: int,
+        entries: Sequence[str],
+        meta: str | None,
+        epoch: int,
+    ) -> None:
+        """Entry texts, meta text and an epoch floor in one fenced transaction."""
+        self._door.submit(
+            _move_rows.write_rows_op(
+                self, run_id, lease, expected_entries, entries, meta, epoch
+            )
+        )
+
+    def fence_moved(self, lease: Lease, owner: str) -> int:
+        """Turn the live ``lease`` into the moved-run tombstone (``_moved``)."""
+        return self._door.submit(_move_rows.fence_moved_op(self, lease, owner))
+
     # -- leases ----------------------------------------------------------------
 
     def acquire(self, run_id: str, owner: str) -> Lease:
@@ -434,6 +472,7 @@ class SqliteStore:
             rows = self._cursor.execute(sql.LEASE_ROW, (run_id,)).fetchall()
             if rows and rows[0][2] > now:  # type: ignore[operator]  # INTEGER column
                 holder, epoch = rows[0][0], rows[0][1]
+                refuse_if_moved(run_id, holder, epoch)  # type: ignore[arg-type]  # TEXT, INTEGER columns
                 raise LeaseHeldError(
                     f"run {run_id!r} is leased by {holder!r} (epoch {epoch})",
                     run_id,
