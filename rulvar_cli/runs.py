@@ -39,6 +39,7 @@ from rulvar_cli._operator import (
     store_did_not_answer,
 )
 from rulvar_cli._show import describe_run, print_run
+from rulvar_cli.runs_move import register as register_moves
 from rulvar_store import OpenedStore, RunFilter
 from rulvar_store.errors import StoreBusyError, StoreUnavailableError
 
@@ -338,3 +339,7 @@ def delete_command(url: str, run_ids: tuple[str, ...], timeout_s: float) -> None
 def prune_command(url: str, run_ids: tuple[str, ...], timeout_s: float) -> None:
     """Delete checkpoints of finished agent attempts nothing refers to."""
     _retention(url, run_ids, prune=True, timeout_s=timeout_s)
+
+
+# copy, move, export, import: their own module (runs_move).
+register_moves(runs_command)

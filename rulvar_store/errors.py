@@ -8,6 +8,7 @@ RulvarError                    never raised bare; has code, retryable, data
 │   │   ├── NotJsonError       a value is not JSON (also a TypeError and a ValueError, D2)
 │   │   └── UnsafeNameError    not a safe file name (also a JournalOrderViolation, T8/T9)
 │   ├── CopyConflictError      a copy's destination holds another run under that id
+│   ├── ArchiveError           a run archive is damaged or of an unknown version
 │   ├── StoreClosedError       the store (or its blob twin) was closed
 │   └── ForkedStoreError       a handle opened in a parent process was used in a forked child
 ├── LeaseHeldError             ownership conflict: re-acquire later or give up (retryable)
@@ -31,6 +32,7 @@ from collections.abc import Sequence
 from typing import Any, Final, Literal
 
 __all__ = [
+    "ArchiveError",
     "ConfigError",
     "ContractError",
     "CopyConflictError",
@@ -299,6 +301,15 @@ class CopyConflictError(ContractError):
     @property
     def data(self) -> dict[str, Any]:
         return {"runId": self.run_id}
+
+
+class ArchiveError(ContractError):
+    """A run archive is damaged (a checksum, a line) or of an unknown version (V10).
+
+    The import checks the whole file before writing: nothing was imported.
+    """
+
+    code = "archive"
 
 
 class SupersededError(RulvarError):
