@@ -26,8 +26,9 @@ import click
 
 from rulvar_cli._common import EXIT_FAILED, EXIT_USAGE, fail
 from rulvar_cli._operator import _options, sanitize, store_did_not_answer
+from rulvar_cli.runs_orphans import add_orphans_option
 from rulvar_store import OpenedStore, RunFilter, open_store
-from rulvar_store.backend import parse_store_url
+from rulvar_store.backend import option_int, parse_store_url
 from rulvar_store.errors import StoreBusyError, StoreUnavailableError
 from rulvar_store.ops import MOVER_TTL_MS, CopyOutcome
 
@@ -64,7 +65,8 @@ def _opened(url: str, *, create: bool, timeout_s: float) -> Iterator[OpenedStore
         parsed.scheme, dict(parsed.options), write=True, timeout_s=timeout_s
     )
     if "ttl_ms" in options:  # the SQL stores: a killed mover frees runs soon
-        options["ttl_ms"] = MOVER_TTL_MS
+        # A ttl in the URL wins (tests shorten it); else the mover's own.
+        options["ttl_ms"] = option_int(parsed.options, "ttl_ms", MOVER_TTL_MS)
     opened = open_store(url, **options)
     try:
         yield opened
@@ -369,7 +371,7 @@ def _copy_like(group: click.Group, name: str, move: bool, doc: str) -> None:
 
 
 def register(group: click.Group) -> None:
-    """Add ``copy``, ``move``, ``export`` and ``import`` to the ``runs`` group."""
+    """Add ``copy``, ``move``, ``export``, ``import`` and ``list --orphans`` to ``runs``."""
     _copy_like(
         group,
         "copy",
@@ -392,6 +394,7 @@ def register(group: click.Group) -> None:
     )
     group.command("export", epilog=MOVE_EXIT_CODES_HELP)(_export_command())
     group.command("import", epilog=MOVE_EXIT_CODES_HELP)(_import_command())
+    add_orphans_option(group)
 
 
 def _export_command() -> Callable[..., None]:

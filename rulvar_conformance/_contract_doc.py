@@ -39,6 +39,7 @@ _FAMILIES: Final[dict[str, tuple[int, str]]] = {
     "G": (15, "LangGraph checkpointers"),
     "W": (16, "Power loss"),
     "E": (17, "Disk faults"),
+    "V": (18, "Moving runs between stores"),
 }
 
 _INTRO: Final = """\

@@ -346,6 +346,23 @@ class MemoryStore:
             if epoch > self._domain.epochs.get(run_id, 0):
                 self._domain.epochs[run_id] = epoch
 
+    def orphan_page(self, kind: str, after: str | None, limit: int) -> list[str]:
+        """Run ids after ``after`` of orphan journals or blobs (``_orphans``)."""
+        with self._entered("orphan_page"):
+            domain = self._domain
+            if kind == "journal":
+                found = {r for r, rows in domain.entries.items() if rows} - set(
+                    domain.metas
+                )
+            else:
+                blobs = {ref.split("/", 1)[0] for ref in domain.blobs}
+                found = (
+                    blobs
+                    - set(domain.metas)
+                    - {r for r, rows in domain.entries.items() if rows}
+                )
+        return sorted(r for r in found if after is None or r > after)[:limit]
+
     def fence_moved(self, lease: Lease, owner: str) -> int:
         """Turn the live ``lease`` into the moved-run tombstone (``_moved``)."""
         _intake.require_lease(lease, "fence_moved")

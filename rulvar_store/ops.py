@@ -73,6 +73,7 @@ from rulvar_store._observe import (
     iter_listed_runs,
     parse_meta_text,
 )
+from rulvar_store._orphans import Orphan, has_orphan_listing, iter_orphans
 from rulvar_store._retention import (
     SWEEP_OWNER_PREFIX,
     SweepOutcome,
@@ -101,6 +102,7 @@ __all__ = [
     "ListedRun",
     "MetaPages",
     "NoopReason",
+    "Orphan",
     "ReconcileResult",
     "ResolutionFold",
     "RunIdListing",
@@ -128,12 +130,14 @@ __all__ = [
     "fold_state_sha256",
     "has_lease_peek",
     "has_meta_pages",
+    "has_orphan_listing",
     "has_run_id_listing",
     "has_run_rows",
     "has_run_rows_writer",
     "import_archive",
     "is_leasable",
     "iter_listed_runs",
+    "iter_orphans",
     "iter_run_audits",
     "journal_shape_problem",
     "last_run_settle",

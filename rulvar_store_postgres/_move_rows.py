@@ -32,6 +32,7 @@ __all__ = [
     "epoch_counter",
     "fence_moved",
     "meta_row",
+    "orphan_page",
     "write_rows",
 ]
 
@@ -51,6 +52,27 @@ def _read(
         store._pool.checkout() as conn,
     ):
         return conn.execute(query, args).fetchall()  # type: ignore[arg-type]  # composed per schema
+
+
+def orphan_page(
+    store: PostgresStore, kind: str, after: str | None, limit: int
+) -> list[str]:
+    q = store._sql.quoted
+    if kind == "journal":
+        query = (
+            f"SELECT DISTINCT run_id FROM {q}.rulvar_entries e WHERE run_id > %s "
+            f"AND NOT EXISTS (SELECT 1 FROM {q}.rulvar_meta m WHERE m.run_id = e.run_id) "
+            "ORDER BY run_id LIMIT %s"
+        )
+    else:
+        query = (
+            f"SELECT DISTINCT run_id FROM {q}.rulvar_blobs b WHERE run_id > %s "
+            f"AND NOT EXISTS (SELECT 1 FROM {q}.rulvar_meta m WHERE m.run_id = b.run_id) "
+            f"AND NOT EXISTS (SELECT 1 FROM {q}.rulvar_entries e WHERE e.run_id = b.run_id) "
+            "ORDER BY run_id LIMIT %s"
+        )
+    rows = _read(store, "orphan_page", query, ("" if after is None else after, limit))
+    return [str(row[0]) for row in rows]
 
 
 def entry_rows(

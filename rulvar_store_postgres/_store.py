@@ -327,7 +327,13 @@ class PostgresStore(PostgresHandle):
         epoch: int,
     ) -> None:
         """Entry texts (by COPY), meta text and an epoch floor in one fenced transaction."""
-        _move_rows.write_rows(self, run_id, lease, expected_entries, entries, meta, epoch)
+        _move_rows.write_rows(
+            self, run_id, lease, expected_entries, entries, meta, epoch
+        )
+
+    def orphan_page(self, kind: str, after: str | None, limit: int) -> list[str]:
+        """Run ids after ``after`` of orphan journals or blobs (``_orphans``)."""
+        return _move_rows.orphan_page(self, kind, after, limit)
 
     def fence_moved(self, lease: Lease, owner: str) -> int:
         """Turn the live ``lease`` into the moved-run tombstone (``_moved``)."""

@@ -29,6 +29,7 @@ __all__ = [
     "epoch_counter",
     "fence_moved_op",
     "meta_row",
+    "orphan_page",
     "write_rows_op",
 ]
 
@@ -48,6 +49,29 @@ TOMBSTONE: Final = (
     "UPDATE leases SET owner = ?, epoch = ?, expires_at = ? "
     "WHERE run_id = ? AND owner = ? AND epoch = ?"
 )
+
+
+ORPHAN_JOURNALS: Final = (
+    "SELECT DISTINCT run_id FROM entries e WHERE run_id > ? "
+    "AND NOT EXISTS (SELECT 1 FROM meta m WHERE m.run_id = e.run_id) "
+    "ORDER BY run_id LIMIT ?"
+)
+ORPHAN_BLOBS: Final = (
+    "SELECT DISTINCT run_id FROM blobs b WHERE run_id > ? "
+    "AND NOT EXISTS (SELECT 1 FROM meta m WHERE m.run_id = b.run_id) "
+    "AND NOT EXISTS (SELECT 1 FROM entries e WHERE e.run_id = b.run_id) "
+    "ORDER BY run_id LIMIT ?"
+)
+
+
+def orphan_page(
+    store: SqliteStore, kind: str, after: str | None, limit: int
+) -> list[str]:
+    query = ORPHAN_JOURNALS if kind == "journal" else ORPHAN_BLOBS
+    rows = store._door.read(
+        "orphan_page", query, ("" if after is None else after, limit)
+    )
+    return [str(row[0]) for row in rows]
 
 
 def entry_rows(

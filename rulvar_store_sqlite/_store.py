@@ -446,6 +446,10 @@ class SqliteStore:
             )
         )
 
+    def orphan_page(self, kind: str, after: str | None, limit: int) -> list[str]:
+        """Run ids after ``after`` of orphan journals or blobs (``_orphans``)."""
+        return _move_rows.orphan_page(self, kind, after, limit)
+
     def fence_moved(self, lease: Lease, owner: str) -> int:
         """Turn the live ``lease`` into the moved-run tombstone (``_moved``)."""
         return self._door.submit(_move_rows.fence_moved_op(self, lease, owner))
