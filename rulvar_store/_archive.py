@@ -32,7 +32,7 @@ import json
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any, Final
+from typing import IO, Any, Final, cast
 
 from rulvar_store._json import load_record
 from rulvar_store._move import (
@@ -71,13 +71,13 @@ ARCHIVE_VERSION: Final = 1
 
 def _open_read(path: Path) -> IO[bytes]:
     if path.suffix == ".gz":
-        return gzip.open(path, "rb")
+        return cast(IO[bytes], gzip.open(path, "rb"))
     return open(path, "rb")  # returned to the caller's with
 
 
 def _open_write(path: Path) -> IO[bytes]:
     if path.name.endswith(".gz.partial") or path.suffix == ".gz":
-        return gzip.open(path, "wb", compresslevel=6)
+        return cast(IO[bytes], gzip.open(path, "wb", compresslevel=6))
     return open(path, "wb")  # returned to the caller's with
 
 

@@ -30,8 +30,9 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import suppress
 from dataclasses import asdict, dataclass
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Final, Literal, Protocol, cast
 
+from rulvar_store._batch import BatchTranscriptStore
 from rulvar_store._capabilities import has_batch_put
 from rulvar_store._json import dump_record, load_record
 from rulvar_store._move_rows import has_run_rows, has_run_rows_writer
@@ -377,7 +378,8 @@ class RunWriter:
         slashless = [pair for pair in batch if pair[0] == self.run_id]
         grouped = [pair for pair in batch if pair[0] != self.run_id]
         if has_batch_put(self.transcripts) and grouped:
-            self.transcripts.put_many(grouped, self.lease)
+            batched = cast(BatchTranscriptStore, self.transcripts)  # has_batch_put
+            batched.put_many(grouped, self.lease)
         else:
             slashless = batch
         for ref, data in slashless:

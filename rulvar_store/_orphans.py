@@ -83,14 +83,16 @@ def iter_orphans(store: object) -> Iterator[Orphan]:
     """
     if has_orphan_listing(store):
         for kind in ("journal", "blobs"):
-            for run_id in _pages(store, kind):  # type: ignore[arg-type]  # the two kinds
-                yield Orphan(run_id, kind)  # type: ignore[arg-type]  # the two kinds
+            for run_id in _pages(store, kind):
+                yield Orphan(run_id, kind)
         return
     if has_run_id_listing(store):
         load = getattr(store, "load", None)
         for run_id in store.run_ids():
             try:
-                orphan = store.get_meta(run_id) is None and callable(load) and load(run_id)
+                orphan = (
+                    store.get_meta(run_id) is None and callable(load) and load(run_id)
+                )
             except ContractError:  # unreadable: the listing reports that run already
                 continue
             if orphan:

@@ -18,6 +18,7 @@ from rulvar_store.backend import (
     NEVER_EXPIRES_MS,
     check_run_match,
     copy_conflict,
+    hit,
     not_live_lease,
 )
 from rulvar_store_postgres._errors import translated
@@ -51,7 +52,7 @@ def _read(
         translated(operation, settings.where, settings.secrets),
         store._pool.checkout() as conn,
     ):
-        return conn.execute(query, args).fetchall()  # type: ignore[arg-type]  # composed per schema
+        return conn.execute(query, args).fetchall()
 
 
 def orphan_page(
@@ -181,6 +182,8 @@ def write_rows(
                 "ON CONFLICT (run_id) DO UPDATE SET epoch = greatest(e.epoch, excluded.epoch)",
                 (run_id, epoch),
             )
+        hit("write_rows", "before-commit")
+    hit("write_rows", "after-commit")
 
 
 def fence_moved(store: PostgresStore, lease: Lease, owner: str) -> int:

@@ -76,10 +76,12 @@ class SpiBlobs:
         self._inner.put(ref, blob, lease)
 
     def get(self, ref: str) -> bytes | None:
-        return self._inner.get(ref)
+        data: bytes | None = self._inner.get(ref)
+        return data
 
     def list_refs(self, run_id: str) -> list[str]:
-        return self._inner.list_refs(run_id)
+        refs: list[str] = self._inner.list_refs(run_id)
+        return refs
 
     def delete(self, ref: str, lease: Lease | None = None) -> None:
         self._inner.delete(ref, lease)
@@ -185,11 +187,12 @@ def entry_texts(pair: Any, run_id: str) -> list[Any]:
     journal = pair.journal
     if has_run_rows(journal):
         return [text for _, text in journal.entry_rows(run_id, 0, 10**6)]
-    return journal.load(run_id)
+    values: list[Any] = journal.load(run_id)
+    return values
 
 
 def blob_map(pair: Any, run_id: str) -> dict[str, bytes]:
-    refs = list(pair.transcripts.list_refs(run_id)) + [run_id]
+    refs = [*list(pair.transcripts.list_refs(run_id)), run_id]
     found = {ref: pair.transcripts.get(ref) for ref in refs}
     return {ref: data for ref, data in found.items() if data is not None}
 

@@ -117,7 +117,8 @@ def test_move_fences_the_source_and_names_the_destination_V3_V4(
     elsewhere = copy_run(
         src.pair, dst.pair, "run-a", move=True, destination_name="dest://y"
     )
-    assert elsewhere.action == "skipped" and "dest://x" in elsewhere.detail
+    assert elsewhere.action == "skipped"
+    assert "dest://x" in elsewhere.detail
 
 
 @pytest.mark.clause("V1")
@@ -127,6 +128,7 @@ def test_text_another_writer_stored_arrives_byte_for_byte_V1(
     """V1: a row with a foreign writer's spacing and key order reaches PostgreSQL unchanged."""
     src, dst = places("sqlite"), places("postgres")
     seed(src.pair, "run-a", entries=1)
+    assert src.url is not None
     foreign = '{ "seq" : 5,"kind":"x",  "a":[1,2.50]}'
     connection = apsw.Connection(src.url.removeprefix("sqlite:///"))
     connection.execute(
