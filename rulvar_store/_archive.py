@@ -6,8 +6,8 @@ holds one record at a time::
 
     {"format": "rulvar-runs-archive", "version": 1, "created": "...", "source": "..."}
     {"run": "<runId>", "epoch": 7}             one run begins; its epoch counter
-    {"e": "<entry JSON text>"}                  each entry, in load order, as stored
     {"m": "<meta JSON text>"}                   the meta (absent if the run has none)
+    {"e": "<entry JSON text>"}                  each entry, in load order, as stored
     {"b": "<ref>", "data": "<base64>"}          each blob
     {"end": "<runId>", "entries": 3, "blobs": 1, "sha256": "<hex>"}
     ...                                         further runs
@@ -104,14 +104,14 @@ def _write_run(
         size += len(line)
 
     emit({"run": reader.run_id, "epoch": epoch})
+    meta = reader.meta_text()
+    if meta is not None:
+        emit({"m": meta})
     for text in reader.entry_texts():
         emit({"e": text})
         entries += 1
         if entries % 2000 == 0:
             keeper.tick()
-    meta = reader.meta_text()
-    if meta is not None:
-        emit({"m": meta})
     for ref, data in reader.blobs():
         emit({"b": ref, "data": base64.b64encode(data).decode("ascii")})
         blobs += 1
@@ -371,9 +371,9 @@ def import_archive(
 
 
 def _skip(run: ArchiveRun) -> None:
+    run.meta_text()
     for _ in run.entry_texts():
         pass
-    run.meta_text()
     for _ in run.blobs():
         pass
     run.finish()
@@ -396,10 +396,9 @@ def _import_run(
     writer = RunWriter(destination, run.run_id, lease, keeper)
     target = run.epoch + 1 if run.epoch else 0
     try:
-        entries = writer.entries(run.entry_texts())
-        writer.meta(run.meta_text())
+        meta = run.meta_text()
+        entries, _ = writer.journal_and_meta(meta, run.entry_texts(), target)
         blobs = writer.blobs(run.blobs())
-        writer.raise_epoch(target)
         run.finish()
     except (CopyConflictError, LeaseHeldError) as exc:
         _release_quietly(journal, lease)

@@ -280,13 +280,51 @@ class RunWriter:
         self.rows = has_run_rows_writer(self.journal) and has_run_rows(self.journal)
         self.written_bytes = 0
 
-    def entries(self, texts: Iterable[str]) -> int:
-        """Write what the destination lacks of ``texts``; return how many were written.
+    def journal_and_meta(
+        self, meta: str | None, texts: Iterable[str], epoch: int
+    ) -> tuple[int, bool]:
+        """Write what the destination lacks of ``texts``, the meta, the epoch floor.
+
+        Returns (entries written, whether the meta was written). Over the row
+        abilities the meta and the epoch ride on the last batch's transaction,
+        so a short run costs one write; through the SPI the epoch is left to
+        ``_raise_epoch_by_leases``.
 
         Raises:
             CopyConflictError: the destination's journal is not a prefix of ``texts``.
         """
         source = iter(texts)
+        held = self.reader.entry_count() if self.rows else -1
+        if held != 0:
+            held = self._prefix(source)
+        stored = self.reader.meta_text()
+        meta_out = (
+            meta
+            if meta is not None and (stored is None or not _same_record(meta, stored))
+            else None
+        )
+        written = 0
+        batch: list[str] = []
+        size = 0
+        for text in source:
+            batch.append(text)
+            size += len(text)
+            if len(batch) >= BATCH_ENTRIES or size >= BATCH_BYTES:
+                self._append(batch, held + written, None, 0)
+                written += len(batch)
+                batch, size = [], 0
+        if self.rows:
+            if batch or meta_out is not None or epoch > 0:
+                self._append(batch, held + written, meta_out, epoch)
+        else:
+            self._append(batch, held + written, None, 0)
+            if meta_out is not None:
+                self.keeper.tick()
+                self.journal.put_meta(load_record(meta_out), self.lease)
+        return written + len(batch), meta_out is not None
+
+    def _prefix(self, source: Iterator[str]) -> int:
+        """Consume from ``source`` what the destination already holds; return its count."""
         held = 0
         for stored in self.reader.entry_texts():
             incoming = next(source, None)
@@ -297,22 +335,11 @@ class RunWriter:
                     self.run_id,
                 )
             held += 1
-        written = 0
-        batch: list[str] = []
-        size = 0
-        for text in source:
-            batch.append(text)
-            size += len(text)
-            if len(batch) >= BATCH_ENTRIES or size >= BATCH_BYTES:
-                self._append(batch, held + written)
-                written += len(batch)
-                batch, size = [], 0
-        if batch:
-            self._append(batch, held + written)
-            written += len(batch)
-        return written
+        return held
 
-    def _append(self, texts: list[str], held: int) -> None:
+    def _append(
+        self, texts: list[str], held: int, meta: str | None, epoch: int
+    ) -> None:
         self.keeper.tick()
         self.written_bytes += sum(len(text) for text in texts)
         if self.rows:
@@ -321,33 +348,12 @@ class RunWriter:
                 self.lease,
                 expected_entries=held,
                 entries=texts,
-                meta=None,
-                epoch=0,
+                meta=meta,
+                epoch=epoch,
             )
             return
         for text in texts:
             self.journal.append(self.run_id, load_record(text), self.lease)
-
-    def meta(self, text: str | None) -> bool:
-        """Replace the meta when it differs; return whether it was written."""
-        if text is None:
-            return False
-        stored = self.reader.meta_text()
-        if stored is not None and _same_record(text, stored):
-            return False
-        self.keeper.tick()
-        if self.rows:
-            self.journal.write_rows(  # type: ignore[attr-defined]  # has_run_rows_writer
-                self.run_id,
-                self.lease,
-                expected_entries=self.reader.entry_count(),
-                entries=(),
-                meta=text,
-                epoch=0,
-            )
-        else:
-            self.journal.put_meta(load_record(text), self.lease)
-        return True
 
     def blobs(self, pairs: Iterable[tuple[str, bytes]]) -> int:
         """Make the run's blobs those of ``pairs``; return how many were written."""
@@ -385,18 +391,6 @@ class RunWriter:
         for ref, data in slashless:
             self.transcripts.put(ref, data, self.lease)
         return len(batch)
-
-    def raise_epoch(self, epoch: int) -> None:
-        """Raise the counter to at least ``epoch`` inside the mover's lease (rows path)."""
-        if self.rows and epoch > 0:
-            self.journal.write_rows(  # type: ignore[attr-defined]  # has_run_rows_writer
-                self.run_id,
-                self.lease,
-                expected_entries=self.reader.entry_count(),
-                entries=(),
-                meta=None,
-                epoch=epoch,
-            )
 
 
 def _raise_epoch_by_leases(journal: Any, run_id: str, epoch: int, owner: str) -> int:
@@ -563,10 +557,10 @@ def _copy_locked(
         keeper.hold(dst_j, got)
     writer = RunWriter(destination, run_id, dst_lease, keeper)
     try:
-        entries = writer.entries(reader.entry_texts())
-        meta_written = writer.meta(reader.meta_text())
+        entries, meta_written = writer.journal_and_meta(
+            reader.meta_text(), reader.entry_texts(), target
+        )
         blobs = writer.blobs(reader.blobs())
-        writer.raise_epoch(target)
         if verify or move:
             problems = verify_run(source, destination, run_id, epoch_at_least=target)
             if problems:
