@@ -45,7 +45,9 @@ _DEFAULT_WAIT_S: Final = 600.0
 
 
 @contextmanager
-def _opened(url: str, *, create: bool, timeout_s: float) -> Iterator[OpenedStore]:
+def _opened(
+    url: str, *, create: bool, timeout_s: float, relaxed: bool = False
+) -> Iterator[OpenedStore]:
     """Open ``url`` for copies: bounded calls, the mover's short lease ttl.
 
     A source must already hold a store (``create`` False: probed read-only
@@ -64,6 +66,11 @@ def _opened(url: str, *, create: bool, timeout_s: float) -> Iterator[OpenedStore
     options = _options(
         parsed.scheme, dict(parsed.options), write=True, timeout_s=timeout_s
     )
+    if relaxed and parsed.scheme == "sqlite" and "synchronous" not in parsed.options:
+        # A copy's source commits only the mover's own lease rows: one lost in a
+        # power cut loses no record, and the destination's counter is already
+        # above it. A move's tombstone is another matter: it stays at FULL.
+        options["synchronous"] = "NORMAL"
     if "ttl_ms" in options:  # the SQL stores: a killed mover frees runs soon
         # A ttl in the URL wins (tests shorten it); else the mover's own.
         options["ttl_ms"] = option_int(parsed.options, "ttl_ms", MOVER_TTL_MS)
@@ -323,7 +330,9 @@ def _copy_command(move: bool) -> Callable[..., None]:
         report = _Report(as_json, "moved" if move else "copied")
 
         def body() -> None:
-            with _opened(src_url, create=False, timeout_s=timeout_s) as source:
+            with _opened(
+                src_url, create=False, timeout_s=timeout_s, relaxed=not move
+            ) as source:
                 if move:
                     check_movable(source)
                 run_ids = _run_ids(source, runs, threads, every, run_filter)
@@ -429,7 +438,9 @@ def _export_command() -> Callable[..., None]:
         report = _Report(as_json, "exported")
 
         def body() -> None:
-            with _opened(url, create=False, timeout_s=timeout_s) as source:
+            with _opened(
+                url, create=False, timeout_s=timeout_s, relaxed=True
+            ) as source:
                 run_ids = _run_ids(source, runs, threads, every, run_filter)
                 if dry_run:
                     report.follow(_dry_run(source, run_ids))

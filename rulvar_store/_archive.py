@@ -41,6 +41,7 @@ from rulvar_store._move import (
     RunWriter,
     StorePair,
     _acquire,
+    _destination_ready,
     _Keeper,
     _raise_epoch_by_leases,
     _refusal,
@@ -383,22 +384,18 @@ def _import_run(
     run: ArchiveRun, destination: StorePair, journal: Any, owner: str, wait_s: float
 ) -> CopyOutcome:
     keeper = _Keeper()
-    lease: Lease | None = None
-    if is_leasable(journal):
-        got = _acquire(journal, run.run_id, owner, wait_s)
-        if isinstance(got, LeaseHeldError):
-            _skip(run)
-            return CopyOutcome(
-                run.run_id, "skipped", detail=_refusal("destination", got)
-            )
-        lease = got
-        keeper.hold(journal, got)
+    got = _destination_ready(journal, run.run_id, owner, wait_s, keeper)
+    if isinstance(got, LeaseHeldError):
+        _skip(run)
+        return CopyOutcome(run.run_id, "skipped", detail=_refusal("destination", got))
+    lease = got
     writer = RunWriter(destination, run.run_id, lease, keeper)
     target = run.epoch + 1 if run.epoch else 0
     try:
         meta = run.meta_text()
-        entries, _ = writer.journal_and_meta(meta, run.entry_texts(), target)
-        blobs = writer.blobs(run.blobs())
+        entries, _, blobs = writer.journal_and_meta(
+            meta, run.entry_texts(), target, run.blobs()
+        )
         run.finish()
     except (CopyConflictError, LeaseHeldError) as exc:
         _release_quietly(journal, lease)

@@ -27,7 +27,7 @@ from rulvar_store._get_under import blobs_under, get_under_args
 from rulvar_store._incremental import JournalTail, parse_cursor
 from rulvar_store._json import load_listing, load_record, load_records
 from rulvar_store._last_ref import last_ref_args, last_ref_of
-from rulvar_store._move_conflict import copy_conflict
+from rulvar_store._move_conflict import copy_blobs, copy_conflict
 from rulvar_store._moved import NEVER_EXPIRES_MS, refuse_if_moved
 from rulvar_store._records import (
     DEFAULT_LEASE_TTL_MS,
@@ -323,16 +323,20 @@ class MemoryStore:
         entries: Sequence[str],
         meta: str | None,
         epoch: int,
+        blobs: Sequence[tuple[str, bytes]] = (),
     ) -> None:
-        """Entry texts, meta text and an epoch floor in one unit (``_move_rows``)."""
+        """Entry texts, meta text, blobs and an epoch floor in one unit (``_move_rows``)."""
         _intake.run_id_for_write(run_id, "write_rows")
         check_run_match(
             _intake.lease_or_none(lease, "write_rows"), run_id, "write_rows"
         )
         rows = [(text, finite_seq(load_record(text))) for text in entries]
+        pairs = copy_blobs(run_id, blobs)
         with self._entered("write_rows"):
             if lease is not None:
                 self._assert_fencing(lease)
+            else:
+                self._refuse_live(run_id, "write_rows")
             journal = self._domain.entries.get(run_id, [])
             if len(journal) != expected_entries:
                 raise copy_conflict(run_id, expected_entries, len(journal))
@@ -343,8 +347,23 @@ class MemoryStore:
                 journal.extend(rows)
             if meta is not None:
                 self._domain.metas[run_id] = meta
+            for ref, data in pairs:
+                self._domain.blobs[ref] = data
             if epoch > self._domain.epochs.get(run_id, 0):
                 self._domain.epochs[run_id] = epoch
+
+    def _refuse_live(self, run_id: str, operation: str) -> None:
+        """An unleased copy write never lands under a live owner (``write_rows``)."""
+        row = self._domain.leases.get(run_id)
+        if row is not None and row.expires_at > self._now():
+            refuse_if_moved(run_id, row.owner, row.epoch)
+            raise LeaseHeldError(
+                f"{operation} of run {run_id!r}: leased by {row.owner!r} "
+                f"(epoch {row.epoch})",
+                run_id,
+                row.owner,
+                row.epoch,
+            )
 
     def orphan_page(self, kind: str, after: str | None, limit: int) -> list[str]:
         """Run ids after ``after`` of orphan journals or blobs (``_orphans``)."""

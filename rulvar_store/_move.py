@@ -27,7 +27,7 @@ import hashlib
 import os
 import socket
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import suppress
 from dataclasses import asdict, dataclass
 from typing import Any, Final, Literal, Protocol, cast
@@ -36,7 +36,7 @@ from rulvar_store._batch import BatchTranscriptStore
 from rulvar_store._capabilities import has_batch_put
 from rulvar_store._json import dump_record, load_record
 from rulvar_store._move_rows import has_run_rows, has_run_rows_writer
-from rulvar_store._moved import moved_owner
+from rulvar_store._moved import MOVED_OWNER_PREFIX, moved_destination, moved_owner
 from rulvar_store._observe import has_lease_peek
 from rulvar_store._protocols import JournalStore, TranscriptStore
 from rulvar_store._records import Lease
@@ -281,14 +281,18 @@ class RunWriter:
         self.written_bytes = 0
 
     def journal_and_meta(
-        self, meta: str | None, texts: Iterable[str], epoch: int
-    ) -> tuple[int, bool]:
-        """Write what the destination lacks of ``texts``, the meta, the epoch floor.
+        self,
+        meta: str | None,
+        texts: Iterable[str],
+        epoch: int,
+        blobs: Iterable[tuple[str, bytes]] = (),
+    ) -> tuple[int, bool, int]:
+        """Write what the destination lacks: entries, the meta, blobs, the epoch floor.
 
-        Returns (entries written, whether the meta was written). Over the row
-        abilities the meta and the epoch ride on the last batch's transaction,
-        so a short run costs one write; through the SPI the epoch is left to
-        ``_raise_epoch_by_leases``.
+        Returns (entries written, whether the meta was written, blobs written).
+        Over the row abilities the meta, the epoch and the first blobs ride on
+        the last entry batch's transaction, so a short run costs one write;
+        through the SPI the epoch is left to ``_raise_epoch_by_leases``.
 
         Raises:
             CopyConflictError: the destination's journal is not a prefix of ``texts``.
@@ -313,15 +317,51 @@ class RunWriter:
                 self._append(batch, held + written, None, 0)
                 written += len(batch)
                 batch, size = [], 0
-        if self.rows:
-            if batch or meta_out is not None or epoch > 0:
-                self._append(batch, held + written, meta_out, epoch)
-        else:
+        if not self.rows:
             self._append(batch, held + written, None, 0)
             if meta_out is not None:
                 self.keeper.tick()
                 self.journal.put_meta(load_record(meta_out), self.lease)
-        return written + len(batch), meta_out is not None
+            return written + len(batch), meta_out is not None, self.blobs(blobs)
+        present = set(self.reader.refs())
+        missing = self._missing(blobs, present)
+        folded, blob_size = [], size
+        for pair in missing:
+            folded.append(pair)
+            blob_size += len(pair[1])
+            if blob_size >= BATCH_BYTES or len(folded) >= BATCH_ENTRIES:
+                break
+        if batch or meta_out is not None or epoch > 0 or folded:
+            self._append(batch, held + written, meta_out, epoch, folded)
+        written += len(batch)
+        blob_count = len(folded)
+        rest: list[tuple[str, bytes]] = []
+        blob_size = 0
+        for pair in missing:
+            rest.append(pair)
+            blob_size += len(pair[1])
+            if blob_size >= BATCH_BYTES or len(rest) >= BATCH_ENTRIES:
+                self._append([], held + written, None, 0, rest)
+                blob_count += len(rest)
+                rest, blob_size = [], 0
+        if rest:
+            self._append([], held + written, None, 0, rest)
+            blob_count += len(rest)
+        for ref in sorted(present - self._seen):
+            self.keeper.tick()
+            self.transcripts.delete(ref, self.lease)
+        return written, meta_out is not None, blob_count
+
+    def _missing(
+        self, pairs: Iterable[tuple[str, bytes]], present: set[str]
+    ) -> Iterator[tuple[str, bytes]]:
+        """The pairs the destination lacks or holds otherwise; notes every ref seen."""
+        self._seen: set[str] = set()
+        for ref, data in pairs:
+            self._seen.add(ref)
+            if ref in present and self.transcripts.get(ref) == data:
+                continue
+            yield ref, data
 
     def _prefix(self, source: Iterator[str]) -> int:
         """Consume from ``source`` what the destination already holds; return its count."""
@@ -338,10 +378,16 @@ class RunWriter:
         return held
 
     def _append(
-        self, texts: list[str], held: int, meta: str | None, epoch: int
+        self,
+        texts: list[str],
+        held: int,
+        meta: str | None,
+        epoch: int,
+        blobs: Sequence[tuple[str, bytes]] = (),
     ) -> None:
         self.keeper.tick()
         self.written_bytes += sum(len(text) for text in texts)
+        self.written_bytes += sum(len(data) for _, data in blobs)
         if self.rows:
             self.journal.write_rows(  # type: ignore[attr-defined]  # has_run_rows_writer
                 self.run_id,
@@ -350,6 +396,7 @@ class RunWriter:
                 entries=texts,
                 meta=meta,
                 epoch=epoch,
+                blobs=blobs,
             )
             return
         for text in texts:
@@ -391,6 +438,52 @@ class RunWriter:
         for ref, data in slashless:
             self.transcripts.put(ref, data, self.lease)
         return len(batch)
+
+
+def _destination_ready(
+    journal: Any, run_id: str, owner: str, wait_s: float, keeper: _Keeper
+) -> Lease | LeaseHeldError | None:
+    """The destination's mover lease, or None where ``write_rows`` needs none.
+
+    A store with the row abilities takes each batch in one transaction that
+    refuses a live owner, so no lease is held there: the wait below only
+    reports a live holder (or waits one out) before the first write.
+    """
+    if not is_leasable(journal):
+        return None
+    if not (has_run_rows_writer(journal) and has_run_rows(journal)):
+        got = _acquire(journal, run_id, owner, wait_s)
+        if isinstance(got, Lease):
+            keeper.hold(journal, got)
+        return got
+    if not has_lease_peek(journal):
+        return None
+    deadline = time.monotonic() + wait_s
+    while True:
+        state = journal.peek_lease(run_id)
+        if state is None or not state.live:
+            return None
+        limit = deadline
+        if state.owner.startswith(MOVER_OWNER_PREFIX):
+            left_s = (state.expires_at - state.now) / 1000
+            limit = max(limit, time.monotonic() + min(left_s, MOVER_TTL_MS / 1000) + 1)
+        if time.monotonic() >= limit:
+            refusal = LeaseHeldError(
+                f"run {run_id!r} is leased by {state.owner!r}",
+                run_id,
+                state.owner,
+                state.epoch,
+            )
+            if state.owner.startswith(MOVED_OWNER_PREFIX):
+                return RunMovedError(
+                    str(refusal),
+                    run_id,
+                    state.owner,
+                    state.epoch,
+                    moved_destination(state.owner),
+                )
+            return refusal
+        time.sleep(_POLL_S)
 
 
 def _raise_epoch_by_leases(journal: Any, run_id: str, epoch: int, owner: str) -> int:
@@ -548,19 +641,15 @@ def _copy_locked(
     else:
         source_epoch = reader.epoch()
         target = source_epoch + 1 if source_epoch else 0
-    dst_lease: Lease | None = None
-    if is_leasable(dst_j):
-        got = _acquire(dst_j, run_id, owner, wait_s)
-        if isinstance(got, LeaseHeldError):
-            return CopyOutcome(run_id, "skipped", detail=_refusal("destination", got))
-        dst_lease = got
-        keeper.hold(dst_j, got)
+    got = _destination_ready(dst_j, run_id, owner, wait_s, keeper)
+    if isinstance(got, LeaseHeldError):
+        return CopyOutcome(run_id, "skipped", detail=_refusal("destination", got))
+    dst_lease = got
     writer = RunWriter(destination, run_id, dst_lease, keeper)
     try:
-        entries, meta_written = writer.journal_and_meta(
-            reader.meta_text(), reader.entry_texts(), target
+        entries, meta_written, blobs = writer.journal_and_meta(
+            reader.meta_text(), reader.entry_texts(), target, reader.blobs()
         )
-        blobs = writer.blobs(reader.blobs())
         if verify or move:
             problems = verify_run(source, destination, run_id, epoch_at_least=target)
             if problems:

@@ -2,9 +2,33 @@
 
 from __future__ import annotations
 
-from rulvar_store.errors import CopyConflictError
+from collections.abc import Sequence
 
-__all__ = ["copy_conflict"]
+from rulvar_store._intake import blob_bytes, ref_for_write
+from rulvar_store.errors import CopyConflictError, InvalidArgumentError
+
+__all__ = ["copy_blobs", "copy_conflict"]
+
+
+def copy_blobs(
+    run_id: str, blobs: Sequence[tuple[str, bytes]]
+) -> list[tuple[str, bytes]]:
+    """Check the (ref, data) pairs a ``write_rows`` stores: refs of ``run_id`` only (D11).
+
+    Raises:
+        InvalidArgumentError: a ref breaks the write rules or names another run.
+    """
+    checked: list[tuple[str, bytes]] = []
+    for ref, data in blobs:
+        ref, ref_run = ref_for_write(ref, "write_rows")
+        if ref_run != run_id:
+            raise InvalidArgumentError(
+                f"write_rows of run {run_id!r}: blob ref {ref!r} names run {ref_run!r}",
+                "write_rows",
+                "blobs",
+            )
+        checked.append((ref, blob_bytes(data, "write_rows")))
+    return checked
 
 
 def copy_conflict(run_id: str, expected: int, found: int) -> CopyConflictError:

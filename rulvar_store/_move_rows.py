@@ -56,13 +56,16 @@ class RunRowsWriter(Protocol):
         entries: Sequence[str],
         meta: str | None,
         epoch: int,
+        blobs: Sequence[tuple[str, bytes]] = (),
     ) -> None:
-        """Append ``entries`` as stored text, replace the meta, raise the counter.
+        """Append ``entries`` as stored text, replace the meta and blobs, raise the counter.
 
-        One transaction: the fence (when ``lease`` is given), then a check that
+        One transaction: the fence (when ``lease`` is given; without one, the
+        run must have no live lease, else ``LeaseHeldError``), then a check that
         the journal holds exactly ``expected_entries`` entries (else
         ``CopyConflictError``: someone else wrote), then the rows. ``meta`` None
-        leaves the meta alone; the counter becomes ``max(counter, epoch)``.
+        leaves the meta alone; ``blobs`` are (ref, data) of this run, each
+        stored or replaced; the counter becomes ``max(counter, epoch)``.
         """
         ...
 

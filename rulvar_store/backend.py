@@ -92,7 +92,7 @@ from rulvar_store._location_records import (
     StoreLocation,
 )
 from rulvar_store._locations import UrlOpener, locations_from_factory, opened_at
-from rulvar_store._move_conflict import copy_conflict
+from rulvar_store._move_conflict import copy_blobs, copy_conflict
 from rulvar_store._moved import (
     MOVED_OWNER_PREFIX,
     NEVER_EXPIRES_MS,
@@ -176,6 +176,7 @@ __all__ = [
     "check_run_match",
     "check_safe_token",
     "copy_blob",
+    "copy_blobs",
     "copy_conflict",
     "dump_record",
     "entry_text",

@@ -17,10 +17,13 @@ from rulvar_store import backend as _intake
 from rulvar_store.backend import (
     NEVER_EXPIRES_MS,
     check_run_match,
+    copy_blobs,
     copy_conflict,
     hit,
     not_live_lease,
+    refuse_if_moved,
 )
+from rulvar_store.errors import LeaseHeldError
 from rulvar_store_postgres._errors import translated
 from rulvar_store_postgres._schema import LOCK_SEED, run_lock_key
 
@@ -116,24 +119,43 @@ def epoch_counter(store: PostgresStore, run_id: str) -> int:
     return int(_read(store, "epoch_counter", query, (run_id, run_id))[0][0])
 
 
-def _locked_and_fenced(
-    store: PostgresStore, cursor: Any, run_id: str, lease: Lease | None, operation: str
-) -> None:
-    """Take the run's lock (P4), then check the fence on the lease clock (L6, L7)."""
+def _lock(store: PostgresStore, cursor: Any, run_id: str) -> None:
+    """Take the run's transaction lock (P4, the key of Appendix P)."""
     cursor.execute(
         "SELECT pg_advisory_xact_lock(hashtextextended(%s, %s))",
         (run_lock_key(store._sql.schema, run_id), LOCK_SEED),
     )
-    if lease is None:
-        return
+
+
+def _locked_and_fenced(
+    store: PostgresStore, cursor: Any, run_id: str, lease: Lease | None, operation: str
+) -> int:
+    """Lock the run, then check the fence on the lease clock (L6, L7); return its entries.
+
+    Without a lease the run must have no live lease: a copy never writes under
+    a live owner. One statement reads the lease row and the journal's length.
+    """
+    _lock(store, cursor, run_id)
     q = store._sql.quoted
     cursor.execute(
-        f"SELECT 1 FROM {q}.rulvar_leases WHERE run_id = %s AND owner = %s "
-        f"AND epoch = %s AND expires_at > {_NOW}",
-        (run_id, lease.owner, lease.epoch, store._plans.clock()),
+        f"SELECT (SELECT count(*) FROM {q}.rulvar_entries WHERE run_id = %s), "
+        f"l.owner, l.epoch, l.expires_at > {_NOW} "
+        f"FROM (SELECT 1) AS one LEFT JOIN {q}.rulvar_leases AS l ON l.run_id = %s",
+        (run_id, store._plans.clock(), run_id),
     )
-    if cursor.fetchone() is None:
-        raise not_live_lease(operation, lease)
+    count, owner, epoch, live = cursor.fetchone()
+    if lease is not None:
+        if not (live and owner == lease.owner and epoch == lease.epoch):
+            raise not_live_lease(operation, lease)
+    elif live:
+        refuse_if_moved(run_id, owner, epoch)
+        raise LeaseHeldError(
+            f"{operation} of run {run_id!r}: leased by {owner!r} (epoch {epoch})",
+            run_id,
+            owner,
+            epoch,
+        )
+    return int(count)
 
 
 def write_rows(
@@ -144,9 +166,11 @@ def write_rows(
     entries: Sequence[str],
     meta: str | None,
     epoch: int,
+    blobs: Sequence[tuple[str, bytes]] = (),
 ) -> None:
     _intake.run_id_for_write(run_id, "write_rows")
     check_run_match(_intake.lease_or_none(lease, "write_rows"), run_id, "write_rows")
+    pairs = [(ref, run_id, data) for ref, data in copy_blobs(run_id, blobs)]
     store._fork.check("write_rows")
     store._ensure_booted("write_rows")
     q = store._sql.quoted
@@ -157,11 +181,7 @@ def write_rows(
         conn.transaction(),
         conn.cursor() as cursor,
     ):
-        _locked_and_fenced(store, cursor, run_id, lease, "write_rows")
-        cursor.execute(
-            f"SELECT count(*) FROM {q}.rulvar_entries WHERE run_id = %s", (run_id,)
-        )
-        found = int(cursor.fetchone()[0])  # type: ignore[index]  # count(*) returns a row
+        found = _locked_and_fenced(store, cursor, run_id, lease, "write_rows")
         if found != expected_entries:
             raise copy_conflict(run_id, expected_entries, found)
         if entries:
@@ -175,6 +195,12 @@ def write_rows(
                 f"INSERT INTO {q}.rulvar_meta (run_id, payload) VALUES (%s, %s) "
                 "ON CONFLICT (run_id) DO UPDATE SET payload = excluded.payload",
                 (run_id, meta),
+            )
+        if pairs:
+            cursor.executemany(
+                f"INSERT INTO {q}.rulvar_blobs (ref, run_id, data) VALUES (%s, %s, %s) "
+                "ON CONFLICT (ref) DO UPDATE SET run_id = excluded.run_id, data = excluded.data",
+                pairs,
             )
         if epoch > 0:
             cursor.execute(

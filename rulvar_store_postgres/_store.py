@@ -325,10 +325,11 @@ class PostgresStore(PostgresHandle):
         entries: Sequence[str],
         meta: str | None,
         epoch: int,
+        blobs: Sequence[tuple[str, bytes]] = (),
     ) -> None:
         """Entry texts (by COPY), meta text and an epoch floor in one fenced transaction."""
         _move_rows.write_rows(
-            self, run_id, lease, expected_entries, entries, meta, epoch
+            self, run_id, lease, expected_entries, entries, meta, epoch, blobs
         )
 
     def orphan_page(self, kind: str, after: str | None, limit: int) -> list[str]:

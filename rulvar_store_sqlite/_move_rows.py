@@ -9,13 +9,20 @@ touched; the tombstone is an ordinary lease row.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Final
 
 import apsw
 
 from rulvar_store import Lease
 from rulvar_store import backend as _intake
-from rulvar_store.backend import NEVER_EXPIRES_MS, check_run_match, copy_conflict
+from rulvar_store.backend import (
+    NEVER_EXPIRES_MS,
+    check_run_match,
+    copy_blobs,
+    copy_conflict,
+    refuse_if_moved,
+)
 from rulvar_store.errors import LeaseHeldError
 from rulvar_store_sqlite import _sql as sql
 from rulvar_store_sqlite._transaction import Operation
@@ -44,6 +51,10 @@ EPOCH_COUNTER: Final = (
 RAISE_EPOCH: Final = (
     "INSERT INTO epochs (run_id, epoch) VALUES (?1, ?2) "
     "ON CONFLICT (run_id) DO UPDATE SET epoch = max(epochs.epoch, excluded.epoch)"
+)
+UPSERT_BLOB: Final = (
+    "INSERT INTO blobs (ref, run_id, data) VALUES (?, ?, ?) "
+    "ON CONFLICT (ref) DO UPDATE SET run_id = excluded.run_id, data = excluded.data"
 )
 TOMBSTONE: Final = (
     "UPDATE leases SET owner = ?, epoch = ?, expires_at = ? "
@@ -106,10 +117,12 @@ def write_rows_op(
     entries: Sequence[str],
     meta: str | None,
     epoch: int,
+    blobs: Sequence[tuple[str, bytes]] = (),
 ) -> Operation[None]:
     _intake.run_id_for_write(run_id, "write_rows")
     check_run_match(_intake.lease_or_none(lease, "write_rows"), run_id, "write_rows")
     texts = [(run_id, text) for text in entries]
+    pairs = [(ref, run_id, data) for ref, data in copy_blobs(run_id, blobs)]
 
     def mutate(cursor: apsw.Cursor) -> None:
         found = int(cursor.execute(ENTRY_COUNT, (run_id,)).fetchall()[0][0])  # type: ignore[arg-type]  # INTEGER column
@@ -119,10 +132,27 @@ def write_rows_op(
             cursor.executemany(sql.INSERT_ENTRY, texts)
         if meta is not None:
             cursor.execute(sql.UPSERT_META, (run_id, meta))
+        if pairs:
+            cursor.executemany(UPSERT_BLOB, pairs)
         if epoch > 0:
             cursor.execute(RAISE_EPOCH, (run_id, epoch))
 
-    return Operation("write_rows", store._fence(lease), mutate)
+    fence = store._fence(lease) or partial(_refuse_live, store, run_id)
+    return Operation("write_rows", fence, mutate)
+
+
+def _refuse_live(store: SqliteStore, run_id: str) -> None:
+    """An unleased copy write never lands under a live owner (``write_rows``)."""
+    rows = store._cursor.execute(sql.LEASE_ROW, (run_id,)).fetchall()
+    if rows and rows[0][2] > store._now():  # type: ignore[operator]  # INTEGER column
+        owner, epoch = str(rows[0][0]), int(rows[0][1])  # type: ignore[arg-type]  # INTEGER column
+        refuse_if_moved(run_id, owner, epoch)
+        raise LeaseHeldError(
+            f"write_rows of run {run_id!r}: leased by {owner!r} (epoch {epoch})",
+            run_id,
+            owner,
+            epoch,
+        )
 
 
 def fence_moved_op(store: SqliteStore, lease: Lease, owner: str) -> Operation[int]:

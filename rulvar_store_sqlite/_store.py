@@ -438,11 +438,12 @@ class SqliteStore:
         entries: Sequence[str],
         meta: str | None,
         epoch: int,
+        blobs: Sequence[tuple[str, bytes]] = (),
     ) -> None:
         """Entry texts, meta text and an epoch floor in one fenced transaction."""
         self._door.submit(
             _move_rows.write_rows_op(
-                self, run_id, lease, expected_entries, entries, meta, epoch
+                self, run_id, lease, expected_entries, entries, meta, epoch, blobs
             )
         )
 

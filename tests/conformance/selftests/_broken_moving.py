@@ -29,6 +29,7 @@ class EpochFloorIgnored(MemoryStore):  # type: ignore[misc]  # final; the bug is
         entries: Sequence[str],
         meta: str | None,
         epoch: int,
+        blobs: Sequence[tuple[str, bytes]] = (),
     ) -> None:
         super().write_rows(
             run_id,
@@ -37,6 +38,7 @@ class EpochFloorIgnored(MemoryStore):  # type: ignore[misc]  # final; the bug is
             entries=entries,
             meta=meta,
             epoch=0,
+            blobs=blobs,
         )
 
 
