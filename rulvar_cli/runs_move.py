@@ -322,7 +322,7 @@ def _copy_command(move: bool) -> Callable[..., None]:
         as_json: bool,
         timeout_s: float,
     ) -> None:
-        from rulvar_store.ops import check_movable, copy_run
+        from rulvar_store.ops import check_movable, copy_runs
 
         run_filter = _filter(statuses, name, tags)
         _check_selection(runs, threads, every, run_filter is not None)
@@ -341,16 +341,15 @@ def _copy_command(move: bool) -> Callable[..., None]:
                     return
                 with _opened(dst_url, create=True, timeout_s=timeout_s) as destination:
                     report.follow(
-                        copy_run(
+                        copy_runs(
                             source,
                             destination,
-                            run_id,
+                            run_ids,
                             move=move,
                             destination_name=destination_name,
                             wait_s=wait_timeout if wait else 0.0,
                             verify=verify,
                         )
-                        for run_id in run_ids
                     )
 
         _bounded(body, timeout_s)

@@ -324,6 +324,7 @@ class MemoryStore:
         meta: str | None,
         epoch: int,
         blobs: Sequence[tuple[str, bytes]] = (),
+        durable: bool = True,
     ) -> None:
         """Entry texts, meta text, blobs and an epoch floor in one unit (``_move_rows``)."""
         _intake.run_id_for_write(run_id, "write_rows")
@@ -351,6 +352,9 @@ class MemoryStore:
                 self._domain.blobs[ref] = data
             if epoch > self._domain.epochs.get(run_id, 0):
                 self._domain.epochs[run_id] = epoch
+
+    def flush_writes(self) -> None:
+        """A durability barrier; memory has nothing to flush (``_move_rows``)."""
 
     def _refuse_live(self, run_id: str, operation: str) -> None:
         """An unleased copy write never lands under a live owner (``write_rows``)."""

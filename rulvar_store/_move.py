@@ -30,12 +30,13 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import suppress
 from dataclasses import asdict, dataclass
+from itertools import chain
 from typing import Any, Final, Literal, Protocol, cast
 
 from rulvar_store._batch import BatchTranscriptStore
 from rulvar_store._capabilities import has_batch_put
 from rulvar_store._json import dump_record, load_record
-from rulvar_store._move_rows import has_run_rows, has_run_rows_writer
+from rulvar_store._move_rows import has_run_batches, has_run_rows, has_run_rows_writer
 from rulvar_store._moved import MOVED_OWNER_PREFIX, moved_destination, moved_owner
 from rulvar_store._observe import has_lease_peek
 from rulvar_store._protocols import JournalStore, TranscriptStore
@@ -47,6 +48,7 @@ from rulvar_store.errors import (
     LeaseHeldError,
     RulvarError,
     RunMovedError,
+    StoreBusyError,
 )
 
 __all__ = [
@@ -58,6 +60,8 @@ __all__ = [
     "StorePair",
     "check_movable",
     "copy_run",
+    "copy_runs",
+    "flush_destination",
     "mover_owner",
     "run_digest",
     "verify_run",
@@ -265,6 +269,41 @@ def _same_record(a: str, b: str) -> bool:
 # -- writing a run ---------------------------------------------------------------
 
 
+class _NotFresh(Exception):
+    """The destination already holds entries; what the first write had taken."""
+
+    def __init__(self, entries: list[str], blobs: list[tuple[str, bytes]]) -> None:
+        super().__init__(entries, blobs)
+        self.entries = entries
+        self.blobs = blobs
+
+
+def _take_texts(source: Iterator[str]) -> tuple[list[str], int]:
+    """The next batch of entry texts: up to ``BATCH_ENTRIES`` or ``BATCH_BYTES``."""
+    batch: list[str] = []
+    size = 0
+    for text in source:
+        batch.append(text)
+        size += len(text)
+        if len(batch) >= BATCH_ENTRIES or size >= BATCH_BYTES:
+            break
+    return batch, size
+
+
+def _take_blobs(
+    blobs: Iterator[tuple[str, bytes]], budget: int
+) -> list[tuple[str, bytes]]:
+    """Blobs up to ``budget`` bytes (at least one, if any is left)."""
+    taken: list[tuple[str, bytes]] = []
+    size = 0
+    for pair in blobs:
+        taken.append(pair)
+        size += len(pair[1])
+        if size >= budget or len(taken) >= BATCH_ENTRIES:
+            break
+    return taken
+
+
 class RunWriter:
     """One run of the destination, written under ``lease`` (or single-writer)."""
 
@@ -279,6 +318,8 @@ class RunWriter:
         self.keeper = keeper
         self.rows = has_run_rows_writer(self.journal) and has_run_rows(self.journal)
         self.written_bytes = 0
+        # False: commits may precede their durability; the caller flushes.
+        self.durable = True
 
     def journal_and_meta(
         self,
@@ -298,6 +339,13 @@ class RunWriter:
             CopyConflictError: the destination's journal is not a prefix of ``texts``.
         """
         source = iter(texts)
+        blob_pairs: Iterator[tuple[str, bytes]] = iter(blobs)
+        if self.rows:
+            try:
+                return self._fresh(meta, source, epoch, blob_pairs)
+            except _NotFresh as seen:  # the destination holds some: compare first
+                source = chain(seen.entries, source)
+                blob_pairs = chain(seen.blobs, blob_pairs)
         held = self.reader.entry_count() if self.rows else -1
         if held != 0:
             held = self._prefix(source)
@@ -322,9 +370,9 @@ class RunWriter:
             if meta_out is not None:
                 self.keeper.tick()
                 self.journal.put_meta(load_record(meta_out), self.lease)
-            return written + len(batch), meta_out is not None, self.blobs(blobs)
+            return written + len(batch), meta_out is not None, self.blobs(blob_pairs)
         present = set(self.reader.refs())
-        missing = self._missing(blobs, present)
+        missing = self._missing(blob_pairs, present)
         folded, blob_size = [], size
         for pair in missing:
             folded.append(pair)
@@ -351,6 +399,49 @@ class RunWriter:
             self.keeper.tick()
             self.transcripts.delete(ref, self.lease)
         return written, meta_out is not None, blob_count
+
+    def _fresh(
+        self,
+        meta: str | None,
+        source: Iterator[str],
+        epoch: int,
+        blobs: Iterator[tuple[str, bytes]],
+    ) -> tuple[int, bool, int]:
+        """The common case in one write per batch: a destination without this run.
+
+        Nothing is read first: the first write expects an empty journal and the
+        store checks that in its transaction. A run that fits one batch goes in
+        one transaction, meta, epoch floor and blobs included.
+
+        Raises:
+            _NotFresh: the destination already holds entries (nothing written);
+                it carries what was taken from the iterators.
+        """
+        written = 0
+        first = True
+        while True:
+            batch, size = _take_texts(source)
+            done = len(batch) < BATCH_ENTRIES and size < BATCH_BYTES
+            folded = _take_blobs(blobs, BATCH_BYTES - size) if done else []
+            try:
+                self._append(
+                    batch, written, meta if done else None, epoch if done else 0, folded
+                )
+            except CopyConflictError:
+                if first:
+                    raise _NotFresh(batch, folded) from None
+                raise
+            first = False
+            written += len(batch)
+            if done:
+                break
+        count = len(folded)
+        while True:
+            rest = _take_blobs(blobs, BATCH_BYTES)
+            if not rest:
+                return written, meta is not None, count
+            self._append([], written, None, 0, rest)
+            count += len(rest)
 
     def _missing(
         self, pairs: Iterable[tuple[str, bytes]], present: set[str]
@@ -397,6 +488,7 @@ class RunWriter:
                 meta=meta,
                 epoch=epoch,
                 blobs=blobs,
+                durable=self.durable,
             )
             return
         for text in texts:
@@ -438,6 +530,11 @@ class RunWriter:
         for ref, data in slashless:
             self.transcripts.put(ref, data, self.lease)
         return len(batch)
+
+
+def _writes_rows(journal: Any) -> bool:
+    """A store that takes a copy's batches in fenced transactions of its own."""
+    return has_run_rows_writer(journal) and has_run_rows(journal)
 
 
 def _destination_ready(
@@ -484,6 +581,167 @@ def _destination_ready(
                 )
             return refusal
         time.sleep(_POLL_S)
+
+
+def flush_destination(destination: StorePair) -> None:
+    """Make every write acknowledged so far durable (``flush_writes`` where offered)."""
+    flush = getattr(destination.journal, "flush_writes", None)
+    if callable(flush):
+        flush()
+
+
+@dataclass(slots=True)
+class _Staged:
+    """A small run read whole under its source lease, waiting for its group's write."""
+
+    run_id: str
+    lease: Lease | None
+    meta: str | None
+    entries: list[str]
+    blobs: list[tuple[str, bytes]]
+    target: int
+    size: int
+
+
+_GROUP_RUNS: Final = 200
+
+
+def _stage(
+    source: StorePair, run_id: str, owner: str, wait_s: float
+) -> _Staged | CopyOutcome | None:
+    """Read ``run_id`` whole if it is small (a quarter batch); None if it is not."""
+    journal: Any = source.journal
+    lease: Lease | None = None
+    if is_leasable(journal):
+        got = _acquire(journal, run_id, owner, wait_s)
+        if isinstance(got, LeaseHeldError):
+            return CopyOutcome(run_id, "skipped", detail=_refusal("source", got))
+        lease = got
+    reader = RunReader(source, run_id)
+    budget = BATCH_BYTES // 4
+    meta = reader.meta_text()
+    size = len(meta or "")
+    entries: list[str] = []
+    blobs: list[tuple[str, bytes]] = []
+    for text in reader.entry_texts():
+        entries.append(text)
+        size += len(text)
+        if size > budget or len(entries) >= BATCH_ENTRIES:
+            _release_quietly(journal, lease)
+            return None
+    for ref, data in reader.blobs():
+        blobs.append((ref, data))
+        size += len(data)
+        if size > budget or len(blobs) >= BATCH_ENTRIES:
+            _release_quietly(journal, lease)
+            return None
+    epoch = max(lease.epoch if lease is not None else 0, reader.epoch())
+    return _Staged(run_id, lease, meta, entries, blobs, epoch + 1 if epoch else 0, size)
+
+
+def _write_group(
+    source: StorePair,
+    destination: StorePair,
+    group: list[_Staged],
+    owner: str,
+    wait_s: float,
+) -> list[CopyOutcome]:
+    """One transaction for the group's runs; run by run if any is not new there."""
+    journal: Any = destination.journal
+    try:
+        journal.write_runs(
+            [(s.run_id, s.entries, s.meta, s.target, s.blobs) for s in group],
+            durable=False,
+        )
+    except (CopyConflictError, LeaseHeldError, StoreBusyError):
+        for staged in group:
+            _release_quietly(source.journal, staged.lease)
+        return [
+            copy_run(
+                source, destination, s.run_id, wait_s=wait_s, owner=owner, durable=False
+            )
+            for s in group
+        ]
+    for staged in group:
+        _release_quietly(source.journal, staged.lease)
+    return [
+        CopyOutcome(
+            s.run_id,
+            "copied",
+            len(s.entries),
+            len(s.blobs),
+            s.size,
+            s.target or None,
+            f"{len(s.entries)} entries, {len(s.blobs)} blobs"
+            + (", meta" if s.meta is not None else ""),
+        )
+        for s in group
+    ]
+
+
+def copy_runs(
+    source: StorePair,
+    destination: StorePair,
+    run_ids: Iterable[str],
+    *,
+    move: bool = False,
+    destination_name: str = "",
+    wait_s: float = 0.0,
+    verify: bool = False,
+    flush_every: int = 256,
+) -> Iterator[CopyOutcome]:
+    """``copy_run`` over many runs, the destination's durability paid per group.
+
+    Each run's writes commit without waiting for their flush; every
+    ``flush_every`` runs (and at the end) one barrier makes them durable, and
+    only then are their outcomes yielded. A crash before a barrier loses only
+    runs not yet reported, which the same call copies again. (A move flushes
+    before each tombstone as well.)
+
+    A copy (not a move, not verified) into a store offering ``write_runs``
+    (PostgreSQL) writes small runs, each read whole under its own source lease,
+    many to a transaction: new at the destination, each checked there as
+    ``write_rows`` checks one; a group with any run not new is written run by
+    run instead.
+    """
+    owner = mover_owner()
+    batches = has_run_batches(destination.journal) and not move and not verify
+    pending: list[CopyOutcome] = []
+    group: list[_Staged] = []
+    group_size = 0
+    for run_id in run_ids:
+        staged = _stage(source, run_id, owner, wait_s) if batches else None
+        if isinstance(staged, CopyOutcome):
+            pending.append(staged)
+            continue
+        if isinstance(staged, _Staged):
+            group.append(staged)
+            group_size += staged.size
+            if group_size >= BATCH_BYTES or len(group) >= _GROUP_RUNS:
+                pending.extend(_write_group(source, destination, group, owner, wait_s))
+                group, group_size = [], 0
+        else:
+            pending.append(
+                copy_run(
+                    source,
+                    destination,
+                    run_id,
+                    move=move,
+                    destination_name=destination_name,
+                    wait_s=wait_s,
+                    verify=verify,
+                    owner=owner,
+                    durable=False,
+                )
+            )
+        if len(pending) >= flush_every:
+            flush_destination(destination)
+            yield from pending
+            pending = []
+    if group:
+        pending.extend(_write_group(source, destination, group, owner, wait_s))
+    flush_destination(destination)
+    yield from pending
 
 
 def _raise_epoch_by_leases(journal: Any, run_id: str, epoch: int, owner: str) -> int:
@@ -569,13 +827,17 @@ def copy_run(
     wait_s: float = 0.0,
     verify: bool = False,
     owner: str | None = None,
+    durable: bool = True,
 ) -> CopyOutcome:
     """Copy (or move) one run from ``source`` to ``destination``; see the module doc.
 
     ``destination_name`` is what the tombstone names (a URL without password);
     ``wait_s`` how long to wait for a run under a live lease. Idempotent: a run
     copied before is brought up to date, a run moved before to the same
-    destination is ``already-moved``.
+    destination is ``already-moved``. ``durable=False`` lets the destination
+    acknowledge writes before they are durable (PostgreSQL: asynchronous
+    commit); the caller must then call ``flush_destination`` before it reports
+    the run copied (``copy_runs`` does). A move flushes before its tombstone.
 
     Raises:
         ConfigError: ``move`` from a store that cannot be fenced (``check_movable``).
@@ -613,6 +875,7 @@ def copy_run(
             wait_s,
             verify,
             owner,
+            durable,
         )
     finally:
         if src_lease is not None:  # a move turned it into the tombstone already
@@ -630,6 +893,7 @@ def _copy_locked(
     wait_s: float,
     verify: bool,
     owner: str,
+    durable: bool,
 ) -> CopyOutcome:
     src_j: Any = source.journal
     dst_j: Any = destination.journal
@@ -641,15 +905,35 @@ def _copy_locked(
     else:
         source_epoch = reader.epoch()
         target = source_epoch + 1 if source_epoch else 0
-    got = _destination_ready(dst_j, run_id, owner, wait_s, keeper)
-    if isinstance(got, LeaseHeldError):
-        return CopyOutcome(run_id, "skipped", detail=_refusal("destination", got))
-    dst_lease = got
-    writer = RunWriter(destination, run_id, dst_lease, keeper)
+    dst_lease: Lease | None = None
+    if is_leasable(dst_j) and not _writes_rows(dst_j):
+        got = _acquire(dst_j, run_id, owner, wait_s)
+        if isinstance(got, LeaseHeldError):
+            return CopyOutcome(run_id, "skipped", detail=_refusal("destination", got))
+        dst_lease = got
+        keeper.hold(dst_j, got)
     try:
-        entries, meta_written, blobs = writer.journal_and_meta(
-            reader.meta_text(), reader.entry_texts(), target, reader.blobs()
-        )
+        for attempt in (1, 2):
+            writer = RunWriter(destination, run_id, dst_lease, keeper)
+            writer.durable = durable
+            try:
+                entries, meta_written, blobs = writer.journal_and_meta(
+                    reader.meta_text(), reader.entry_texts(), target, reader.blobs()
+                )
+                break
+            except LeaseHeldError as exc:
+                if dst_lease is not None or attempt == 2:
+                    # A mover's lease ran out under it (a pause past the ttl):
+                    # the re-run resumes from what did land.
+                    return CopyOutcome(
+                        run_id, "failed", detail=f"the copy lost its lease: {exc}"
+                    )
+                # A live owner at the destination: wait for it (or report it).
+                waited = _destination_ready(dst_j, run_id, owner, wait_s, keeper)
+                if isinstance(waited, LeaseHeldError):
+                    return CopyOutcome(
+                        run_id, "skipped", detail=_refusal("destination", waited)
+                    )
         if verify or move:
             problems = verify_run(source, destination, run_id, epoch_at_least=target)
             if problems:
@@ -664,10 +948,6 @@ def _copy_locked(
                 )
     except CopyConflictError as exc:
         return CopyOutcome(run_id, "failed", detail=str(exc))
-    except LeaseHeldError as exc:
-        # A mover's lease ran out under it (a pause past the ttl): nothing more
-        # was written; the re-run resumes from what did land.
-        return CopyOutcome(run_id, "failed", detail=f"the copy lost its lease: {exc}")
     finally:
         if dst_lease is not None:
             keeper.drop(dst_lease)
@@ -685,6 +965,8 @@ def _copy_locked(
             run_id, "copied", entries, blobs, writer.written_bytes, epoch, detail
         )
     assert src_lease is not None  # check_movable: the source is leasable
+    if not durable:
+        flush_destination(destination)  # the copy is durable before the fence
     keeper.drop(src_lease)
     tombstone = src_j.fence_moved(src_lease, moved_owner(destination_name))
     return CopyOutcome(

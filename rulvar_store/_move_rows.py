@@ -24,7 +24,14 @@ from typing import Protocol, TypeGuard, runtime_checkable
 
 from rulvar_store._records import Lease
 
-__all__ = ["RunRows", "RunRowsWriter", "has_run_rows", "has_run_rows_writer"]
+__all__ = [
+    "RunBatchWriter",
+    "RunRows",
+    "RunRowsWriter",
+    "has_run_batches",
+    "has_run_rows",
+    "has_run_rows_writer",
+]
 
 
 @runtime_checkable
@@ -57,6 +64,7 @@ class RunRowsWriter(Protocol):
         meta: str | None,
         epoch: int,
         blobs: Sequence[tuple[str, bytes]] = (),
+        durable: bool = True,
     ) -> None:
         """Append ``entries`` as stored text, replace the meta and blobs, raise the counter.
 
@@ -66,7 +74,13 @@ class RunRowsWriter(Protocol):
         ``CopyConflictError``: someone else wrote), then the rows. ``meta`` None
         leaves the meta alone; ``blobs`` are (ref, data) of this run, each
         stored or replaced; the counter becomes ``max(counter, epoch)``.
+        ``durable=False`` may return before the commit is durable (a store
+        where that is cheaper); ``flush_writes`` is then the barrier.
         """
+        ...
+
+    def flush_writes(self) -> None:
+        """Return once every write this store acknowledged so far is durable."""
         ...
 
     def fence_moved(self, lease: Lease, owner: str) -> int:
@@ -77,6 +91,27 @@ class RunRowsWriter(Protocol):
         ``NEVER_EXPIRES_MS``.
         """
         ...
+
+
+@runtime_checkable
+class RunBatchWriter(Protocol):
+    def write_runs(
+        self,
+        items: Sequence[
+            tuple[str, Sequence[str], str | None, int, Sequence[tuple[str, bytes]]]
+        ],
+        *,
+        durable: bool = True,
+    ) -> None:
+        """Several runs new to this store in ONE transaction: (run id, entries, meta,
+        epoch floor, blobs) each; every run must hold no entries and no live lease
+        there, else nothing is written (``CopyConflictError``, ``LeaseHeldError``)."""
+        ...
+
+
+def has_run_batches(store: object) -> TypeGuard[RunBatchWriter]:
+    """Return whether ``store`` writes many small new runs in one transaction."""
+    return isinstance(store, RunBatchWriter)
 
 
 def has_run_rows(store: object) -> TypeGuard[RunRows]:

@@ -35,6 +35,7 @@ __all__ = [
     "entry_rows",
     "epoch_counter",
     "fence_moved",
+    "flush_writes",
     "meta_row",
     "orphan_page",
     "write_rows",
@@ -127,23 +128,22 @@ def _lock(store: PostgresStore, cursor: Any, run_id: str) -> None:
     )
 
 
-def _locked_and_fenced(
-    store: PostgresStore, cursor: Any, run_id: str, lease: Lease | None, operation: str
+_STATE = (
+    "SELECT (SELECT count(*) FROM {q}.rulvar_entries WHERE run_id = %s), "
+    "l.owner, l.epoch, l.expires_at > " + _NOW + " "
+    "FROM (SELECT 1) AS one LEFT JOIN {q}.rulvar_leases AS l ON l.run_id = %s"
+)
+
+
+def _check_state(
+    row: tuple[Any, ...], run_id: str, lease: Lease | None, operation: str
 ) -> int:
-    """Lock the run, then check the fence on the lease clock (L6, L7); return its entries.
+    """The fence on a (count, owner, epoch, live) row (L6); return the entry count.
 
     Without a lease the run must have no live lease: a copy never writes under
-    a live owner. One statement reads the lease row and the journal's length.
+    a live owner.
     """
-    _lock(store, cursor, run_id)
-    q = store._sql.quoted
-    cursor.execute(
-        f"SELECT (SELECT count(*) FROM {q}.rulvar_entries WHERE run_id = %s), "
-        f"l.owner, l.epoch, l.expires_at > {_NOW} "
-        f"FROM (SELECT 1) AS one LEFT JOIN {q}.rulvar_leases AS l ON l.run_id = %s",
-        (run_id, store._plans.clock(), run_id),
-    )
-    count, owner, epoch, live = cursor.fetchone()
+    count, owner, epoch, live = row
     if lease is not None:
         if not (live and owner == lease.owner and epoch == lease.epoch):
             raise not_live_lease(operation, lease)
@@ -158,6 +158,18 @@ def _locked_and_fenced(
     return int(count)
 
 
+def _locked_and_fenced(
+    store: PostgresStore, cursor: Any, run_id: str, lease: Lease | None, operation: str
+) -> int:
+    """Lock the run, then check the fence on the lease clock (L6, L7); return its entries."""
+    # The lock is its own statement: a READ COMMITTED statement reads the
+    # snapshot taken when it began, so the reads below must begin after it.
+    _lock(store, cursor, run_id)
+    q = store._sql.quoted
+    cursor.execute(_STATE.format(q=q), (run_id, store._plans.clock(), run_id))
+    return _check_state(cursor.fetchone(), run_id, lease, operation)
+
+
 def write_rows(
     store: PostgresStore,
     run_id: str,
@@ -167,7 +179,17 @@ def write_rows(
     meta: str | None,
     epoch: int,
     blobs: Sequence[tuple[str, bytes]] = (),
+    durable: bool = True,
 ) -> None:
+    """One transaction in few round trips: lock, COPY, upserts and the checks, commit.
+
+    The fence and the length check run after the writes, inside the same
+    transaction under the run's lock: a refusal rolls everything back, so
+    nothing of it is ever visible (F3), and the writes cost no extra round
+    trip. ``durable=False`` commits without waiting for the WAL flush
+    (``synchronous_commit=off`` for this transaction only): the copy then
+    calls ``flush_writes`` before it reports the run done.
+    """
     _intake.run_id_for_write(run_id, "write_rows")
     check_run_match(_intake.lease_or_none(lease, "write_rows"), run_id, "write_rows")
     pairs = [(ref, run_id, data) for ref, data in copy_blobs(run_id, blobs)]
@@ -181,35 +203,79 @@ def write_rows(
         conn.transaction(),
         conn.cursor() as cursor,
     ):
-        found = _locked_and_fenced(store, cursor, run_id, lease, "write_rows")
-        if found != expected_entries:
-            raise copy_conflict(run_id, expected_entries, found)
+        cursor.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, %s)), "
+            "set_config('synchronous_commit', %s, true)",
+            (
+                run_lock_key(store._sql.schema, run_id),
+                LOCK_SEED,
+                "on" if durable else "off",
+            ),
+        )
         if entries:
             with cursor.copy(
                 f"COPY {q}.rulvar_entries (run_id, payload) FROM STDIN"
             ) as copy:
                 for text in entries:
                     copy.write_row((run_id, text))
-        if meta is not None:
-            cursor.execute(
-                f"INSERT INTO {q}.rulvar_meta (run_id, payload) VALUES (%s, %s) "
-                "ON CONFLICT (run_id) DO UPDATE SET payload = excluded.payload",
-                (run_id, meta),
-            )
-        if pairs:
-            cursor.executemany(
-                f"INSERT INTO {q}.rulvar_blobs (ref, run_id, data) VALUES (%s, %s, %s) "
-                "ON CONFLICT (ref) DO UPDATE SET run_id = excluded.run_id, data = excluded.data",
-                pairs,
-            )
-        if epoch > 0:
-            cursor.execute(
-                f"INSERT INTO {q}.rulvar_epochs AS e (run_id, epoch) VALUES (%s, %s) "
-                "ON CONFLICT (run_id) DO UPDATE SET epoch = greatest(e.epoch, excluded.epoch)",
-                (run_id, epoch),
-            )
+        with conn.pipeline():  # the statements below: one round trip
+            _upserts(cursor, q, run_id, meta, pairs, epoch)
+            cursor.execute(_STATE.format(q=q), (run_id, store._plans.clock(), run_id))
+        state = cursor.fetchone()
+        assert state is not None  # the SELECT returns one row
+        found = _check_state(state, run_id, lease, "write_rows")
+        if found != expected_entries + len(entries):
+            raise copy_conflict(run_id, expected_entries, found - len(entries))
         hit("write_rows", "before-commit")
     hit("write_rows", "after-commit")
+
+
+def flush_writes(store: PostgresStore) -> None:
+    """A durability barrier: once it returns, every earlier commit is flushed.
+
+    A transaction that takes a transaction id commits with a WAL record and,
+    at ``synchronous_commit=on``, waits for its flush; the WAL is one sequence,
+    so every commit before it is flushed too.
+    """
+    store._fork.check("flush_writes")
+    store._ensure_booted("flush_writes")
+    settings = store._settings
+    with (
+        translated("flush_writes", settings.where, settings.secrets),
+        store._pool.checkout() as conn,
+        conn.transaction(),
+    ):
+        conn.execute("SET LOCAL synchronous_commit = on")
+        conn.execute("SELECT txid_current()")
+
+
+def _upserts(
+    cursor: Any,
+    q: str,
+    run_id: str,
+    meta: str | None,
+    pairs: list[tuple[str, str, bytes]],
+    epoch: int,
+) -> None:
+    """The meta, the blobs and the epoch floor of one ``write_rows``."""
+    if meta is not None:
+        cursor.execute(
+            f"INSERT INTO {q}.rulvar_meta (run_id, payload) VALUES (%s, %s) "
+            "ON CONFLICT (run_id) DO UPDATE SET payload = excluded.payload",
+            (run_id, meta),
+        )
+    if pairs:
+        cursor.executemany(
+            f"INSERT INTO {q}.rulvar_blobs (ref, run_id, data) VALUES (%s, %s, %s) "
+            "ON CONFLICT (ref) DO UPDATE SET run_id = excluded.run_id, data = excluded.data",
+            pairs,
+        )
+    if epoch > 0:
+        cursor.execute(
+            f"INSERT INTO {q}.rulvar_epochs AS e (run_id, epoch) VALUES (%s, %s) "
+            "ON CONFLICT (run_id) DO UPDATE SET epoch = greatest(e.epoch, excluded.epoch)",
+            (run_id, epoch),
+        )
 
 
 def fence_moved(store: PostgresStore, lease: Lease, owner: str) -> int:
@@ -242,3 +308,91 @@ def fence_moved(store: PostgresStore, lease: Lease, owner: str) -> int:
         if cursor.rowcount != 1:
             raise not_live_lease("fence_moved", lease)
         return epoch
+
+
+def write_runs(
+    store: PostgresStore,
+    items: Sequence[
+        tuple[str, Sequence[str], str | None, int, Sequence[tuple[str, bytes]]]
+    ],
+    durable: bool = True,
+) -> None:
+    """Several new runs in ONE transaction: (run id, entries, meta, epoch, blobs) each.
+
+    Every run's lock (taken in run id order, so two such transactions cannot
+    deadlock), one COPY for all entries, the upserts, then one check: each run
+    held no entries before and has no live lease, else everything rolls back
+    (``CopyConflictError`` or ``LeaseHeldError``, nothing visible).
+    """
+    runs: list[str] = []
+    entry_rows: list[tuple[str, str]] = []
+    metas: list[tuple[str, str]] = []
+    epochs: list[tuple[str, int]] = []
+    blob_rows: list[tuple[str, str, bytes]] = []
+    expected: dict[str, int] = {}
+    for run_id, entries, meta, epoch, blobs in items:
+        _intake.run_id_for_write(run_id, "write_runs")
+        runs.append(run_id)
+        expected[run_id] = len(entries)
+        entry_rows.extend((run_id, text) for text in entries)
+        if meta is not None:
+            metas.append((run_id, meta))
+        if epoch > 0:
+            epochs.append((run_id, epoch))
+        blob_rows.extend((ref, run_id, data) for ref, data in copy_blobs(run_id, blobs))
+    if len(set(runs)) != len(runs):
+        raise copy_conflict(runs[0], 0, 0)
+    store._fork.check("write_runs")
+    store._ensure_booted("write_runs")
+    q = store._sql.quoted
+    schema = store._sql.schema
+    settings = store._settings
+    with (
+        translated("write_runs", settings.where, settings.secrets),
+        store._pool.checkout() as conn,
+        conn.transaction(),
+        conn.cursor() as cursor,
+    ):
+        cursor.execute(
+            "SELECT set_config('synchronous_commit', %s, true), count(*) FROM "
+            "(SELECT pg_advisory_xact_lock(hashtextextended(%s || k, %s)) FROM "
+            "(SELECT k FROM unnest(%s::text[]) AS k ORDER BY k) AS ordered) AS locked",
+            ("on" if durable else "off", f"{schema}:", LOCK_SEED, sorted(runs)),
+        )
+        if entry_rows:
+            with cursor.copy(
+                f"COPY {q}.rulvar_entries (run_id, payload) FROM STDIN"
+            ) as copy:
+                for row in entry_rows:
+                    copy.write_row(row)
+        with conn.pipeline():
+            if metas:
+                cursor.executemany(
+                    f"INSERT INTO {q}.rulvar_meta (run_id, payload) VALUES (%s, %s) "
+                    "ON CONFLICT (run_id) DO UPDATE SET payload = excluded.payload",
+                    metas,
+                )
+            if blob_rows:
+                cursor.executemany(
+                    f"INSERT INTO {q}.rulvar_blobs (ref, run_id, data) VALUES (%s, %s, %s) "
+                    "ON CONFLICT (ref) DO UPDATE SET run_id = excluded.run_id, data = excluded.data",
+                    blob_rows,
+                )
+            if epochs:
+                cursor.executemany(
+                    f"INSERT INTO {q}.rulvar_epochs AS e (run_id, epoch) VALUES (%s, %s) "
+                    "ON CONFLICT (run_id) DO UPDATE SET epoch = greatest(e.epoch, excluded.epoch)",
+                    epochs,
+                )
+            cursor.execute(
+                f"SELECT r, (SELECT count(*) FROM {q}.rulvar_entries e WHERE e.run_id = r), "
+                f"l.owner, l.epoch, l.expires_at > {_NOW} "
+                f"FROM unnest(%s::text[]) AS r LEFT JOIN {q}.rulvar_leases AS l ON l.run_id = r",
+                (store._plans.clock(), runs),
+            )
+        for run_id, *state in cursor.fetchall():
+            found = _check_state(tuple(state), run_id, None, "write_runs")
+            if found != expected[run_id]:
+                raise copy_conflict(run_id, 0, found - expected[run_id])
+        hit("write_runs", "before-commit")
+    hit("write_runs", "after-commit")

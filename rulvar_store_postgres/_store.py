@@ -326,15 +326,31 @@ class PostgresStore(PostgresHandle):
         meta: str | None,
         epoch: int,
         blobs: Sequence[tuple[str, bytes]] = (),
+        durable: bool = True,
     ) -> None:
         """Entry texts (by COPY), meta text and an epoch floor in one fenced transaction."""
         _move_rows.write_rows(
-            self, run_id, lease, expected_entries, entries, meta, epoch, blobs
+            self, run_id, lease, expected_entries, entries, meta, epoch, blobs, durable
         )
 
     def orphan_page(self, kind: str, after: str | None, limit: int) -> list[str]:
         """Run ids after ``after`` of orphan journals or blobs (``_orphans``)."""
         return _move_rows.orphan_page(self, kind, after, limit)
+
+    def write_runs(
+        self,
+        items: Sequence[
+            tuple[str, Sequence[str], str | None, int, Sequence[tuple[str, bytes]]]
+        ],
+        *,
+        durable: bool = True,
+    ) -> None:
+        """Several new runs in one transaction (``_move_rows.write_runs``)."""
+        _move_rows.write_runs(self, items, durable)
+
+    def flush_writes(self) -> None:
+        """A durability barrier: every commit before it is flushed (``durable=False``)."""
+        _move_rows.flush_writes(self)
 
     def fence_moved(self, lease: Lease, owner: str) -> int:
         """Turn the live ``lease`` into the moved-run tombstone (``_moved``)."""

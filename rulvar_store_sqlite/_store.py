@@ -439,6 +439,7 @@ class SqliteStore:
         meta: str | None,
         epoch: int,
         blobs: Sequence[tuple[str, bytes]] = (),
+        durable: bool = True,
     ) -> None:
         """Entry texts, meta text and an epoch floor in one fenced transaction."""
         self._door.submit(
@@ -446,6 +447,9 @@ class SqliteStore:
                 self, run_id, lease, expected_entries, entries, meta, epoch, blobs
             )
         )
+
+    def flush_writes(self) -> None:
+        """A durability barrier: every commit here is durable at the store's level."""
 
     def orphan_page(self, kind: str, after: str | None, limit: int) -> list[str]:
         """Run ids after ``after`` of orphan journals or blobs (``_orphans``)."""

@@ -52,12 +52,8 @@ def test_the_archive_is_versioned_json_lines_with_a_checksum_per_run_V9(
     """V9: a header with format and version, one record per line, an end line per run."""
     src, path = _exported(places, tmp_path)
     lines = [json.loads(line) for line in path.read_text().splitlines()]
-    assert (
-        lines[0]["format"] == "rulvar-runs-archive"
-    )
-    assert (
-        lines[0]["version"] == ARCHIVE_VERSION
-    )
+    assert lines[0]["format"] == "rulvar-runs-archive"
+    assert lines[0]["version"] == ARCHIVE_VERSION
     ends = [line for line in lines if "end" in line]
     assert [(e["end"], e["entries"], e["blobs"]) for e in ends] == [
         ("run-a", 7, 3),
@@ -121,12 +117,8 @@ def test_a_gzip_archive_round_trips_through_the_commands_V9(
         b'{"format":"rulvar-runs-archive"'
     )
     dry = _rulvar("runs", "import", str(path), dst.url, "--dry-run", "--json")
-    assert (
-        dry.returncode == 0
-    )
-    assert (
-        json.loads(dry.stdout)["runs"][0]["action"] == "dry-run"
-    )
+    assert dry.returncode == 0
+    assert json.loads(dry.stdout)["runs"][0]["action"] == "dry-run"
     assert dst.pair.journal.load("run-a") == []
     assert _rulvar("runs", "import", str(path), dst.url).returncode == 0
     assert verify_run(src.pair, dst.pair, "run-a") == []
@@ -141,20 +133,14 @@ def test_a_run_under_a_live_lease_is_skipped_unless_waited_for_V5(
     seed(src.pair, "run-a")
     assert src.url is not None
     assert dst.url is not None
-    with open_store(src.url, ttl_ms=1500) as short:
+    with open_store(src.url, ttl_ms=8000) as short:
         short.journal.acquire("run-a", "busy-worker")  # type: ignore[attr-defined]  # SqliteStore
     skipped = _rulvar("runs", "copy", src.url, dst.url, "--run", "run-a", "--json")
     assert skipped.returncode == 1
     row = json.loads(skipped.stdout)["runs"][0]
-    assert (
-        row["action"] == "skipped"
-    )
-    assert (
-        "busy-worker" in row["detail"]
-    )
-    assert (
-        row["remains"]
-    )
+    assert row["action"] == "skipped"
+    assert "busy-worker" in row["detail"]
+    assert row["remains"]
     waited = _rulvar(
         "runs",
         "copy",
@@ -229,25 +215,15 @@ def test_the_tombstone_is_a_plain_lease_row_naming_the_destination_without_passw
         "SELECT epoch FROM epochs WHERE run_id = 'run-a'"
     )
     connection.close()
-    assert (
-        owner.startswith("rulvar-moved:postgresql://postgres:***@")
-    )
-    assert (
-        "s3cr" not in owner
-    )
+    assert owner.startswith("rulvar-moved:postgresql://postgres:***@")
+    assert "s3cr" not in owner
     assert (epoch, expires_at) == (counter, NEVER_EXPIRES_MS)
     with pytest.raises(RunMovedError) as refused:
         src.pair.journal.acquire("run-a", "someone")
     error = refused.value
-    assert (
-        isinstance(error, LeaseHeldError)
-    )
-    assert (
-        not error.retryable
-    )
-    assert (
-        error.code == "run_moved"
-    )
+    assert isinstance(error, LeaseHeldError)
+    assert not error.retryable
+    assert error.code == "run_moved"
     copy = pickle.loads(pickle.dumps(error))
     assert (copy.destination, copy.run_id, copy.epoch) == (
         error.destination,

@@ -13,7 +13,7 @@ import apsw
 import pytest
 
 from rulvar_store.errors import RunMovedError
-from rulvar_store.ops import copy_run, has_run_rows, verify_run
+from rulvar_store.ops import copy_run, copy_runs, has_run_rows, verify_run
 from tests.move._places import (
     LEASABLE,
     Place,
@@ -137,3 +137,36 @@ def test_text_another_writer_stored_arrives_byte_for_byte_V1(
     connection.close()
     assert copy_run(src.pair, dst.pair, "run-a", verify=True).action == "copied"
     assert entry_texts(dst.pair, "run-a")[-1] == foreign
+
+
+@pytest.mark.clause("V6")
+@pytest.mark.clause("V5")
+def test_grouped_small_runs_fall_back_run_by_run_V5_V6(
+    places: Callable[[str], Place],
+) -> None:
+    """V6/V5: many small runs go in one PostgreSQL transaction; a group holding a run
+    already begun there, or one under a live owner, is written run by run instead:
+    the begun one is completed, the held one skipped, the rest copied."""
+    src, dst = places("sqlite"), places("postgres")
+    run_ids = [f"run-{n}" for n in range(6)]
+    for run_id in run_ids:
+        seed(src.pair, run_id)
+    begun = src.pair.journal.load("run-2")[:3]
+    lease = dst.pair.journal.acquire("run-2", "earlier-copy")
+    for entry in begun:
+        dst.pair.journal.append("run-2", entry, lease)
+    dst.pair.journal.release(lease)
+    holder = dst.pair.journal.acquire("run-4", "live-owner")
+    outcomes = {o.run_id: o for o in copy_runs(src.pair, dst.pair, run_ids)}
+    assert outcomes["run-4"].action == "skipped"
+    assert "live-owner" in outcomes["run-4"].detail
+    assert outcomes["run-2"].action == "copied"
+    assert outcomes["run-2"].entries == 4
+    for run_id in run_ids:
+        if run_id != "run-4":
+            assert verify_run(src.pair, dst.pair, run_id) == []
+    assert dst.pair.journal.load("run-4") == []
+    dst.pair.journal.release(holder)
+    grouped = list(copy_runs(src.pair, dst.pair, ["run-4"]))
+    assert grouped[0].action == "copied"
+    assert verify_run(src.pair, dst.pair, "run-4") == []

@@ -30,6 +30,7 @@ class EpochFloorIgnored(MemoryStore):  # type: ignore[misc]  # final; the bug is
         meta: str | None,
         epoch: int,
         blobs: Sequence[tuple[str, bytes]] = (),
+        durable: bool = True,
     ) -> None:
         super().write_rows(
             run_id,
@@ -39,6 +40,7 @@ class EpochFloorIgnored(MemoryStore):  # type: ignore[misc]  # final; the bug is
             meta=meta,
             epoch=0,
             blobs=blobs,
+            durable=durable,
         )
 
 
