@@ -16,7 +16,12 @@ import pytest
 
 from rulvar_store import open_store
 from rulvar_store.backend import NEVER_EXPIRES_MS
-from rulvar_store.errors import ArchiveError, LeaseHeldError, RunMovedError
+from rulvar_store.errors import (
+    ArchiveError,
+    CopyConflictError,
+    LeaseHeldError,
+    RunMovedError,
+)
 from rulvar_store.ops import ARCHIVE_VERSION, export_runs, import_archive, verify_run
 from tests.move._places import Place, seed
 
@@ -255,3 +260,54 @@ def test_a_postgres_tombstone_refuses_acquire_typed_V4(
     )
     with pytest.raises(RunMovedError, match=r"sqlite:///d\.db"):
         src.pair.journal.acquire("run-a", "someone")
+
+
+@pytest.mark.clause("V4")
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_the_async_stores_refuse_a_moved_run_typed_too_V4(
+    places: Callable[[str], Place], kind: str
+) -> None:
+    """V4: an asyncio handle's acquire at the source raises RunMovedError as well."""
+    import asyncio
+
+    from rulvar_store import open_store_async
+    from rulvar_store.ops import copy_run
+
+    src, dst = places(kind), places("memory")
+    seed(src.pair, "run-a")
+    assert (
+        copy_run(
+            src.pair, dst.pair, "run-a", move=True, destination_name="dest://there"
+        ).action
+        == "moved"
+    )
+    url = src.url
+    assert url is not None
+
+    async def acquire() -> None:
+        opened = await open_store_async(url)
+        try:
+            await opened.journal.acquire("run-a", "async-worker")  # type: ignore[attr-defined]  # leasable
+        finally:
+            await opened.aclose()
+
+    with pytest.raises(RunMovedError) as refused:
+        asyncio.run(acquire())
+    assert refused.value.destination == "dest://there"
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        RunMovedError("moved", "r", "rulvar-moved:x", 3, "x"),
+        CopyConflictError("differs", "r"),
+        ArchiveError("damaged"),
+    ],
+    ids=lambda e: type(e).__name__,
+)
+def test_the_new_errors_pickle_with_their_fields(error: Exception) -> None:
+    """Errors cross process boundaries (soak, kill points): every field survives pickling."""
+    copy = pickle.loads(pickle.dumps(error))
+    assert type(copy) is type(error)
+    assert vars(copy) == vars(error)
+    assert copy.args == error.args
