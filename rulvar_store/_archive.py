@@ -36,10 +36,12 @@ from typing import IO, Any, Final, cast
 
 from rulvar_store._json import load_record
 from rulvar_store._move import (
+    _NO_SUCH_RUN,
     CopyOutcome,
     RunReader,
     RunWriter,
     StorePair,
+    _absent,
     _acquire,
     _destination_ready,
     _Keeper,
@@ -164,6 +166,9 @@ def export_runs(
             keeper = _Keeper()
             lease: Lease | None = None
             reader = RunReader(source, run_id)
+            if _absent(reader):
+                yield CopyOutcome(run_id, "skipped", detail=_NO_SUCH_RUN)
+                continue
             if is_leasable(journal):
                 got = _acquire(journal, run_id, owner, wait_s)
                 if isinstance(got, LeaseHeldError):

@@ -606,6 +606,16 @@ class _Staged:
 _GROUP_RUNS: Final = 200
 
 
+_NO_SUCH_RUN: Final = "no such run at the source (no meta, entries or blobs)"
+
+
+def _absent(reader: RunReader) -> bool:
+    """Whether the source holds nothing of the run (a mistyped --run, say)."""
+    return (
+        reader.meta_text() is None and reader.entry_count() == 0 and not reader.refs()
+    )
+
+
 def _stage(
     source: StorePair, run_id: str, owner: str, wait_s: float
 ) -> _Staged | CopyOutcome | None:
@@ -635,6 +645,9 @@ def _stage(
         if size > budget or len(blobs) >= BATCH_ENTRIES:
             _release_quietly(journal, lease)
             return None
+    if meta is None and not entries and not blobs:
+        _release_quietly(journal, lease)
+        return CopyOutcome(run_id, "skipped", detail=_NO_SUCH_RUN)
     epoch = max(lease.epoch if lease is not None else 0, reader.epoch())
     return _Staged(run_id, lease, meta, entries, blobs, epoch + 1 if epoch else 0, size)
 
@@ -845,6 +858,8 @@ def copy_run(
     """
     if move:
         check_movable(source)
+    if _absent(RunReader(source, run_id)):
+        return CopyOutcome(run_id, "skipped", detail=_NO_SUCH_RUN)
     owner = owner or mover_owner()
     src_j: Any = source.journal
     keeper = _Keeper()

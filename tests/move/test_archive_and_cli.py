@@ -311,3 +311,26 @@ def test_the_new_errors_pickle_with_their_fields(error: Exception) -> None:
     assert type(copy) is type(error)
     assert vars(copy) == vars(error)
     assert copy.args == error.args
+
+
+@pytest.mark.clause("V5")
+def test_a_named_run_the_source_lacks_is_reported_not_created_V5(
+    places: Callable[[str], Place],
+) -> None:
+    """A mistyped --run is a row saying so and exit 1; nothing appears at either end."""
+    src, dst = places("sqlite"), places("sqlite")
+    seed(src.pair, "run-a")
+    assert src.url is not None
+    assert dst.url is not None
+    copied = _rulvar(
+        "runs", "copy", src.url, dst.url, "--run", "run-a", "--run", "nope", "--json"
+    )
+    assert copied.returncode == 1
+    rows = {row["runId"]: row for row in json.loads(copied.stdout)["runs"]}
+    assert rows["run-a"]["action"] == "copied"
+    assert rows["nope"]["action"] == "skipped"
+    assert "no such run" in rows["nope"]["detail"]
+    assert (
+        src.pair.journal.peek_lease("nope") is None
+    )  # no lease row made at the source
+    assert dst.pair.journal.load("nope") == []
