@@ -353,6 +353,37 @@ class MemoryStore:
             if epoch > self._domain.epochs.get(run_id, 0):
                 self._domain.epochs[run_id] = epoch
 
+    def write_runs(
+        self,
+        items: Sequence[
+            tuple[str, Sequence[str], str | None, int, Sequence[tuple[str, bytes]]]
+        ],
+        *,
+        durable: bool = True,
+    ) -> None:
+        """Several new runs in one unit (``_move_rows.write_runs``): all or none."""
+        checked = []
+        for run_id, entries, meta, epoch, blobs in items:
+            _intake.run_id_for_write(run_id, "write_runs")
+            rows = [(text, finite_seq(load_record(text))) for text in entries]
+            checked.append((run_id, rows, meta, epoch, copy_blobs(run_id, blobs)))
+        with self._entered("write_runs"):
+            for run_id, *_ in checked:
+                self._refuse_live(run_id, "write_runs")
+                held = len(self._domain.entries.get(run_id, []))
+                if held:
+                    raise copy_conflict(run_id, 0, held)
+            for run_id, rows, meta, epoch, pairs in checked:
+                if rows:
+                    self._domain.entries[run_id] = list(rows)
+                    self._domain.incarnations[run_id] = next(_INCARNATIONS)
+                if meta is not None:
+                    self._domain.metas[run_id] = meta
+                for ref, data in pairs:
+                    self._domain.blobs[ref] = data
+                if epoch > self._domain.epochs.get(run_id, 0):
+                    self._domain.epochs[run_id] = epoch
+
     def flush_writes(self) -> None:
         """A durability barrier; memory has nothing to flush (``_move_rows``)."""
 

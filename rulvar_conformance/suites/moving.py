@@ -41,6 +41,7 @@ from rulvar_store.backend import (
 from rulvar_store.errors import RunMovedError
 from rulvar_store.ops import (
     copy_run,
+    copy_runs,
     has_lease_peek,
     has_run_rows_writer,
     verify_run,
@@ -54,22 +55,22 @@ LONG_RUN: Final = 2_500
 """Entries of the interrupted copy over row abilities: more than one page (2 000)."""
 
 
-def _fill(opened: OpenedStore, entries: int = 3) -> None:
+def _fill(opened: OpenedStore, entries: int = 3, run_id: str = RUN) -> None:
     journal: Any = opened.journal
-    lease = journal.acquire(RUN, "kit-writer")
+    lease = journal.acquire(run_id, "kit-writer")
     records = [
         {"seq": seq, "kind": "kit", "n": [seq, "é"]} for seq in range(1, entries + 1)
     ]
     if has_run_rows_writer(journal):  # one transaction where the store offers it
         texts = [dump_record(record) for record in records]
         journal.write_rows(
-            RUN, lease, expected_entries=0, entries=texts, meta=None, epoch=0
+            run_id, lease, expected_entries=0, entries=texts, meta=None, epoch=0
         )
     else:
         for record in records:
-            journal.append(RUN, record, lease)
-    journal.put_meta({"runId": RUN, "status": "running", "kitKey": {"x": 1}}, lease)
-    opened.transcripts.put(f"{RUN}/ckpt/1", b"\x00one", lease)
+            journal.append(run_id, record, lease)
+    journal.put_meta({"runId": run_id, "status": "running", "kitKey": {"x": 1}}, lease)
+    opened.transcripts.put(f"{run_id}/ckpt/1", b"\x00one", lease)
     journal.release(lease)
 
 
@@ -94,6 +95,28 @@ def _epoch_carried(locations: LocationFactory) -> None:
             f"the destination granted epoch {at_destination.epoch}, not above the "
             f"source's {after_source.epoch - 1} (the epoch was not carried, V2)",
         )
+        # Many runs at once: a store offering write_runs takes them grouped.
+        others = [f"{RUN}-{n}" for n in range(3)]
+        for other in others:
+            _fill(source, run_id=other)
+            leasable(source).release(leasable(source).acquire(other, "earlier"))
+        outcomes = list(copy_runs(source, destination, others))
+        require(
+            [o.action for o in outcomes] == ["copied"] * 3,
+            f"copying three runs at once gave {outcomes}",
+        )
+        for other in others:
+            problems = verify_run(source, destination, other)
+            require(
+                not problems, f"{other} differs after a grouped copy: {problems} (V1)"
+            )
+            here = leasable(source).acquire(other, "probe")
+            there = leasable(destination).acquire(other, "probe")
+            require(
+                there.epoch > here.epoch,
+                f"{other}: the destination granted epoch {there.epoch}, not above the "
+                f"source's {here.epoch - 1} after a grouped copy (V2)",
+            )
 
 
 def _source_fenced(locations: LocationFactory) -> None:

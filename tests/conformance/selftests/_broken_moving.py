@@ -11,7 +11,12 @@ from collections.abc import Sequence
 
 from rulvar_store import Lease, MemoryStore
 
-__all__ = ["EntryRowsSkipOnLaterPages", "EpochFloorIgnored", "TombstoneReleases"]
+__all__ = [
+    "EntryRowsSkipOnLaterPages",
+    "EpochFloorIgnored",
+    "GroupDropsEpochs",
+    "TombstoneReleases",
+]
 
 
 class EpochFloorIgnored(MemoryStore):  # type: ignore[misc]  # final; the bug is the point
@@ -64,3 +69,26 @@ class EntryRowsSkipOnLaterPages(MemoryStore):  # type: ignore[misc]  # final
     def entry_rows(self, run_id: str, after: int, limit: int) -> list[tuple[int, str]]:
         rows = super().entry_rows(run_id, after, limit)
         return rows[1:] if after > 0 else rows
+
+
+class GroupDropsEpochs(MemoryStore):  # type: ignore[misc]  # final
+    """``write_runs`` (many small runs in one unit) drops every run's epoch floor.
+
+    Copies one run at a time carry the epoch; a bulk copy of many does not.
+    """
+
+    def write_runs(
+        self,
+        items: Sequence[
+            tuple[str, Sequence[str], str | None, int, Sequence[tuple[str, bytes]]]
+        ],
+        *,
+        durable: bool = True,
+    ) -> None:
+        super().write_runs(
+            [
+                (run_id, entries, meta, 0, blobs)
+                for run_id, entries, meta, _, blobs in items
+            ],
+            durable=durable,
+        )

@@ -15,6 +15,7 @@ SUITE: Final = "moving"
 
 CASES: Final = [
     ("move-epoch-carried", _broken_moving.EpochFloorIgnored, "epoch was not carried"),
+    ("move-epoch-carried", _broken_moving.GroupDropsEpochs, "after a grouped copy"),
     ("move-source-fenced", _broken_moving.TombstoneReleases, "not RunMovedError"),
     (
         "move-interrupted-resumed",
@@ -28,7 +29,9 @@ SELF_TESTED: frozenset[str] = frozenset(check for check, _, _ in CASES)
 
 @pytest.mark.clause("V12")
 @pytest.mark.parametrize(
-    ("check_id", "broken", "expected"), CASES, ids=[c[0] for c in CASES]
+    ("check_id", "broken", "expected"),
+    CASES,
+    ids=[f"{c[0]}-{c[1].__name__}" for c in CASES],
 )
 def test_a_broken_mover_fails_the_named_check_V12(
     check_id: str, broken: type, expected: str
