@@ -35,13 +35,9 @@ from pathlib import Path
 from typing import IO, Any, Final, cast
 
 from rulvar_store._json import load_record
-from rulvar_store._move import (
-    _NO_SUCH_RUN,
+from rulvar_store._move_base import (
     CopyOutcome,
-    RunReader,
-    RunWriter,
     StorePair,
-    _absent,
     _acquire,
     _destination_ready,
     _Keeper,
@@ -50,6 +46,7 @@ from rulvar_store._move import (
     _release_quietly,
     mover_owner,
 )
+from rulvar_store._move_io import _NO_SUCH_RUN, RunReader, RunWriter, _absent
 from rulvar_store._records import Lease
 from rulvar_store._retention import is_leasable
 from rulvar_store.errors import (
