@@ -27,7 +27,7 @@ from rulvar_store._get_under import blobs_under, get_under_args
 from rulvar_store._incremental import JournalTail, parse_cursor
 from rulvar_store._json import load_listing, load_record, load_records
 from rulvar_store._last_ref import last_ref_args, last_ref_of
-from rulvar_store._move_conflict import copy_blobs, copy_conflict
+from rulvar_store._move_conflict import copy_blobs, copy_conflict, distinct_runs
 from rulvar_store._moved import NEVER_EXPIRES_MS, refuse_if_moved
 from rulvar_store._records import (
     DEFAULT_LEASE_TTL_MS,
@@ -362,6 +362,7 @@ class MemoryStore:
         durable: bool = True,
     ) -> None:
         """Several new runs in one unit (``_move_rows.write_runs``): all or none."""
+        distinct_runs([item[0] for item in items])
         checked = []
         for run_id, entries, meta, epoch, blobs in items:
             _intake.run_id_for_write(run_id, "write_runs")

@@ -7,7 +7,19 @@ from collections.abc import Sequence
 from rulvar_store._intake import blob_bytes, ref_for_write
 from rulvar_store.errors import CopyConflictError, InvalidArgumentError
 
-__all__ = ["copy_blobs", "copy_conflict"]
+__all__ = ["copy_blobs", "copy_conflict", "distinct_runs"]
+
+
+def distinct_runs(run_ids: Sequence[str]) -> None:
+    """A ``write_runs`` names each run once.
+
+    Raises:
+        InvalidArgumentError: a run id appears twice.
+    """
+    if len(set(run_ids)) != len(run_ids):
+        raise InvalidArgumentError(
+            "write_runs: a run appears twice in one batch", "write_runs", "items"
+        )
 
 
 def copy_blobs(

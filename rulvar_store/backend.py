@@ -92,7 +92,7 @@ from rulvar_store._location_records import (
     StoreLocation,
 )
 from rulvar_store._locations import UrlOpener, locations_from_factory, opened_at
-from rulvar_store._move_conflict import copy_blobs, copy_conflict
+from rulvar_store._move_conflict import copy_blobs, copy_conflict, distinct_runs
 from rulvar_store._moved import (
     MOVED_OWNER_PREFIX,
     NEVER_EXPIRES_MS,
@@ -178,6 +178,7 @@ __all__ = [
     "copy_blob",
     "copy_blobs",
     "copy_conflict",
+    "distinct_runs",
     "dump_record",
     "entry_text",
     "file_ops_layer",

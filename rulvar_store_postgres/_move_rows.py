@@ -19,6 +19,7 @@ from rulvar_store.backend import (
     check_run_match,
     copy_blobs,
     copy_conflict,
+    distinct_runs,
     hit,
     not_live_lease,
     refuse_if_moved,
@@ -340,8 +341,7 @@ def write_runs(
         if epoch > 0:
             epochs.append((run_id, epoch))
         blob_rows.extend((ref, run_id, data) for ref, data in copy_blobs(run_id, blobs))
-    if len(set(runs)) != len(runs):
-        raise copy_conflict(runs[0], 0, 0)
+    distinct_runs(runs)
     store._fork.check("write_runs")
     store._ensure_booted("write_runs")
     q = store._sql.quoted
