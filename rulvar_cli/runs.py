@@ -42,6 +42,7 @@ from rulvar_cli._operator import (
 )
 from rulvar_cli._show import describe_run, print_run
 from rulvar_cli._threads import resolve, shown_id
+from rulvar_cli.runs_move import register as register_moves
 from rulvar_store import OpenedStore, RunFilter
 from rulvar_store._threads import is_thread_meta
 from rulvar_store.errors import StoreBusyError, StoreUnavailableError
@@ -498,3 +499,7 @@ def prune_command(
     """
     wanted = _named(run_ids, runs, threads)
     _retention(url, wanted, prune=True, timeout_s=timeout_s)
+
+
+# copy, move, export, import: their own module (runs_move).
+register_moves(runs_command)

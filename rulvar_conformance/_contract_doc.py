@@ -40,6 +40,7 @@ _FAMILIES: Final[dict[str, tuple[int, str]]] = {
     "W": (16, "Power loss"),
     "E": (17, "Disk faults"),
     "H": (18, "High availability (replicated PostgreSQL failover)"),
+    "V": (19, "Moving runs between stores"),
 }
 
 _INTRO: Final = """\

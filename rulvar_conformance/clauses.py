@@ -236,6 +236,19 @@ CLAUSES: Final[dict[str, str]] = {
     "H5": "A call whose outcome a failover left unknown is resolved from the surviving cluster: an append is applied or not by its nonce, a lease call lapses at its ttl.",
     "H6": "After every failover (a killed, frozen, cut-off or switched-over leader) every writer writes durably again by itself, with no untyped exception and no hang.",
     "H7": "On an asynchronously replicated cluster the failover soak measures and reports the acknowledged writes lost, the epochs reissued and the stale writes landed, and never fails for them.",
+    # 19. Moving runs between stores
+    "V1": "A copy carries each run's journal, meta and blobs (the slashless one included) equal: as stored text, byte for byte, where both stores show it, as values otherwise.",
+    "V2": "After a copy the destination's epoch counter is above the source's, so no lease the source granted can ever write at the destination.",
+    "V3": "A move copies, verifies, then turns its source lease into a tombstone in the shared table format (an ordinary lease row at an epoch above every source epoch, held by the reserved owner rulvar-moved:<destination URL without password>, expiring at 2**63-1); the destination's counter ends above the tombstone's.",
+    "V4": "At a moved run's source every acquire raises RunMovedError (a LeaseHeldError, not retryable, picklable) naming the destination, and every write of an earlier owner is refused.",
+    "V5": "A run under another live lease is skipped and reported, or waited for on request; a lease an earlier mover left behind is always waited out.",
+    "V6": "Copies are idempotent and resumable: run again after an interruption at any point (SIGKILL included), a copy ends with every record exactly once; a destination run that is not a prefix of the source is refused with CopyConflictError and left as it was.",
+    "V7": "Copies work between any two backends, PostgreSQL schemas included, and with a third-party store through the SPI alone; the optional row abilities only make them exact and fast.",
+    "V8": "A copy from a store with the row abilities, or from an archive, holds one bounded batch of records at a time: its memory is bounded by the batch and the largest single record, not by a run's or a store's size.",
+    "V9": "The run archive is versioned JSON lines with a checksum per run, written and read through the copy's own path; an import refuses a damaged archive or an unknown version before it writes anything.",
+    "V10": "During a move other runs' writers keep working, and a zombie of the moved run (paused through the move) is refused at the source and never writes at the destination.",
+    "V11": "runs audit and runs list --orphans find journals without a meta and blobs without a journal; audit --repair handles them by the audit's rules (a meta is never fabricated).",
+    "V12": "The kit's copy checks (epoch carried, source fenced after a move, an interrupted copy resumed) pass honest movers and fail seeded broken ones.",
 }
 
 

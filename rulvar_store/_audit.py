@@ -332,6 +332,25 @@ def iter_run_audits(
         audit = _audit_listed(store, listed)
         if include_consistent or audit.verdict != "consistent":
             yield audit
+    if run_filter is None:  # an orphan has no meta: it matches no filter
+        yield from _orphan_audits(store)
+
+
+def _orphan_audits(store: JournalStore) -> Iterator[RunStateAudit]:
+    """Journals without a meta and blobs without a journal, as ``suspect`` (V11).
+
+    Never repaired (A3): a journal's meta is not fabricated, and blobs are
+    removed only by deleting their run (R1).
+    """
+    from rulvar_store._orphans import iter_orphans
+
+    for orphan in iter_orphans(store):
+        if orphan.kind == "journal":
+            yield audit_run(store, orphan.run_id)
+        else:
+            yield RunStateAudit(
+                orphan.run_id, "suspect", None, 0, None, 0, 0, 0, None, orphan.reason
+            )
 
 
 def audit_runs(

@@ -14,7 +14,7 @@ never released in the child.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import count
@@ -27,6 +27,8 @@ from rulvar_store._get_under import blobs_under, get_under_args
 from rulvar_store._incremental import JournalTail, parse_cursor
 from rulvar_store._json import load_listing, load_record, load_records
 from rulvar_store._last_ref import last_ref_args, last_ref_of
+from rulvar_store._move_conflict import copy_blobs, copy_conflict, distinct_runs
+from rulvar_store._moved import NEVER_EXPIRES_MS, refuse_if_moved
 from rulvar_store._records import (
     DEFAULT_LEASE_TTL_MS,
     BlobInput,
@@ -266,6 +268,7 @@ class MemoryStore(Observed):
             now = self._now()
             row = self._domain.leases.get(run_id)
             if row is not None and row.expires_at > now:
+                refuse_if_moved(run_id, row.owner, row.epoch)
                 raise held_by(run_id, row.owner, row.epoch, row.expires_at - now)
             epoch = self._domain.epochs.get(run_id, 0) + 1
             self._domain.epochs[run_id] = epoch
@@ -289,6 +292,150 @@ class MemoryStore(Observed):
         with self._entered("release"):
             self._assert_fencing(lease)
             del self._domain.leases[lease.run_id]
+
+    # -- copies (rulvar_store._move_rows) --------------------------------------
+
+    def entry_rows(self, run_id: str, after: int, limit: int) -> list[tuple[int, str]]:
+        """Up to ``limit`` (position, entry text) pairs after ``after`` (1-based)."""
+        _intake.run_id_for_read(run_id, "entry_rows")
+        with self._entered("entry_rows"):
+            journal = self._domain.entries.get(run_id, [])
+            page = journal[after : after + limit]
+        return [(after + 1 + i, text) for i, (text, _) in enumerate(page)]
+
+    def entry_count(self, run_id: str) -> int:
+        _intake.run_id_for_read(run_id, "entry_count")
+        with self._entered("entry_count"):
+            return len(self._domain.entries.get(run_id, []))
+
+    def meta_row(self, run_id: str) -> str | None:
+        _intake.run_id_for_read(run_id, "meta_row")
+        with self._entered("meta_row"):
+            return self._domain.metas.get(run_id)
+
+    def epoch_counter(self, run_id: str) -> int:
+        _intake.run_id_for_read(run_id, "epoch_counter")
+        with self._entered("epoch_counter"):
+            row = self._domain.leases.get(run_id)
+            held = row.epoch if row is not None else 0
+            return max(self._domain.epochs.get(run_id, 0), held)
+
+    def write_rows(
+        self,
+        run_id: str,
+        lease: Lease | None,
+        *,
+        expected_entries: int,
+        entries: Sequence[str],
+        meta: str | None,
+        epoch: int,
+        blobs: Sequence[tuple[str, bytes]] = (),
+        durable: bool = True,
+    ) -> None:
+        """Entry texts, meta text, blobs and an epoch floor in one unit (``_move_rows``)."""
+        _intake.run_id_for_write(run_id, "write_rows")
+        check_run_match(
+            _intake.lease_or_none(lease, "write_rows"), run_id, "write_rows"
+        )
+        rows = [(text, finite_seq(load_record(text))) for text in entries]
+        pairs = copy_blobs(run_id, blobs)
+        with self._entered("write_rows"):
+            if lease is not None:
+                self._assert_fencing(lease)
+            else:
+                self._refuse_live(run_id, "write_rows")
+            journal = self._domain.entries.get(run_id, [])
+            if len(journal) != expected_entries:
+                raise copy_conflict(run_id, expected_entries, len(journal))
+            if rows:
+                if not journal:
+                    self._domain.entries[run_id] = journal
+                    self._domain.incarnations[run_id] = next(_INCARNATIONS)
+                journal.extend(rows)
+            if meta is not None:
+                self._domain.metas[run_id] = meta
+            for ref, data in pairs:
+                self._domain.blobs[ref] = data
+            if epoch > self._domain.epochs.get(run_id, 0):
+                self._domain.epochs[run_id] = epoch
+
+    def write_runs(
+        self,
+        items: Sequence[
+            tuple[str, Sequence[str], str | None, int, Sequence[tuple[str, bytes]]]
+        ],
+        *,
+        durable: bool = True,
+    ) -> None:
+        """Several new runs in one unit (``_move_rows.write_runs``): all or none."""
+        distinct_runs([item[0] for item in items])
+        checked = []
+        for run_id, entries, meta, epoch, blobs in items:
+            _intake.run_id_for_write(run_id, "write_runs")
+            rows = [(text, finite_seq(load_record(text))) for text in entries]
+            checked.append((run_id, rows, meta, epoch, copy_blobs(run_id, blobs)))
+        with self._entered("write_runs"):
+            for run_id, *_ in checked:
+                self._refuse_live(run_id, "write_runs")
+                held = len(self._domain.entries.get(run_id, []))
+                if held:
+                    raise copy_conflict(run_id, 0, held)
+            for run_id, rows, meta, epoch, pairs in checked:
+                if rows:
+                    self._domain.entries[run_id] = list(rows)
+                    self._domain.incarnations[run_id] = next(_INCARNATIONS)
+                if meta is not None:
+                    self._domain.metas[run_id] = meta
+                for ref, data in pairs:
+                    self._domain.blobs[ref] = data
+                if epoch > self._domain.epochs.get(run_id, 0):
+                    self._domain.epochs[run_id] = epoch
+
+    def flush_writes(self) -> None:
+        """A durability barrier; memory has nothing to flush (``_move_rows``)."""
+
+    def _refuse_live(self, run_id: str, operation: str) -> None:
+        """An unleased copy write never lands under a live owner (``write_rows``)."""
+        row = self._domain.leases.get(run_id)
+        if row is not None and row.expires_at > self._now():
+            refuse_if_moved(run_id, row.owner, row.epoch)
+            raise LeaseHeldError(
+                f"{operation} of run {run_id!r}: leased by {row.owner!r} "
+                f"(epoch {row.epoch})",
+                run_id,
+                row.owner,
+                row.epoch,
+            )
+
+    def orphan_page(self, kind: str, after: str | None, limit: int) -> list[str]:
+        """Run ids after ``after`` of orphan journals or blobs (``_orphans``)."""
+        with self._entered("orphan_page"):
+            domain = self._domain
+            if kind == "journal":
+                found = {r for r, rows in domain.entries.items() if rows} - set(
+                    domain.metas
+                )
+            else:
+                blobs = {ref.split("/", 1)[0] for ref in domain.blobs}
+                found = (
+                    blobs
+                    - set(domain.metas)
+                    - {r for r, rows in domain.entries.items() if rows}
+                )
+        return sorted(r for r in found if after is None or r > after)[:limit]
+
+    def fence_moved(self, lease: Lease, owner: str) -> int:
+        """Turn the live ``lease`` into the moved-run tombstone (``_moved``)."""
+        _intake.require_lease(lease, "fence_moved")
+        _intake.owner_for_write(owner, "fence_moved")
+        with self._entered("fence_moved"):
+            self._assert_fencing(lease)
+            epoch = max(self._domain.epochs.get(lease.run_id, 0), lease.epoch) + 1
+            self._domain.epochs[lease.run_id] = epoch
+            self._domain.leases[lease.run_id] = _LeaseRow(
+                owner, epoch, NEVER_EXPIRES_MS
+            )
+            return epoch
 
 
 @final

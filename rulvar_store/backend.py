@@ -5,7 +5,7 @@ and ``hookimpl`` marker, URL and option parsing, the location family the kit and
 the soak open stores through, the argument rules every store applies before any
 storage work (``rulvar_store/_intake.py``: wrong types become
 ``InvalidArgumentError``), the run-match and live-lease refusals, cursor parsing,
-the JSON codecs, the failpoints the kill points drive, and the pieces every
+the JSON codecs, the moved-run tombstone (``refuse_if_moved``), the failpoints the kill points drive, and the pieces every
 async handle shares (``AsyncClosing``, ``finish_uncancelled``, ``wait_out``,
 and ``HopThreads``, the threads a store's calls hop to).
 
@@ -94,6 +94,14 @@ from rulvar_store._location_records import (
     StoreLocation,
 )
 from rulvar_store._locations import UrlOpener, locations_from_factory, opened_at
+from rulvar_store._move_conflict import copy_blobs, copy_conflict, distinct_runs
+from rulvar_store._moved import (
+    MOVED_OWNER_PREFIX,
+    NEVER_EXPIRES_MS,
+    moved_destination,
+    moved_owner,
+    refuse_if_moved,
+)
 from rulvar_store._plugins import (
     CAPABILITIES,
     ENTRY_POINT_GROUP,
@@ -149,6 +157,8 @@ __all__ = [
     "MAX_REF_LENGTH",
     "MAX_RUN_ID_LENGTH",
     "MAX_SAFE_TOKEN_LENGTH",
+    "MOVED_OWNER_PREFIX",
+    "NEVER_EXPIRES_MS",
     "AsyncClosing",
     "AsyncGetUnderTranscriptStore",
     "AsyncLastRefTranscriptStore",
@@ -184,6 +194,9 @@ __all__ = [
     "check_run_match",
     "check_safe_token",
     "copy_blob",
+    "copy_blobs",
+    "copy_conflict",
+    "distinct_runs",
     "dump_record",
     "entry_text",
     "file_ops_layer",
@@ -216,6 +229,8 @@ __all__ = [
     "meta_matches_filter",
     "meta_run_id",
     "meta_text",
+    "moved_destination",
+    "moved_owner",
     "not_live_lease",
     "note_telemetry",
     "numeric_seq",
@@ -230,6 +245,7 @@ __all__ = [
     "ref_for_read",
     "ref_for_write",
     "ref_run_id",
+    "refuse_if_moved",
     "reports_durability",
     "require_lease",
     "require_str",

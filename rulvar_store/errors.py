@@ -7,11 +7,14 @@
     │   │   ├── NotJsonError       a value is not JSON (also a TypeError and a ValueError, D2)
     │   │   └── UnsafeNameError    not a safe file name (also a JournalOrderViolation, T8/T9)
     │   ├── UnreadableRecordError  a stored record Python cannot read (also a ValueError)
+    │   ├── CopyConflictError      a copy's destination holds another run under that id
+    │   ├── ArchiveError           a run archive is damaged or of an unknown version
     │   ├── StoreClosedError       the store (or its blob twin) was closed
     │   └── ForkedStoreError       a handle opened in a parent process was used in a forked child
     ├── LeaseHeldError             ownership conflict: re-acquire later or give up (retryable)
     │   ├── LeaseRunMismatchError  F2: the lease names another run (a bug: not retryable)
-    │   └── LeaseLostError         a holder's own lease is gone (L10): stop the work, requeue
+    │   ├── LeaseLostError         a holder's own lease is gone (L10): stop the work, requeue
+    │   └── RunMovedError          the run was moved to another store (V4: not retryable)
     ├── SupersededError            run settlement bounced off the fence
     ├── SettlementError            run settlement failed for another reason (retryable)
     ├── StoreBusyError             transient contention outlasted its bound: retry
@@ -30,8 +33,10 @@ from collections.abc import Sequence
 from typing import Any, Final, Literal
 
 __all__ = [
+    "ArchiveError",
     "ConfigError",
     "ContractError",
+    "CopyConflictError",
     "ForkedStoreError",
     "InvalidArgumentError",
     "JournalOrderViolation",
@@ -41,6 +46,7 @@ __all__ = [
     "MissingExtraError",
     "NotJsonError",
     "RulvarError",
+    "RunMovedError",
     "SettlementError",
     "StoreBusyError",
     "StoreClosedError",
@@ -269,6 +275,40 @@ class LeaseRunMismatchError(LeaseHeldError):
     retryable = False
 
 
+class RunMovedError(LeaseHeldError):
+    """The run was moved to another store; its lease here is a tombstone (V4).
+
+    ``rulvar runs move`` left a lease row here at an epoch above every owner's,
+    held by a reserved owner string that names the destination (its URL without
+    a password) and that never expires. Acquiring again can never succeed here:
+    open ``destination`` and acquire there. Not retryable.
+    """
+
+    code = "run_moved"
+    retryable = False
+
+    def __init__(
+        self,
+        message: str,
+        run_id: str | None = None,
+        owner: str | None = None,
+        epoch: int | None = None,
+        destination: str | None = None,
+    ) -> None:
+        # Past LeaseHeldError's __init__: every argument must reach Exception's
+        # args, or the error would not pickle with its destination.
+        RulvarError.__init__(self, message, run_id, owner, epoch, destination)
+        self.run_id = run_id
+        self.owner = owner
+        self.epoch = epoch
+        self.retry_after_ms = None  # never: the run lives elsewhere now
+        self.destination = destination
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return {**super().data, "destination": self.destination}
+
+
 LostReason = Literal["refused", "expired"]
 
 
@@ -303,6 +343,33 @@ class LeaseLostError(LeaseHeldError):
     @property
     def data(self) -> dict[str, Any]:
         return {**super().data, "reason": self.reason}
+
+
+class CopyConflictError(ContractError):
+    """A copy's destination already holds a different run under the same id (V6).
+
+    Its journal is not a prefix of the source's, or its meta or blobs differ in
+    a way a resumed copy cannot explain. Nothing was written; not retryable.
+    """
+
+    code = "copy_conflict"
+
+    def __init__(self, message: str, run_id: str | None = None) -> None:
+        super().__init__(message, run_id)
+        self.run_id = run_id
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return {"runId": self.run_id}
+
+
+class ArchiveError(ContractError):
+    """A run archive is damaged (a checksum, a line) or of an unknown version (V10).
+
+    The import checks the whole file before writing: nothing was imported.
+    """
+
+    code = "archive"
 
 
 class SupersededError(RulvarError):

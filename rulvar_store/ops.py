@@ -1,4 +1,4 @@
-"""The public module for operators: audit, reconcile, retention, listing, the fold.
+"""The public module for operators: audit, reconcile, retention, listing, the fold, moves.
 
 What ``rulvar runs``, ``rulvar repair`` and an operator's own scripts use to look at
 runs without owning them and to clean up after them. The fold is the one reading
@@ -8,6 +8,13 @@ Store users import from ``rulvar_store``; backend authors from
 ``rulvar_store.backend``.
 """
 
+from rulvar_store._archive import (
+    ARCHIVE_FORMAT,
+    ARCHIVE_VERSION,
+    export_runs,
+    import_archive,
+    scan_archive,
+)
 from rulvar_store._audit import (
     RUN_STATUSES,
     TERMINAL_RUN_STATUSES,
@@ -34,6 +41,26 @@ from rulvar_store._fold import (
     fold_state,
     fold_state_sha256,
 )
+from rulvar_store._move import (
+    MOVER_OWNER_PREFIX,
+    MOVER_TTL_MS,
+    CopyOutcome,
+    RunReader,
+    StorePair,
+    check_movable,
+    copy_run,
+    copy_runs,
+    flush_destination,
+    mover_owner,
+    run_digest,
+    verify_run,
+)
+from rulvar_store._move_rows import (
+    RunRows,
+    RunRowsWriter,
+    has_run_rows,
+    has_run_rows_writer,
+)
 from rulvar_store._observe import (
     DEFAULT_PAGE_SIZE,
     LeasePeek,
@@ -48,6 +75,7 @@ from rulvar_store._observe import (
     iter_listed_runs,
     parse_meta_text,
 )
+from rulvar_store._orphans import Orphan, has_orphan_listing, iter_orphans
 from rulvar_store._retention import (
     SWEEP_OWNER_PREFIX,
     SweepOutcome,
@@ -63,52 +91,76 @@ from rulvar_store._store_stats import COUNTER_NAMES, stats_since
 from rulvar_store._telemetry import RunIdPolicy, configure_telemetry, process_stats
 
 __all__ = [
+    "ARCHIVE_FORMAT",
+    "ARCHIVE_VERSION",
     "COUNTER_NAMES",
     "DEFAULT_PAGE_SIZE",
+    "MOVER_OWNER_PREFIX",
+    "MOVER_TTL_MS",
     "RUN_STATUSES",
     "SWEEP_OWNER_PREFIX",
     "TERMINAL_RUN_STATUSES",
     "Classification",
+    "CopyOutcome",
     "LeasePeek",
     "LeaseState",
     "ListedRun",
     "MetaPages",
     "NoopReason",
+    "Orphan",
     "ReconcileResult",
     "ResolutionFold",
     "RunIdListing",
     "RunIdPolicy",
+    "RunReader",
+    "RunRows",
+    "RunRowsWriter",
     "RunStateAudit",
     "Seq",
     "SettleRef",
+    "StorePair",
     "SweepOutcome",
     "Verdict",
     "audit_entries",
     "audit_run",
     "audit_runs",
+    "check_movable",
     "checked_meta",
     "classify",
     "configure_telemetry",
+    "copy_run",
+    "copy_runs",
     "dangling_dispatches",
     "delete_run",
+    "export_runs",
+    "flush_destination",
     "fold_journal",
     "fold_state",
     "fold_state_sha256",
     "has_lease_peek",
     "has_meta_pages",
+    "has_orphan_listing",
     "has_run_id_listing",
+    "has_run_rows",
+    "has_run_rows_writer",
+    "import_archive",
     "is_leasable",
     "iter_listed_runs",
+    "iter_orphans",
     "iter_run_audits",
     "journal_shape_problem",
     "last_run_settle",
+    "mover_owner",
     "parse_meta_text",
     "process_stats",
     "prune_candidates",
     "prune_run",
     "reconcile_run_meta",
+    "run_digest",
+    "scan_archive",
     "stats_since",
     "sweep_owner",
     "sweep_runs",
+    "verify_run",
     "with_brief_lease",
 ]

@@ -38,6 +38,7 @@ from rulvar_store.backend import (
     meta_matches_filter,
     not_live_lease,
     parse_cursor,
+    refuse_if_moved,
 )
 from rulvar_store.errors import JournalOrderViolation, LeaseHeldError
 from rulvar_store.ops import LeaseState
@@ -270,6 +271,7 @@ class Plans:
         """The L1 refusal naming the holder and its expiry, read after the call."""
 
         def refuse(rows: list[tuple[Any, ...]]) -> Lease:
+            refuse_if_moved(run_id, str(rows[0][0]) if rows else None, epoch)  # V4
             if rows and int(rows[0][1]) == epoch:
                 owner, _, expires_at, now = rows[0]
                 raise held_by(run_id, str(owner), epoch, int(expires_at) - int(now))

@@ -19,6 +19,7 @@ from rulvar_store import JournalEntry, JournalTail, Lease, RunFilter, RunMeta
 from rulvar_store.backend import DurabilityReport, Observed, hit, instrumented
 from rulvar_store.errors import StoreBusyError, StoreUnavailableError
 from rulvar_store.ops import LeaseState
+from rulvar_store_postgres import _move_rows
 from rulvar_store_postgres._config import Settings
 from rulvar_store_postgres._errors import mutation_result, translated
 from rulvar_store_postgres._handle import PostgresHandle
@@ -329,6 +330,61 @@ class PostgresStore(PostgresHandle, Observed):
             replication=state.mode,
             detail=state.describe(),
         )
+
+    # -- copies (rulvar_store._move_rows) --------------------------------------
+
+    def entry_rows(self, run_id: str, after: int, limit: int) -> list[tuple[int, str]]:
+        """Up to ``limit`` (row id, entry text) pairs after row id ``after``."""
+        return _move_rows.entry_rows(self, run_id, after, limit)
+
+    def entry_count(self, run_id: str) -> int:
+        return _move_rows.entry_count(self, run_id)
+
+    def meta_row(self, run_id: str) -> str | None:
+        return _move_rows.meta_row(self, run_id)
+
+    def epoch_counter(self, run_id: str) -> int:
+        return _move_rows.epoch_counter(self, run_id)
+
+    def write_rows(
+        self,
+        run_id: str,
+        lease: Lease | None,
+        *,
+        expected_entries: int,
+        entries: Sequence[str],
+        meta: str | None,
+        epoch: int,
+        blobs: Sequence[tuple[str, bytes]] = (),
+        durable: bool = True,
+    ) -> None:
+        """Entry texts (by COPY), meta text and an epoch floor in one fenced transaction."""
+        _move_rows.write_rows(
+            self, run_id, lease, expected_entries, entries, meta, epoch, blobs, durable
+        )
+
+    def orphan_page(self, kind: str, after: str | None, limit: int) -> list[str]:
+        """Run ids after ``after`` of orphan journals or blobs (``_orphans``)."""
+        return _move_rows.orphan_page(self, kind, after, limit)
+
+    def write_runs(
+        self,
+        items: Sequence[
+            tuple[str, Sequence[str], str | None, int, Sequence[tuple[str, bytes]]]
+        ],
+        *,
+        durable: bool = True,
+    ) -> None:
+        """Several new runs in one transaction (``_move_rows.write_runs``)."""
+        _move_rows.write_runs(self, items, durable)
+
+    def flush_writes(self) -> None:
+        """A durability barrier: every commit before it is flushed (``durable=False``)."""
+        _move_rows.flush_writes(self)
+
+    def fence_moved(self, lease: Lease, owner: str) -> int:
+        """Turn the live ``lease`` into the moved-run tombstone (``_moved``)."""
+        return _move_rows.fence_moved(self, lease, owner)
 
     # -- leases ----------------------------------------------------------------
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, ClassVar, Literal, TypeVar
 
 import apsw
@@ -33,6 +33,7 @@ from rulvar_store.backend import (
     meta_matches_filter,
     note_telemetry,
     parse_cursor,
+    refuse_if_moved,
     this_process,
 )
 from rulvar_store.errors import (
@@ -40,6 +41,7 @@ from rulvar_store.errors import (
     LeaseHeldError,
 )
 from rulvar_store.ops import LeaseState
+from rulvar_store_sqlite import _move_rows
 from rulvar_store_sqlite import _sql as sql
 from rulvar_store_sqlite._brief import BriefWork, brief_lease_op
 from rulvar_store_sqlite._connection import BootAttempt, BusyDeadline, open_connection
@@ -439,6 +441,51 @@ class SqliteStore(Observed):
         owner, epoch, expires_at = rows[0]
         return LeaseState(run_id, str(owner), int(epoch), int(expires_at), self._now())  # type: ignore[arg-type]  # INTEGER columns
 
+    # -- copies (rulvar_store._move_rows) --------------------------------------
+
+    def entry_rows(self, run_id: str, after: int, limit: int) -> list[tuple[int, str]]:
+        """Up to ``limit`` (row id, entry text) pairs after row id ``after``."""
+        return _move_rows.entry_rows(self, run_id, after, limit)
+
+    def entry_count(self, run_id: str) -> int:
+        return _move_rows.entry_count(self, run_id)
+
+    def meta_row(self, run_id: str) -> str | None:
+        return _move_rows.meta_row(self, run_id)
+
+    def epoch_counter(self, run_id: str) -> int:
+        return _move_rows.epoch_counter(self, run_id)
+
+    def write_rows(
+        self,
+        run_id: str,
+        lease: Lease | None,
+        *,
+        expected_entries: int,
+        entries: Sequence[str],
+        meta: str | None,
+        epoch: int,
+        blobs: Sequence[tuple[str, bytes]] = (),
+        durable: bool = True,
+    ) -> None:
+        """Entry texts, meta text and an epoch floor in one fenced transaction."""
+        self._door.submit(
+            _move_rows.write_rows_op(
+                self, run_id, lease, expected_entries, entries, meta, epoch, blobs
+            )
+        )
+
+    def flush_writes(self) -> None:
+        """A durability barrier: every commit here is durable at the store's level."""
+
+    def orphan_page(self, kind: str, after: str | None, limit: int) -> list[str]:
+        """Run ids after ``after`` of orphan journals or blobs (``_orphans``)."""
+        return _move_rows.orphan_page(self, kind, after, limit)
+
+    def fence_moved(self, lease: Lease, owner: str) -> int:
+        """Turn the live ``lease`` into the moved-run tombstone (``_moved``)."""
+        return self._door.submit(_move_rows.fence_moved_op(self, lease, owner))
+
     # -- leases ----------------------------------------------------------------
 
     def acquire(self, run_id: str, owner: str) -> Lease:
@@ -498,6 +545,7 @@ class SqliteStore(Observed):
             assert isinstance(holder, str)
             assert isinstance(epoch, int)
             assert isinstance(expires_at, int)
+            refuse_if_moved(run_id, holder, epoch)  # V4: a tombstone is never taken
             if take_dead and self._holder_is_dead(run_id, epoch):
                 return now, True, (holder, epoch)
             raise held_by(run_id, holder, epoch, expires_at - now)

@@ -37,6 +37,7 @@ REGISTERED: Final = (
     "next_op_sees",
     "incremental_reads",
     "operator_tools",
+    "moving",
     "durability",
     "first_opens",
     "file_machinery",

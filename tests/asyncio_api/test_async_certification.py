@@ -29,6 +29,9 @@ EXPLAINED = (
     *FEATURE_REASONS.values(),
     "transcripts() twin",
     "so no window can be forced open",  # memory calls no failpoints: threads race instead
+    # Copies run on sync handles: the async facade offers the SPI, not the
+    # copy abilities (moving suite, V3).
+    "cannot write a moved-run tombstone (no fence_moved)",
 )
 
 
