@@ -52,6 +52,7 @@ html_title = "rulvar stores"
 nitpick_ignore = [
     ("py:class", "AbstractContextManager"),
     ("py:class", "collections.abc.Callable"),
+    ("py:class", "collections.abc.Mapping"),
     ("py:class", "RunnableConfig"),
     ("py:class", "LocationFactory"),
 ]
