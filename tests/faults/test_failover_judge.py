@@ -332,3 +332,19 @@ def test_a_writer_silent_long_after_a_promotion_never_recovered() -> None:
         stop_ns=210 * S,
     )
     assert any(v.startswith("NO RECOVERY: writer 0") for v in verdict.violations)
+
+
+@pytest.mark.clause("H6")
+def test_recovery_from_the_promotion_counts_the_first_durable_write_after_it() -> None:
+    """A zombie's own durable writes before the promotion are no recovery from it."""
+    h = History()
+    h.grant(0, 1, "r0", 1)
+    h.append(0, 2, "r0", 1)
+    h.append(0, 15, "r0", 1)  # durable, between the fault and the promotion
+    h.append(0, 34, "r0", 1)
+    verdict = judge_failover(
+        h.events, faults(("zombie", 10, 30, 40)), h.final, mode="quorum", stop_ns=50 * S
+    )
+    zombie = verdict.figures["faults"]["zombie"]
+    assert zombie["fault_to_every_writer_s"] == [5.0]
+    assert zombie["promotion_to_every_writer_s"] == [4.0]
