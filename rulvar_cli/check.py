@@ -287,6 +287,11 @@ def check_command(
             locations = enter_certify(backend, parsed, stack)
             if not as_json:
                 click.echo(f"certifying {parsed.redacted} ({backend.name})")
+            from rulvar_cli._durability import durability_line, durability_of
+
+            durability = durability_of(locations)  # P20: async, sync or quorum
+            if durability is not None and not as_json:
+                click.echo(durability_line(durability))
             certification = by_url(locations, parsed, backend)
             try:
                 suites = certification_suites(certification, suites_wanted or None)
@@ -323,6 +328,7 @@ def check_command(
             "passed": passed,
             "failed": len(failed),
             "not_run": len(not_run),
+            "durability": durability,
             "results": [_result_row(result) for result in results],
         }
         click.echo(json.dumps(payload, indent=2))

@@ -30,11 +30,18 @@ class DurabilityReport:
         declared: the value the store promises, spelled as the database spells
             a read-back (``"FULL"``, ``"on"``).
         observed: the value read back from the live session, in the same spelling.
+        replication: what a failover can do to an acknowledged write, for a
+            store on a server that may have standbys: ``"async"`` (it can lose
+            it), ``"sync"`` or ``"quorum"`` (a synchronous standby has it);
+            ``""`` when the store has no such notion (an embedded database).
+        detail: the replication settings and state read from the server, in words.
     """
 
     setting: str
     declared: str
     observed: str
+    replication: str = ""
+    detail: str = ""
 
 
 @runtime_checkable

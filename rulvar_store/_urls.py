@@ -16,6 +16,13 @@ __all__ = ["StoreUrl", "option_bool", "option_int", "parse_store_url", "redact_u
 # spaces or underscores. (``re``'s ``\d`` would match other scripts' digits.)
 _DECIMAL: Final = re.compile(r"-?[0-9]+")
 
+# A libpq ``key=value`` connection string ("host=db1 dbname=runs"): no scheme,
+# so it is told apart by its first ``key=``; libpq's is the only format of the kind.
+_KEYWORD_STRING: Final = re.compile(r"\s*[A-Za-z_]\w*\s*=")
+_KEYWORD_PASSWORD: Final = re.compile(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)")
+KEYWORD_SCHEME: Final = "postgresql"
+"""The scheme a ``key=value`` string opens with (the PostgreSQL backend's)."""
+
 _MALFORMED_HINT = (
     "its host or port cannot be read; a user name or password holding '@', ':', "
     "'/', '?' or '#' must be percent-encoded ('@' as %40, '/' as %2F, '?' as %3F, "
@@ -51,6 +58,8 @@ def redact_url(url: str) -> str:
     never holds any of them). In the rare URL with an ``@`` in its path or query
     as well, more is hidden than needed, never less.
     """
+    if "://" not in url and _KEYWORD_STRING.match(url):
+        return _KEYWORD_PASSWORD.sub(r"\1***", url)
     changed = False
     head, sep, rest = url.partition("://")
     if sep and "@" in rest:
@@ -81,17 +90,26 @@ def parse_store_url(url: object, options: Mapping[str, Any] | None = None) -> St
 
     Raises:
         ConfigError: not a string, no ``scheme://``, or a repeated query option.
+            A libpq ``key=value`` string ("host=db1 dbname=runs") is taken as
+            it is, with the PostgreSQL backend's scheme.
     """
     if not isinstance(url, str) or not url:
         raise ConfigError("a store URL must be a non-empty string, e.g. 'memory://'")
+    if "://" not in url and _KEYWORD_STRING.match(url):
+        # libpq's key=value form: the options are keywords only (no query).
+        return StoreUrl(
+            raw=url,
+            scheme=KEYWORD_SCHEME,
+            parts=urlsplit(""),
+            options=dict(options or {}),
+        )
     try:
         parts = urlsplit(url)
-    except ValueError as exc:
-        # The parser's own text can quote a piece of a password (a raw '/', '?'
-        # or '#' in it makes the rest of the password look like a port).
+    except ValueError:
+        # Not chained: the parser's own text can quote a piece of a password.
         raise ConfigError(
             f"malformed store URL {redact_url(url)!r}: {_MALFORMED_HINT}"
-        ) from exc
+        ) from None
     if not parts.scheme or "://" not in url:
         raise ConfigError(
             f"malformed store URL {redact_url(url)!r}: expected 'scheme://...', "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from time import monotonic
 from types import TracebackType
 from typing import Any, TypeAlias
 
@@ -20,17 +21,24 @@ from rulvar_store_postgres._config import Settings
 from rulvar_store_postgres._conn import AsyncStoreConnection
 from rulvar_store_postgres._deadline import cut
 from rulvar_store_postgres._pool import (
+    ConnectFailed,
     GrowthPause,
+    admitted,
     closed_by_server,
+    cluster_for,
     connect_failure,
     deadline_passed,
+    discarded_why,
     idle_and_fresh,
     knows_idle_layout,
     lifo,
     no_connection_made,
     pool_options,
     session_for,
+    set_aside,
 )
+from rulvar_store_postgres._primary import PROBE, PROBE_EVERY_S, Cluster, NotPrimary
+from rulvar_store_postgres._sessions import end_session, session_of
 
 __all__ = [
     "AsyncCheckout",
@@ -95,6 +103,9 @@ class AsyncStorePool(AsyncConnectionPool[AsyncConn]):
     when no connection is left to serve them (``GrowthPause``)."""
 
     call_timeout_s: float = 10.0
+    cluster: Cluster
+    fenced: bool = True
+    connect_timeout_s: int = 5
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._growth = GrowthPause()
@@ -111,7 +122,7 @@ class AsyncStorePool(AsyncConnectionPool[AsyncConn]):
         # One event loop: no await between reading and changing the counter.
         self._growth.in_flight += 1
         try:
-            return await super()._connect(timeout)
+            return await self._connect_to_primary(timeout)
         except psycopg.Error as exc:
             failure = connect_failure(exc)
             self._growth.failure = failure
@@ -124,6 +135,16 @@ class AsyncStorePool(AsyncConnectionPool[AsyncConn]):
             raise failure from exc
         finally:
             self._growth.in_flight -= 1
+
+    async def _connect_to_primary(self, timeout: float | None) -> AsyncConn:
+        """See ``StorePool._connect_to_primary``."""
+        for attempt in range(self.cluster.hosts):
+            try:
+                return await super()._connect(timeout)
+            except NotPrimary:
+                if attempt + 1 == self.cluster.hosts:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def reconnect_failed(self) -> None:
         # See StorePool.reconnect_failed.
@@ -172,7 +193,7 @@ class AsyncStorePool(AsyncConnectionPool[AsyncConn]):
         """A pooled connection the server has not closed; stale ones are discarded."""
         for _ in range(self.max_size + 1):
             conn = self.take_idle() or await self._bounded_getconn(bound_s)
-            if not closed_by_server(conn):
+            if not closed_by_server(conn) and self.cluster.current(conn.timeline):
                 return conn
             await conn.close()
             await self._putconn(conn, from_getconn=True)
@@ -208,12 +229,44 @@ class AsyncCheckout:
 
     async def __aenter__(self) -> AsyncConn:
         pool = self._pool
-        conn = await pool.live_connection(pool.call_timeout_s)
-        # No await between the checkout and the arming: nothing can cancel
-        # this task in between, so the connection cannot be lost there.
-        self._fired = pool._deadlines.arm(conn, self._bound_s)
+        for attempt in (0, 1):
+            conn = await pool.live_connection(pool.call_timeout_s)
+            # No await between the checkout and the arming: nothing can cancel
+            # this task in between, so the connection cannot be lost there.
+            self._fired = pool._deadlines.arm(conn, self._bound_s)
+            if monotonic() - conn.probed_at < PROBE_EVERY_S:
+                break
+            # Asked again under the call's deadline, as ``Checkout`` does.
+            try:
+                row = await (await conn.execute(PROBE)).fetchone()
+                aside = set_aside(pool.cluster, conn, row, pool.fenced)
+            except BaseException as exc:
+                pool._deadlines.disarm(conn)
+                await self._discard(conn, bool(self._fired))
+                if self._fired and isinstance(exc, psycopg.Error):
+                    raise deadline_passed(self._bound_s) from exc
+                if isinstance(exc, psycopg.Error):
+                    raise ConnectFailed(
+                        "the pooled connection failed its check; nothing was sent"
+                    ) from exc
+                raise
+            if not aside or attempt:
+                break
+            pool._deadlines.disarm(conn)
+            await self._discard(conn, False)
         self._conn = conn
         return conn
+
+    async def _discard(self, conn: AsyncConn, cut_off: bool) -> None:
+        """Close and hand back ``conn``; a cut one's server session is ended too."""
+        pool = self._pool
+        session = session_of(conn, conn.started, conn.pid) if cut_off else None
+        if cut_off:
+            pool.cluster.demote(conn)
+        await conn.close()
+        await pool._putconn(conn, from_getconn=True)
+        if session is not None:
+            end_session(pool.cluster.conninfo(), session, pool.connect_timeout_s)
 
     async def __aexit__(
         self,
@@ -227,12 +280,22 @@ class AsyncCheckout:
         pool._deadlines.disarm(conn)
         if self._fired:
             # Discarded the way a stale one is: replaced, no warning logged.
-            await conn.close()
-            await pool._putconn(conn, from_getconn=True)
+            await self._discard(conn, True)
             if isinstance(exc, psycopg.Error):
                 raise deadline_passed(self._bound_s) from exc
-        else:
+            return
+        why = discarded_why(exc)
+        if why is None:
             await pool.return_idle(conn)
+            return
+        pool.cluster.demote(conn)
+        await self._discard(conn, False)
+        if why is NotPrimary and not isinstance(exc, NotPrimary):
+            raise NotPrimary(
+                "the server became read-only under a pooled connection (demoted "
+                "to a standby); nothing was written; retry, the pool tries the "
+                "other hosts first"
+            ) from exc
 
 
 def make_async_pool(
@@ -242,17 +305,28 @@ def make_async_pool(
 ) -> AsyncStorePool:
     """Build (not open) the pool of one async store (see ``make_pool``)."""
     session = session_for(settings)
+    cluster = cluster_for(settings)
 
     async def configure(conn: AsyncConn) -> None:
-        await conn.execute(session)  # no parameters: one simple-protocol round trip
+        # No parameters: one simple-protocol round trip, the probe's answer last.
+        cursor = await conn.execute(session)
+        while cursor.nextset():
+            pass
+        try:
+            admitted(cluster, conn, await cursor.fetchone())
+        except BaseException:
+            await conn.close()
+            raise
         if ready is not None:
             await ready(conn)
 
     pool = AsyncStorePool(
-        settings.conninfo,
+        cluster.conninfo,
         configure=configure,
         connection_class=AsyncStoreConnection,
         **pool_options(settings, name),
     )
+    pool.cluster, pool.fenced = cluster, not settings.readonly
     pool.call_timeout_s = settings.call_timeout_ms / 1000
+    pool.connect_timeout_s = settings.connect_timeout_s
     return pool

@@ -14,16 +14,17 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
-from urllib.parse import unquote, urlsplit, urlunsplit
 
 from rulvar_store import DEFAULT_LEASE_TTL_MS
 from rulvar_store.backend import option_bool, option_int, redact_url, validate_ttl_ms
 from rulvar_store.errors import ConfigError
+from rulvar_store_postgres._conninfo import split_keywords, split_url
 from rulvar_store_postgres._log_mask import masked
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT_S",
     "DEFAULT_POOL_MAX_SIZE",
+    "MULTI_HOST_CONNECT_TIMEOUT_S",
     "OPTION_NAMES",
     "SCHEMES",
     "Settings",
@@ -36,6 +37,9 @@ __all__ = [
 SCHEMES: Final = ("postgresql", "postgres")
 DEFAULT_POOL_MAX_SIZE: Final = 10
 DEFAULT_CONNECT_TIMEOUT_S: Final = 5
+# Per host of a multi-host URL: psycopg's floor. A black-holed first host
+# costs this much per connection attempt (libpq's default is none, psycopg's 130 s).
+MULTI_HOST_CONNECT_TIMEOUT_S: Final = 2
 _SCHEMA_RE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # PostgreSQL truncates identifiers beyond 63 bytes; a truncated schema name
 # would silently alias another store's schema.
@@ -54,14 +58,8 @@ OPTION_NAMES: Final = frozenset(
         "call_timeout_ms",
         "readonly",
         "prepared_statements",
+        "replication",
     }
-)
-
-
-_RAW_CHARACTER_HINT: Final = (
-    "a raw '@', '/', '?' or '#' in the user name or password ends the part libpq "
-    "reads as credentials; percent-encode them ('@' as %40, '/' as %2F, '?' as "
-    "%3F, '#' as %23)"
 )
 
 
@@ -101,16 +99,9 @@ class Settings:
     readonly: bool = False  # observers: no boot DDL, sessions read-only
     # Server-side prepared statements (off for a pooler that does not keep them).
     prepared_statements: bool = True
-
-
-def _unreadable_part(exc: ValueError) -> str:
-    """Name the part of the URL the parser refused, without quoting any of it."""
-    text = str(exc)
-    if "out of range" in text:
-        return "its port is out of range (0-65535)"
-    if "Port" in text:
-        return "its port is not an integer"
-    return "its host or port cannot be read"
+    # "required": refuse a server whose acknowledged commits a failover can
+    # take back (``_primary``); "any": accept it, report it (P20).
+    replication: str = "any"
 
 
 def _positive(options: Mapping[str, Any], name: str, default: int) -> int:
@@ -120,69 +111,7 @@ def _positive(options: Mapping[str, Any], name: str, default: int) -> int:
     return value
 
 
-def _split_url(url: str) -> tuple[str, dict[str, str], str, tuple[str, ...]]:
-    """Return (conninfo without our options, our query options, where, secrets)."""
-    try:
-        parts = urlsplit(url)
-        password = parts.password
-        user = parts.username
-        host = parts.hostname or ""
-        port = parts.port
-    except ValueError as exc:
-        # The parser's text may quote a piece of the password: never shown, only
-        # which part failed, in our words.
-        raise ConfigError(
-            f"malformed PostgreSQL URL {redact_url(url)!r}: {_unreadable_part(exc)}; "
-            f"{_RAW_CHARACTER_HINT}"
-        ) from exc
-    userinfo = parts.netloc.rpartition("@")[0]
-    if "@" in userinfo or parts.fragment:
-        # libpq ends the user information at the FIRST '@' (and the URL at a
-        # '#'), so the rest of the password would become the host name, shown
-        # in its errors and in the pool's log lines. Refused before libpq sees it.
-        raise ConfigError(
-            f"malformed PostgreSQL URL {redact_url(url)!r}: {_RAW_CHARACTER_HINT}"
-        )
-    ours: dict[str, str] = {}
-    rest: list[str] = []
-    secrets: list[str] = []
-    # libpq percent-decodes query values and keeps '+' literal, so the pieces it
-    # gets are passed through verbatim (never re-encoded); only ours are decoded.
-    for piece in parts.query.split("&") if parts.query else ():
-        if not piece:
-            continue
-        raw_key, _, raw_value = piece.partition("=")
-        key, value = unquote(raw_key), unquote(raw_value)
-        if key in OPTION_NAMES:
-            if key in ours:
-                raise ConfigError(f"store URL option {key!r} is given twice")
-            ours[key] = value
-        else:
-            if key == "password":
-                secrets.extend({value, raw_value})
-            rest.append(piece)
-    if password:
-        secrets.extend({password, unquote(password)})
-    conninfo = urlunsplit(parts._replace(query="&".join(rest)))
-    netloc = (f"{unquote(user)}@" if user else "") + host + (f":{port}" if port else "")
-    where = f"{parts.scheme}://{netloc}{parts.path}"
-    return conninfo, ours, where, tuple(secrets)
-
-
-def _split_keywords(conninfo: str) -> tuple[str, tuple[str, ...]]:
-    """Describe a libpq ``key=value`` string without its password."""
-    found = re.findall(r"(\w+)\s*=\s*('(?:[^'\\]|\\.)*'|\S+)", conninfo)
-    fields = {key: value.strip("'") for key, value in found}
-    shown = " ".join(
-        f"{key}={fields[key]}"
-        for key in ("host", "port", "dbname", "user")
-        if key in fields
-    )
-    secret = fields.get("password")
-    return f"libpq conninfo ({shown or 'defaults'})", (secret,) if secret else ()
-
-
-def _check_conninfo(conninfo: str, secrets: tuple[str, ...]) -> None:
+def _check_conninfo(conninfo: str, secrets: tuple[str, ...]) -> dict[str, Any]:
     """Let libpq's own parser judge the connection string, before any connection.
 
     psycopg is imported here, at store construction, never at plugin import.
@@ -191,7 +120,7 @@ def _check_conninfo(conninfo: str, secrets: tuple[str, ...]) -> None:
     from psycopg.conninfo import conninfo_to_dict
 
     try:
-        conninfo_to_dict(conninfo)
+        return conninfo_to_dict(conninfo)
     except psycopg.Error as exc:
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else "invalid"
         text = masked(text, secrets)
@@ -201,7 +130,15 @@ def _check_conninfo(conninfo: str, secrets: tuple[str, ...]) -> None:
                 f"; the store's own options are {', '.join(sorted(OPTION_NAMES))}, "
                 "every other query parameter goes to libpq"
             )
-        raise ConfigError(f"invalid PostgreSQL connection string: {text}") from exc
+        # Not chained: the driver's text may quote what it misread.
+        raise ConfigError(f"invalid PostgreSQL connection string: {text}") from None
+
+
+def _with_parameter(conninfo: str, key: str, value: str) -> str:
+    """``conninfo`` with one more libpq parameter, in its own form (URL or key=value)."""
+    if "://" not in conninfo:
+        return f"{conninfo} {key}={value}"
+    return f"{conninfo}{'&' if '?' in conninfo else '?'}{key}={value}"
 
 
 def resolve_settings(
@@ -228,10 +165,11 @@ def resolve_settings(
                 f"PostgresStore takes postgresql:// or postgres:// URLs, got "
                 f"{redact_url(url)!r}"
             )
-        conninfo, query_options, where, secrets = _split_url(url)
+        split = split_url(url, OPTION_NAMES)
     else:
-        conninfo, query_options = url, {}
-        where, secrets = _split_keywords(url)
+        split = split_keywords(url)
+    conninfo, query_options = split.conninfo, split.options
+    where, secrets = split.where, split.secrets
     options: dict[str, Any] = dict(query_options)
     options.update({key: value for key, value in keywords.items() if value is not None})
     if "max_size" in options and "pool_max_size" in options:
@@ -239,7 +177,7 @@ def resolve_settings(
     if "max_size" in options:
         options["pool_max_size"] = options.pop("max_size")
 
-    _check_conninfo(conninfo, secrets)
+    given = _check_conninfo(conninfo, secrets)
 
     schema = options.get("schema", "public")
     if (
@@ -271,8 +209,11 @@ def resolve_settings(
             f"({ttl_ms}): a paused client inside a transaction must lose its locks "
             "before its lease can expire"
         )
+    several = any("," in str(given.get(key) or "") for key in ("host", "hostaddr"))
     connect_timeout_s = _positive(
-        options, "connect_timeout_s", DEFAULT_CONNECT_TIMEOUT_S
+        options,
+        "connect_timeout_s",
+        MULTI_HOST_CONNECT_TIMEOUT_S if several else DEFAULT_CONNECT_TIMEOUT_S,
     )
     call_timeout_ms = _positive(
         options,
@@ -285,7 +226,17 @@ def resolve_settings(
             f"({lock_timeout_ms}): a call may wait that long for a run's lock"
         )
     readonly = option_bool(options, "readonly", False)
+    replication = options.get("replication", "any")
+    if replication not in ("any", "required"):
+        raise ConfigError(
+            f"option replication must be 'any' or 'required', got {replication!r}"
+        )
+    if not readonly and "target_session_attrs" not in given:
+        # A fenced store writes: libpq passes over standbys and read-only
+        # servers of a multi-host URL (P16). The URL's own value wins.
+        conninfo = _with_parameter(conninfo, "target_session_attrs", "read-write")
     return Settings(
+        replication=replication,
         call_timeout_ms=call_timeout_ms,
         readonly=readonly,
         prepared_statements=option_bool(options, "prepared_statements", True),

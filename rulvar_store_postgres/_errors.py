@@ -28,6 +28,7 @@ from rulvar_store.errors import (
 )
 from rulvar_store_postgres._log_mask import masked
 from rulvar_store_postgres._pool import ConnectFailed
+from rulvar_store_postgres._primary import NotPrimary, Refused, ReplicationUnconfirmed
 
 __all__ = [
     "RETRYABLE_SQLSTATES",
@@ -196,6 +197,20 @@ class Translation:
         if isinstance(exc, PoolClosed):
             raise StoreClosedError(
                 f"{operation} on {where}: the store is closed", operation
+            ) from exc
+        if isinstance(exc, Refused):
+            raise exc.config_error from None
+        if isinstance(exc, NotPrimary):
+            # Nothing was written on a server that is not the primary (P18).
+            raise StoreUnavailableError(
+                f"{operation} on {where}: {_detail(exc, secrets)}", operation
+            ) from exc
+        if isinstance(exc, ReplicationUnconfirmed):
+            raise StoreUnavailableError(
+                f"{operation} on {where}: {_detail(exc, secrets)}; the outcome of "
+                "this write is unknown (a failover may lose it): check before "
+                "repeating it",
+                operation,
             ) from exc
         if isinstance(exc, ConnectFailed):
             raise _not_connected(exc, operation, where, _detail(exc, secrets)) from exc

@@ -51,6 +51,7 @@ class PostgresHandle:
         call_timeout_ms: int | None = None,
         readonly: bool | None = None,
         prepared_statements: bool | None = None,
+        replication: str | None = None,
     ) -> None:
         settings = resolve_settings(
             url,
@@ -65,6 +66,7 @@ class PostgresHandle:
                 "call_timeout_ms": call_timeout_ms,
                 "readonly": readonly,
                 "prepared_statements": prepared_statements,
+                "replication": replication,
             },
             injected_clock=now is not None,
         )

@@ -31,17 +31,31 @@ from rulvar_store_postgres._config import Settings
 from rulvar_store_postgres._conn import AsyncStoreConnection, StoreConnection
 from rulvar_store_postgres._deadline import DeadlinePassed, libpq_bounds, watchdog
 from rulvar_store_postgres._log_mask import mask_in_logs
+from rulvar_store_postgres._primary import (
+    PROBE,
+    PROBE_EVERY_S,
+    Cluster,
+    NotPrimary,
+    Refused,
+    ReplicationUnconfirmed,
+    ServerState,
+)
 from rulvar_store_postgres._schema import session_setup
+from rulvar_store_postgres._sessions import end_session, session_of
 
 __all__ = [
+    "READ_ONLY",
     "Checkout",
     "Conn",
     "ConnectFailed",
     "GrowthPause",
     "StorePool",
+    "admitted",
     "closed_by_server",
+    "cluster_for",
     "connect_failure",
     "deadline_passed",
+    "discarded_why",
     "idle_and_fresh",
     "knows_idle_layout",
     "lifo",
@@ -49,6 +63,7 @@ __all__ = [
     "no_connection_made",
     "pool_options",
     "session_for",
+    "set_aside",
 ]
 
 Conn: TypeAlias = StoreConnection
@@ -97,9 +112,67 @@ def connect_failure(exc: psycopg.Error) -> psycopg.Error:
     """What a failed connection attempt is reported as (see ``ConnectFailed``).
 
     A server-side refusal carries a SQLSTATE and is classified by it; the
-    client-side failures (libpq options, DNS, socket) do not.
+    client-side failures (libpq options, DNS, socket) do not. A server that
+    is not the primary, or that the ``replication`` option refuses, keeps its
+    own type (``_primary``).
     """
-    return exc if exc.sqlstate else ConnectFailed(str(exc))
+    if exc.sqlstate or isinstance(exc, NotPrimary | Refused):
+        return exc
+    return ConnectFailed(str(exc))
+
+
+# SQLSTATE read_only_sql_transaction: the server turned read-only under a
+# pooled connection (demoted to a standby, or default_transaction_read_only).
+READ_ONLY: Final = "25006"
+
+
+def admitted(cluster: Cluster, conn: Any, row: tuple[Any, ...] | None) -> ServerState:
+    """Record a new connection's ``PROBE`` answer and let ``cluster`` judge it.
+
+    Raises (the connection to be closed by the caller):
+        NotPrimary, Refused: see ``Cluster.admit``.
+    """
+    state = ServerState.from_row(row)
+    conn.timeline, conn.probed_at = state.timeline, monotonic()
+    conn.started, conn.pid = state.started, conn.info.backend_pid
+    try:
+        cluster.admit(state)
+    except NotPrimary:
+        cluster.demote(conn)
+        raise
+    cluster.prefer(conn)
+    return state
+
+
+def set_aside(
+    cluster: Cluster, conn: Any, row: tuple[Any, ...] | None, fenced: bool
+) -> bool:
+    """Whether a pooled connection's fresh ``PROBE`` answer says: use another.
+
+    In recovery (for a store that writes), on a timeline behind the cluster's,
+    or a synchronous primary without its synchronous standby (its commits
+    cannot finish; after a failover it is the superseded primary). Its host
+    is then tried last.
+    """
+    state = ServerState.from_row(row)
+    conn.probed_at = monotonic()
+    if (
+        (state.in_recovery and fenced)
+        or not cluster.current(state.timeline)
+        or state.starved
+    ):
+        cluster.demote(conn)
+        return True
+    return False
+
+
+def discarded_why(exc: BaseException | None) -> type[psycopg.Error] | None:
+    """Whether a call's error means its connection's server is not the primary."""
+    if isinstance(exc, ReplicationUnconfirmed | NotPrimary):
+        return type(exc)
+    if isinstance(exc, psycopg.Error) and exc.sqlstate == READ_ONLY:
+        return NotPrimary
+    return None
 
 
 _IDLE: Final = psycopg.pq.TransactionStatus.IDLE
@@ -142,6 +215,9 @@ class StorePool(ConnectionPool[Conn]):
     when no connection exists to serve them (``GrowthPause``)."""
 
     call_timeout_s: float = 10.0
+    cluster: Cluster
+    fenced: bool = True
+    connect_timeout_s: int = 5
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._growth = GrowthPause()
@@ -152,7 +228,7 @@ class StorePool(ConnectionPool[Conn]):
         with self._lock:
             self._growth.in_flight += 1
         try:
-            return super()._connect(timeout)
+            return self._connect_to_primary(timeout)
         except psycopg.Error as exc:
             failure = connect_failure(exc)
             with self._lock:
@@ -167,6 +243,17 @@ class StorePool(ConnectionPool[Conn]):
         finally:
             with self._lock:
                 self._growth.in_flight -= 1
+
+    def _connect_to_primary(self, timeout: float | None) -> Conn:
+        """A connection to the primary: a host found not to be it is tried last
+        and the next host tried at once, each host once (``_primary``)."""
+        for attempt in range(self.cluster.hosts):
+            try:
+                return super()._connect(timeout)
+            except NotPrimary:
+                if attempt + 1 == self.cluster.hosts:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def reconnect_failed(self) -> None:
         # Called once a failed attempt is given up and uncounted. Attempts that
@@ -228,7 +315,7 @@ class StorePool(ConnectionPool[Conn]):
         """A pooled connection the server has not closed; stale ones are discarded."""
         for _ in range(self.max_size + 1):
             conn = self.take_idle() or self._bounded_getconn(bound_s)
-            if not closed_by_server(conn):
+            if not closed_by_server(conn) and self.cluster.current(conn.timeline):
                 return conn
             conn.close()
             # Handed back the way the pool's own check does: counted as lost,
@@ -267,14 +354,50 @@ class Checkout:
         self._conn: Conn | None = None
 
     def __enter__(self) -> Conn:
-        conn = self._pool.live_connection(self._pool.call_timeout_s)
-        try:
-            watchdog.arm(conn, self._bound_s)
-        except BaseException:
-            self._pool.putconn(conn)
-            raise
+        pool = self._pool
+        for attempt in (0, 1):
+            conn = pool.live_connection(pool.call_timeout_s)
+            try:
+                watchdog.arm(conn, self._bound_s)
+            except BaseException:
+                pool.putconn(conn)
+                raise
+            if monotonic() - conn.probed_at < PROBE_EVERY_S:
+                break
+            # Asked again under the call's deadline (``_primary``).
+            try:
+                aside = set_aside(
+                    pool.cluster, conn, conn.execute(PROBE).fetchone(), pool.fenced
+                )
+            except BaseException as exc:
+                cut_off = watchdog.disarm(conn)
+                self._discard(conn, cut_off)
+                if cut_off and isinstance(exc, psycopg.Error):
+                    raise deadline_passed(self._bound_s) from exc
+                if isinstance(exc, psycopg.Error):
+                    raise ConnectFailed(
+                        "the pooled connection failed its check; nothing was sent"
+                    ) from exc
+                raise
+            if not aside or attempt:
+                break
+            watchdog.disarm(conn)
+            self._discard(conn, False)
         self._conn = conn
         return conn
+
+    def _discard(self, conn: Conn, cut_off: bool) -> None:
+        """Close and hand back ``conn``; a cut one's server session is ended too."""
+        pool = self._pool
+        session = session_of(conn, conn.started, conn.pid) if cut_off else None
+        if cut_off:
+            # Stalled past its deadline: try its host last (a zombie primary
+            # whose commits wait for a standby it lost).
+            pool.cluster.demote(conn)
+        conn.close()
+        pool._putconn(conn, from_getconn=True)
+        if session is not None:
+            end_session(pool.cluster.conninfo(), session, pool.connect_timeout_s)
 
     def __exit__(
         self,
@@ -290,12 +413,22 @@ class Checkout:
         cut_off = watchdog.disarm(conn)
         if cut_off:
             # Discarded the way a stale one is: replaced, no warning logged.
-            conn.close()
-            pool._putconn(conn, from_getconn=True)
+            self._discard(conn, True)
             if isinstance(exc, psycopg.Error):
                 raise deadline_passed(self._bound_s) from exc
-        else:
+            return
+        why = discarded_why(exc)
+        if why is None:
             pool.return_idle(conn)
+            return
+        pool.cluster.demote(conn)
+        self._discard(conn, False)
+        if why is NotPrimary and not isinstance(exc, NotPrimary):
+            raise NotPrimary(
+                "the server became read-only under a pooled connection (demoted "
+                "to a standby); nothing was written; retry, the pool tries the "
+                "other hosts first"
+            ) from exc
 
 
 def idle_and_fresh(pool: Any, conn: Any) -> bool:
@@ -410,11 +543,12 @@ def session_for(settings: Settings) -> str:
     """The session settings of a new pool's connections (read-only ones refuse
     writes); the pool logs libpq's messages, so its passwords are masked first."""
     mask_in_logs(settings.secrets)
-    return session_setup(
+    setup = session_setup(
         settings.lock_timeout_ms,
         settings.idle_in_transaction_timeout_ms,
         settings.readonly,
     )
+    return f"{setup}; {PROBE}"
 
 
 def make_pool(
@@ -422,20 +556,41 @@ def make_pool(
 ) -> StorePool:
     """Build (not open) the pool of one store; ``ready`` readies each new connection."""
     session = session_for(settings)
+    cluster = cluster_for(settings)
 
     def configure(conn: Conn) -> None:
-        conn.execute(session)  # no parameters: one simple-protocol round trip
+        # No parameters: one simple-protocol round trip, the probe's answer last.
+        cursor = conn.execute(session)
+        while cursor.nextset():
+            pass
+        try:
+            admitted(cluster, conn, cursor.fetchone())
+        except BaseException:
+            conn.close()
+            raise
         if ready is not None:
             ready(conn)
 
     pool = StorePool(
-        settings.conninfo,
+        cluster.conninfo,
         configure=configure,
         connection_class=StoreConnection,
         **pool_options(settings, name),
     )
+    pool.cluster, pool.fenced = cluster, not settings.readonly
     pool.call_timeout_s = settings.call_timeout_ms / 1000
+    pool.connect_timeout_s = settings.connect_timeout_s
     return pool
+
+
+def cluster_for(settings: Settings) -> Cluster:
+    """The ``Cluster`` of a new pool (both drivers)."""
+    return Cluster(
+        settings.conninfo,
+        settings.where,
+        replication=settings.replication,
+        fenced=not settings.readonly,
+    )
 
 
 def pool_options(settings: Settings, name: str) -> dict[str, Any]:

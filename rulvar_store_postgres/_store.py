@@ -26,6 +26,7 @@ from rulvar_store_postgres._interrupts import interrupts_deferred
 from rulvar_store_postgres._last_ref import learn_collation
 from rulvar_store_postgres._plans import READ_ROWS, Step
 from rulvar_store_postgres._pool import Conn, make_pool
+from rulvar_store_postgres._primary import PROBE, ServerState
 from rulvar_store_postgres._reads import read_prepared, warm_reads
 from rulvar_store_postgres._transaction import run_mutation
 from rulvar_store_postgres._transcripts import PostgresFencedTranscriptStore
@@ -34,7 +35,10 @@ __all__ = ["PostgresStore"]
 
 T = TypeVar("T")
 
-SHOW_SYNCHRONOUS_COMMIT: Final = "SHOW synchronous_commit"
+# synchronous_commit first, then the columns of ``_primary.PROBE``.
+DURABILITY: Final = PROBE.replace(
+    "SELECT ", "SELECT current_setting('synchronous_commit'), ", 1
+)
 
 
 @final
@@ -66,6 +70,15 @@ class PostgresStore(PostgresHandle):
       first call raises ``ConfigError``) and every
       session is ``default_transaction_read_only``, so the server refuses
       writes; works with a role that has only USAGE and SELECT.
+    - ``replication`` (``"any"``): ``"required"`` refuses, with ``ConfigError``,
+      to write through a server whose acknowledged commits a failover can
+      take back (asynchronous replication); ``durability()`` reports the mode
+      either way (P20).
+
+    Several hosts (``postgresql://u@h1:5432,h2:5432/db``, ``?host=h1,h2``) are
+    tried in order, standbys passed over (``target_session_attrs=read-write``
+    unless the URL says otherwise), 2 s per host; a host found read-only,
+    superseded or stalled is tried last from then on (``_primary``, P16-P19).
 
     Clock (P5): lease expiry uses the DATABASE SERVER's clock
     (``clock_timestamp()`` in Unix ms), read inside the locked transaction, so
@@ -293,12 +306,20 @@ class PostgresStore(PostgresHandle):
 
         The store promises ``on`` (COMMIT returns once the WAL record is flushed);
         a server, database or role configured with ``off`` acknowledges commits
-        a crash of the server can take back, and shows here.
+        a crash of the server can take back, and shows here. ``replication``
+        tells ``async`` (a failover can lose acknowledged commits, epochs
+        included) from ``sync`` and ``quorum``, read from the server's
+        ``synchronous_standby_names`` and ``pg_stat_replication`` (P20).
         """
-        rows = self._read(
-            Step("durability", "values", SHOW_SYNCHRONOUS_COMMIT, (), lambda v: v)
+        rows = self._read(Step("durability", "rows", DURABILITY, (), lambda v: v))
+        state = ServerState.from_row(tuple(rows[0][1:]))
+        return DurabilityReport(
+            "synchronous_commit",
+            "on",
+            str(rows[0][0]),
+            replication=state.mode,
+            detail=state.describe(),
         )
-        return DurabilityReport("synchronous_commit", "on", str(rows[0]))
 
     # -- leases ----------------------------------------------------------------
 

@@ -38,9 +38,28 @@ from rulvar_store_postgres._calls import (
     call_prepared_async,
 )
 from rulvar_store_postgres._pool import Conn
+from rulvar_store_postgres._primary import ReplicationUnconfirmed
 from rulvar_store_postgres._schema import BEGIN, COMMIT
 
-__all__ = ["hit_off_loop", "run_mutation", "run_mutation_async"]
+__all__ = ["confirmed", "hit_off_loop", "run_mutation", "run_mutation_async"]
+
+
+def confirmed(
+    conn: Conn | AsyncConn, row: tuple[Any, ...] | None
+) -> tuple[Any, ...] | None:
+    """``row``, unless the commit's wait for a synchronous standby was cancelled (P17).
+
+    PostgreSQL then reports the COMMIT as a success with a WARNING (a notice,
+    ``_conn.cancelled_sync_wait``): committed on this server, maybe not on the
+    standby a failover promotes. That is an unknown outcome, never a success.
+    """
+    if conn.sync_wait_cancelled:
+        conn.sync_wait_cancelled = False
+        raise ReplicationUnconfirmed(
+            "the commit's wait for the synchronous standby was cancelled: it "
+            "committed on this server but might not have been replicated"
+        )
+    return row
 
 
 def run_mutation(
@@ -58,10 +77,11 @@ def run_mutation(
     ``after-commit`` is left to the caller, outside any retry: whatever a hook
     does after the commit must never re-run the committed transaction.
     """
+    conn.sync_wait_cancelled = False
     if not armed():
         if prepared is not None:
-            return call_prepared(conn, prepared, args)
-        return conn.call_cursor().execute(call, args).fetchone()
+            return confirmed(conn, call_prepared(conn, prepared, args))
+        return confirmed(conn, conn.call_cursor().execute(call, args).fetchone())
     cursor = conn.call_cursor()
     cursor.execute(BEGIN)
     try:
@@ -75,7 +95,7 @@ def run_mutation(
             conn.rollback()
         raise
     _commit_observed(conn, operation)
-    return row
+    return confirmed(conn, row)
 
 
 def _commit_observed(conn: Conn, operation: str) -> None:
@@ -138,10 +158,12 @@ async def run_mutation_async(
     holds up only its own transaction, exactly like a paused thread on the sync
     store.
     """
+    conn.sync_wait_cancelled = False
     if not armed():
         if prepared is not None:
-            return await call_prepared_async(conn, prepared, args)
-        return await (await conn.call_cursor().execute(call, args)).fetchone()
+            return confirmed(conn, await call_prepared_async(conn, prepared, args))
+        cursor_ = await conn.call_cursor().execute(call, args)
+        return confirmed(conn, await cursor_.fetchone())
     cursor = conn.call_cursor()
     await cursor.execute(BEGIN)
     try:
@@ -162,4 +184,4 @@ async def run_mutation_async(
         # Read even when the hook raised, so the connection goes back clean.
         results = await conn.wait(generators.fetch_many(pgconn))
     _check_commit(results, conn.info.encoding)
-    return row
+    return confirmed(conn, row)

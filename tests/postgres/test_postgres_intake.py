@@ -87,8 +87,10 @@ def test_query_options_are_parsed_and_stripped_before_libpq() -> None:
     assert settings.pool_max_size == 3
     assert settings.lock_timeout_ms == 250
     assert settings.idle_in_transaction_timeout_ms == 10_000
-    assert (
-        settings.conninfo == "postgres://u@h:5433/db?sslmode=disable&application_name=x"
+    # A fenced store asks libpq for the writable server (P16).
+    assert settings.conninfo == (
+        "postgres://u@h:5433/db?sslmode=disable&application_name=x"
+        "&target_session_attrs=read-write"
     )
 
 
