@@ -44,6 +44,9 @@ FAULT_KINDS: Final = ("kill", "zombie", "isolate", "switchover")
 PROMISED: Final = frozenset({"sync-strict", "quorum"})
 """Modes that promise no acknowledged write lost across a failover."""
 RECOVERY_LIMIT_S: Final = 60.0
+RECOVERY_TARGET_S: Final = 5.0
+"""Issue 34's target: every writer's first durable write within this of each promotion.
+A speed figure, so reported (rows and ``recovery_target``), never a violation."""
 """A writer still running this long after a promotion must have written again."""
 _NS: Final = 1_000_000_000
 
@@ -172,6 +175,15 @@ def judge_failover(
         "typed_errors": dict(typed_errors),
         "untyped_errors": dict(errors),
         "hung_writers": list(hung),
+        "recovery_target": {
+            "limit_s": RECOVERY_TARGET_S,
+            "missed": [
+                f"fault {f.n} ({f.kind}): {max(f.recovery_from_promotion_s):.1f} s"
+                for f in faults
+                if f.recovery_from_promotion_s
+                and max(f.recovery_from_promotion_s) > RECOVERY_TARGET_S
+            ],
+        },
         "examples": {
             "lost": [str(e.get("nonce")) for e in lost[:5]],
             "reissued": reissued[:5],
@@ -402,6 +414,13 @@ def _rows(figures: Mapping[str, Any]) -> list[tuple[str, str]]:
             f"typed errors {sum(figures['typed_errors'].values())}",
         ),
         ("untyped exceptions", str(sum(figures["untyped_errors"].values()))),
+        (
+            f"every writer durable within {figures['recovery_target']['limit_s']:g} s "
+            "of each promotion",
+            "yes"
+            if not figures["recovery_target"]["missed"]
+            else "no: " + "; ".join(figures["recovery_target"]["missed"]),
+        ),
     ]
     return rows
 

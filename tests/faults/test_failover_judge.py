@@ -348,3 +348,26 @@ def test_recovery_from_the_promotion_counts_the_first_durable_write_after_it() -
     zombie = verdict.figures["faults"]["zombie"]
     assert zombie["fault_to_every_writer_s"] == [5.0]
     assert zombie["promotion_to_every_writer_s"] == [4.0]
+
+
+@pytest.mark.clause("H6")
+def test_a_writer_slower_than_the_target_after_a_promotion_is_reported_not_failed() -> (
+    None
+):
+    h = History()
+    h.grant(0, 1, "r0", 1)
+    h.append(0, 2, "r0", 1)
+    h.append(0, 37, "r0", 1)  # 7 s after the promotion
+    verdict = judge_failover(
+        h.events,
+        faults(("zombie", 10, 30, 40)),
+        h.final,
+        mode="sync-strict",
+        stop_ns=50 * S,
+    )
+    assert verdict.figures["recovery_target"]["missed"] == ["fault 1 (zombie): 7.0 s"]
+    assert (
+        "every writer durable within 5 s of each promotion",
+        "no: fault 1 (zombie): 7.0 s",
+    ) in verdict.rows
+    assert verdict.violations == []
