@@ -38,6 +38,7 @@ from typing import Any, Final
 
 from rulvar_conformance.faults.failover_judge import (
     FAULT_KINDS,
+    PROMISED,
     FailoverVerdict,
     judge_failover,
 )
@@ -177,6 +178,8 @@ def run_failover_soak(
         say(f"  cluster healthy after {setup_s:.1f} s, leader {cluster.leader()}")
         durability = _boot_schema(cluster)
         say(f"  the store's durability(): {durability or 'not reported'}")
+        guard = _guard(cluster)
+        say(f"  replication=required: {guard}")
         actions = _Actions(folder, say)
         for index in range(plan.writers):
             writers.append(_spawn(cluster, plan, index, seed, folder, stop_path))
@@ -193,6 +196,17 @@ def run_failover_soak(
             planned=plan.counts() if done else None,
         )  # fmt: skip
         verdict.figures["durability"] = durability
+        verdict.figures["guard"] = guard
+        verdict.rows.insert(1, ("replication=required", guard.split(":")[0]))
+        if guard == "accepted" and mode == "async":
+            verdict.violations.append(
+                "GUARD ACCEPTED ASYNC: replication=required opened the store on an "
+                "asynchronously replicated cluster"
+            )
+        if guard.startswith("refused") and mode in PROMISED:
+            verdict.violations.append(
+                f"GUARD REFUSED A SYNCHRONOUS CLUSTER ({mode}): {guard}"
+            )
         if durability:
             verdict.rows.insert(
                 1,
@@ -249,6 +263,22 @@ def _boot_schema(cluster: PatroniCluster) -> dict[str, Any]:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.5)
+
+
+def _guard(cluster: PatroniCluster) -> str:
+    """What the store's durability guard (``replication=required``) says of the cluster:
+    ``refused: ...``, ``accepted``, or ``not supported: ...`` (a store without it)."""
+    try:
+        with open_store(
+            f"{cluster.url()}&{CLIENT_OPTIONS}&replication=required"
+        ) as opened:
+            opened.journal.load("boot")
+    except ConfigError as exc:
+        said = str(exc)
+        if "replication=required" in said:
+            return f"refused: {said[:300]}"
+        return f"not supported: {said[:200]}"
+    return "accepted"
 
 
 def _spawn(

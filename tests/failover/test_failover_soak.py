@@ -81,6 +81,7 @@ def test_sync_strict_keeps_every_promise_across_three_failovers_of_each_kind(
     assert figures["epochs_reissued"] == 0
     assert figures["stale_writes_landed"] == 0
     assert figures["untyped_errors"] == {}
+    assert not figures["guard"].startswith("refused")
 
 
 @pytest.mark.clause("H7")
