@@ -81,7 +81,8 @@ def test_sync_strict_keeps_every_promise_across_three_failovers_of_each_kind(
     assert figures["epochs_reissued"] == 0
     assert figures["stale_writes_landed"] == 0
     assert figures["untyped_errors"] == {}
-    assert not figures["guard"].startswith("refused")
+    assert figures["guard"] == "accepted"
+    assert figures["durability"]["replication"] == "sync"
 
 
 @pytest.mark.clause("H7")
