@@ -16,7 +16,8 @@ plus violations. Figures (issue 34, item 2):
   after a higher epoch's entry in the run's journal (the fence let them in);
 - unknown outcomes (``StoreUnavailableError``, or no completion) and how each
   resolved: an append is applied when its nonce survived, not applied else;
-  a lease call resolves itself (the lease lapses at its ttl);
+  a call that failed while connecting was never sent; any other lease call
+  resolves itself (the lease lapses at its ttl);
 - time from each fault to every writer's next durable write (its next
   acknowledged append that is on the surviving timeline: an append a zombie
   acknowledged and the failover then lost is no recovery), and from each
@@ -49,6 +50,8 @@ RECOVERY_TARGET_S: Final = 5.0
 A speed figure, so reported (rows and ``recovery_target``), never a violation."""
 """A writer still running this long after a promotion must have written again."""
 _NS: Final = 1_000_000_000
+_NOT_SENT: Final = "could not connect to the server"
+"""The store's words for a call that failed while connecting: never sent."""
 
 
 @dataclass
@@ -299,6 +302,8 @@ def _unknown(history: Sequence[Event], surviving: Mapping[str, Any]) -> dict[str
         op = str(event.get("op"))
         if op == "append":
             how = "applied" if str(event.get("nonce")) in surviving else "not applied"
+        elif _NOT_SENT in str(event.get("detail", "")):
+            how = "no server reached, nothing sent"
         elif op in ("acquire", "release"):
             how = "lease lapses at its ttl"
         else:

@@ -271,6 +271,17 @@ def test_unknown_outcomes_resolve_from_the_surviving_timeline() -> None:
     h.events.append(
         {"t": "unknown", "w": 0, "ns": 12 * S, "id": "x", "op": "acquire", "run": "r0"}
     )
+    refused = "acquire on postgresql://h1,h2/db: could not connect to the server (x)"
+    h.events.append(
+        {
+            "t": "unknown",
+            "w": 1,
+            "ns": 13 * S,
+            "id": "y",
+            "op": "acquire",
+            "detail": refused,
+        }
+    )
     verdict = judge_failover(
         h.events,
         faults(("switchover", 10, 11, 15)),
@@ -279,10 +290,10 @@ def test_unknown_outcomes_resolve_from_the_surviving_timeline() -> None:
         stop_ns=50 * S,
     )
     unknown = verdict.figures["unknown_outcomes"]
-    assert unknown["count"] == 3
+    assert unknown["count"] == 4
     assert unknown["resolved"] == {
         "append": {"applied": 1, "not applied": 1},
-        "acquire": {"lease lapses at its ttl": 1},
+        "acquire": {"lease lapses at its ttl": 1, "no server reached, nothing sent": 1},
     }
     assert (
         verdict.figures["acknowledged_writes_lost"] == 0
