@@ -284,7 +284,8 @@ class AsyncCheckout:
             if isinstance(exc, psycopg.Error):
                 raise deadline_passed(self._bound_s) from exc
             return
-        why = discarded_why(exc)
+        # An observer's sessions are read-only by design: its 25006 stays ConfigError.
+        why = discarded_why(exc) if pool.fenced else None
         if why is None:
             await pool.return_idle(conn)
             return

@@ -4,7 +4,10 @@ URLs: ``postgresql://user@host:5432/db`` (or ``postgres://``), libpq parameters
 in the query string as usual, plus the store's own options, which are stripped
 before libpq sees the URL: ``schema``, ``ttl_ms``, ``pool_max_size`` (alias
 ``max_size``), ``lock_timeout_ms``, ``idle_in_transaction_timeout_ms``,
-``connect_timeout_s``, ``call_timeout_ms``, ``readonly``. Keyword options of ``open_store`` win over the query.
+``connect_timeout_s``, ``call_timeout_ms``, ``readonly``, ``prepared_statements``,
+``replication``. Keyword options of ``open_store`` win over the query. Every
+spelling libpq accepts opens (several hosts, no host, Unix sockets, ``key=value``
+strings: ``_conninfo``).
 """
 
 from __future__ import annotations

@@ -134,7 +134,10 @@ def admitted(cluster: Cluster, conn: Any, row: tuple[Any, ...] | None) -> Server
     """
     state = ServerState.from_row(row)
     conn.timeline, conn.probed_at = state.timeline, monotonic()
-    conn.started, conn.pid = state.started, conn.info.backend_pid
+    conn.pid = conn.info.backend_pid
+    # A pooler in between (PgBouncer) shows the client a pid of its own: the
+    # session behind it may serve other clients, so it is never ended.
+    conn.started = state.started if state.pid == conn.pid else ""
     try:
         cluster.admit(state)
     except NotPrimary:
@@ -149,18 +152,22 @@ def set_aside(
 ) -> bool:
     """Whether a pooled connection's fresh ``PROBE`` answer says: use another.
 
-    In recovery (for a store that writes), on a timeline behind the cluster's,
-    or a synchronous primary without its synchronous standby (its commits
-    cannot finish; after a failover it is the superseded primary). Its host
-    is then tried last.
+    Always in recovery (for a store that writes) or on a timeline behind the
+    cluster's. A primary that may have been superseded is set aside too, at
+    most once per ``SUSPECT_EVERY_S`` (a standby's restart must not
+    turn every probe into a reconnect): a synchronous one without its
+    synchronous standby (its commits cannot finish), or one that had standbys
+    and has none left (after a failover they follow the new primary). Its
+    host is then tried last; if no other host is the primary, the next
+    connection comes back to it.
     """
     state = ServerState.from_row(row)
     conn.probed_at = monotonic()
-    if (
-        (state.in_recovery and fenced)
-        or not cluster.current(state.timeline)
-        or state.starved
-    ):
+    cluster.seen(state)
+    if (state.in_recovery and fenced) or not cluster.current(state.timeline):
+        cluster.demote(conn)
+        return True
+    if cluster.suspect(state):
         cluster.demote(conn)
         return True
     return False
@@ -417,7 +424,8 @@ class Checkout:
             if isinstance(exc, psycopg.Error):
                 raise deadline_passed(self._bound_s) from exc
             return
-        why = discarded_why(exc)
+        # An observer's sessions are read-only by design: its 25006 stays ConfigError.
+        why = discarded_why(exc) if pool.fenced else None
         if why is None:
             pool.return_idle(conn)
             return

@@ -12,7 +12,9 @@ by the sync and asyncio pools:
 * the highest timeline seen is the cluster's: a server on a lower one is a
   primary that a failover has superseded (it kept running, a "zombie"), and
   its connections are refused when made and discarded when next taken from
-  the pool, so neither writes nor reads keep answering from it;
+  the pool, so neither writes nor reads keep answering from it (unless no
+  primary on the higher timeline was admitted for ``TIMELINE_TRUST_S``: a
+  cluster rebuilt or restored from a backup starts its timelines again);
 * hosts are tried in the URL's order at first; then the host of the last
   admitted connection goes to the front (the primary: no wait on standbys or
   a black-holed host before it), and a host whose connection was found
@@ -26,7 +28,10 @@ by the sync and asyncio pools:
 A pooled connection is asked again when it is taken from the pool more than
 ``PROBE_EVERY_S`` after its last answer: a primary whose synchronous standby
 has left (its commits cannot finish; after a failover, the standby became
-the new primary) is then set aside in favour of another host, once.
+the new primary), or that had standbys and has none left (asynchronous: they
+follow the new primary), is then set aside in favour of another host, at
+most once per ``SUSPECT_EVERY_S``. Once one connection reaches a primary on a
+higher timeline, every connection to the old one is dropped.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import logging
 import re
 import threading
 from dataclasses import dataclass
+from time import monotonic
 from typing import Any, Final
 
 import psycopg
@@ -45,6 +51,8 @@ from rulvar_store.errors import ConfigError
 __all__ = [
     "PROBE",
     "PROBE_EVERY_S",
+    "SUSPECT_EVERY_S",
+    "TIMELINE_TRUST_S",
     "Cluster",
     "NotPrimary",
     "Refused",
@@ -56,6 +64,14 @@ __all__ = [
 _log = logging.getLogger("rulvar_store_postgres")
 
 PROBE_EVERY_S: Final = 1.0
+# A lower timeline is refused while a primary on the higher one was admitted
+# this recently. A zombie outlives its leader key by far less with a watchdog;
+# a cluster rebuilt or restored from a backup (timelines start again) is
+# accepted after it, without restarting the process.
+TIMELINE_TRUST_S: Final = 60.0
+# At most one pooled connection per pool is set aside as maybe superseded in
+# this time (``Cluster.suspect``).
+SUSPECT_EVERY_S: Final = 5.0
 # One statement, readable by any role: pg_stat_replication shows a role
 # without pg_read_all_stats its standbys' rows with NULL columns (counted as
 # hidden: their state is then unknown, never taken for "none").
@@ -69,7 +85,8 @@ PROBE: Final = (
     "WHERE sync_state IN ('sync', 'quorum')), "
     "(SELECT count(*) FROM pg_stat_replication), "
     "(SELECT count(*) FROM pg_stat_replication WHERE sync_state IS NULL), "
-    "(SELECT backend_start::text FROM pg_stat_activity WHERE pid = pg_backend_pid())"
+    "(SELECT backend_start::text FROM pg_stat_activity WHERE pid = pg_backend_pid()), "
+    "pg_backend_pid()"
 )
 _REQUIRED: Final = re.compile(r"\s*(?:FIRST\s+|ANY\s+)?(\d+)\s*\(", re.IGNORECASE)
 # synchronous_commit levels that do not wait for any standby.
@@ -112,11 +129,12 @@ class ServerState:
     standbys: int  # standbys connected now
     hidden: int  # standbys whose state this role may not see
     started: str  # this session's backend_start (``_sessions``)
+    pid: int = 0  # this session's backend pid, as the server knows it
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...] | None) -> ServerState:
         assert row is not None
-        recovery, timeline, commit, names, sync, standbys, hidden, started = row
+        recovery, timeline, commit, names, sync, standbys, hidden, started = row[:8]
         return cls(
             bool(recovery),
             int(timeline),
@@ -126,6 +144,7 @@ class ServerState:
             int(standbys),
             int(hidden),
             str(started or ""),
+            int(row[8]) if len(row) > 8 else 0,
         )
 
     @property
@@ -176,8 +195,8 @@ def _hosts(conninfo: str) -> list[dict[str, str]]:
         if given.get(key) not in (None, "")
     }
     count = max((len(values) for values in names.values()), default=0)
-    if count < 2:
-        return []
+    if count < 2 or any(len(values) not in (1, count) for values in names.values()):
+        return []  # one host, or lists libpq itself will refuse: left as written
     entries = []
     for index in range(count):
         entry = {}
@@ -201,6 +220,9 @@ class Cluster:
         self._lock = threading.Lock()
         self._order = _hosts(conninfo)
         self.timeline = 0  # the highest seen on a primary
+        self._timeline_seen_at = 0.0  # when a primary on it was last admitted
+        self._had_standbys = 0  # the timeline on which standbys were last seen
+        self._suspected_at = -SUSPECT_EVERY_S  # the last ``suspect`` verdict
         self.last_state: ServerState | None = None
         self._warned = False
 
@@ -277,13 +299,30 @@ class Cluster:
                 "other hosts first"
             )
         with self._lock:
-            if state.timeline < self.timeline:
+            if (
+                state.timeline < self.timeline
+                and monotonic() - self._timeline_seen_at < TIMELINE_TRUST_S
+            ):
                 raise NotPrimary(
                     f"the server is on timeline {state.timeline}, behind timeline "
                     f"{self.timeline} of a primary seen since: it was superseded "
                     "by a failover; retry, the pool tries the other hosts first"
                 )
+            if state.timeline < self.timeline:
+                # No server on the higher timeline for TIMELINE_TRUST_S: the
+                # cluster was rebuilt or restored, not failed over.
+                _log.warning(
+                    "%s: timeline %d was not seen for %.0f s; timeline %d is "
+                    "taken as the cluster's",
+                    self._where,
+                    self.timeline,
+                    TIMELINE_TRUST_S,
+                    state.timeline,
+                )
             self.timeline = state.timeline
+            self._timeline_seen_at = monotonic()
+            if state.standbys:
+                self._had_standbys = state.timeline
             self.last_state = state
         if not self._fenced:
             return
@@ -309,6 +348,37 @@ class Cluster:
             "that a failover can roll back acknowledged writes and epochs"
         )
 
+    def seen(self, state: ServerState) -> None:
+        """A pooled connection's fresh answer: its primary is still on the timeline."""
+        if not state.in_recovery and state.timeline == self.timeline:
+            self._timeline_seen_at = monotonic()
+            if state.standbys:
+                self._had_standbys = state.timeline
+
+    def suspect(self, state: ServerState) -> bool:
+        """Whether a primary may have been superseded (see ``_pool.set_aside``).
+
+        True at most once per ``SUSPECT_EVERY_S`` per pool.
+        """
+        if state.in_recovery:
+            return False
+        orphaned = (
+            not state.standbys
+            and not state.hidden
+            and self._had_standbys == state.timeline
+        )
+        if not (state.starved or orphaned):
+            return False
+        with self._lock:
+            now = monotonic()
+            if now - self._suspected_at < SUSPECT_EVERY_S:
+                return False
+            self._suspected_at = now
+        return True
+
     def current(self, timeline: int) -> bool:
-        """Whether a connection made on ``timeline`` is still on the cluster's."""
-        return timeline >= self.timeline
+        """Whether a connection made on ``timeline`` is still on the cluster's.
+
+        0 is a standby's (an observer's connection): not judged by timeline.
+        """
+        return timeline == 0 or timeline >= self.timeline

@@ -8,6 +8,10 @@ server, with ``pg_terminate_backend``: the backend then stops waiting, and
 PostgreSQL reports nothing to the client it no longer has (the commit, if it
 was local, stays an unknown outcome for the caller, never a success).
 
+Behind a pooler (PgBouncer) the server session may serve other clients:
+the pid the client was told is then the pooler's, not the server's
+(``_pool.admitted`` compares them), and no session is ended.
+
 Run on a daemon thread, bounded by ``connect_timeout``: the caller gets its
 error at its deadline, whether or not the server is reachable (a frozen
 server cannot be asked; its session ends when it thaws, cut off by

@@ -18,6 +18,8 @@ from rulvar_store.backend import redact_url
 from rulvar_store_postgres._config import OPTION_NAMES, resolve_settings
 from rulvar_store_postgres._conninfo import split_keywords, split_url
 from rulvar_store_postgres._primary import (
+    SUSPECT_EVERY_S,
+    TIMELINE_TRUST_S,
     Cluster,
     NotPrimary,
     Refused,
@@ -134,6 +136,8 @@ def test_the_primary_goes_first_and_a_bad_host_last() -> None:
     cluster.demote(_Conn(_Info("h3", 3)))  # type: ignore[arg-type]
     assert "host=h1,h2,h3 port=1,2,3" in cluster.conninfo()
     assert cluster.hosts == 3
+    mismatched = "postgresql://u@h1,h2,h3/db?port=1,2"  # libpq refuses it itself
+    assert Cluster(mismatched, "w", replication="any", fenced=True).hosts == 1
     single = Cluster("postgresql://u@h1/db", "w", replication="any", fenced=True)
     assert single.conninfo() == "postgresql://u@h1/db"
     assert single.hosts == 1
@@ -148,8 +152,13 @@ def test_standbys_and_superseded_primaries_are_refused() -> None:
         cluster.admit(PRIMARY)
     assert not cluster.current(1)
     assert cluster.current(2)
+    assert cluster.current(0)  # a standby's connection (observers only)
     with pytest.raises(NotPrimary, match="in recovery"):
         cluster.admit(replace(PRIMARY, in_recovery=True, timeline=0))
+    # No primary on timeline 2 for TIMELINE_TRUST_S: a rebuilt cluster, accepted.
+    cluster._timeline_seen_at -= TIMELINE_TRUST_S + 1
+    cluster.admit(PRIMARY)
+    assert cluster.timeline == 1
     observer = Cluster("postgresql://h/db", "w", replication="any", fenced=False)
     observer.admit(replace(PRIMARY, in_recovery=True, timeline=0))
 
@@ -196,3 +205,20 @@ def test_the_guard_refuses_async_and_the_default_warns_once(
     default.admit(PRIMARY)
     warned = [r for r in caplog.records if "asynchronously" in r.getMessage()]
     assert len(warned) == 1
+
+
+@pytest.mark.clause("P21")
+def test_a_primary_left_without_its_standbys_is_suspected_once_per_interval() -> None:
+    """P21: sync without its standby, or async that lost every standby, is set aside
+    (once per SUSPECT_EVERY_S); a lone server that never had standbys is not."""
+    cluster = Cluster("postgresql://h/db", "w", replication="any", fenced=True)
+    cluster.admit(PRIMARY)  # two standbys attached
+    orphaned = replace(PRIMARY, standbys=0)
+    assert cluster.suspect(orphaned)
+    assert not cluster.suspect(orphaned)  # rate-limited
+    cluster._suspected_at -= SUSPECT_EVERY_S
+    assert cluster.suspect(replace(PRIMARY, standby_names="s1", standbys=1))
+    lone = Cluster("postgresql://h/db", "w", replication="any", fenced=True)
+    lone.admit(orphaned)
+    assert not lone.suspect(orphaned)
+    assert not lone.suspect(replace(orphaned, in_recovery=True))

@@ -15,9 +15,11 @@ and must be caught by it. Each test is bounded (about 3-15 s here).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
@@ -26,7 +28,12 @@ import pytest
 import rulvar_store_postgres._pool as pool_module
 import rulvar_store_postgres._transaction as transaction_module
 from rulvar_cli._durability import durability_line, durability_of
-from rulvar_store import ConfigError, StoreUnavailableError, open_store
+from rulvar_store import (
+    ConfigError,
+    StoreUnavailableError,
+    open_store,
+    open_store_async,
+)
 from rulvar_store.backend import parse_store_url, resolve_backend
 from rulvar_store_postgres import AsyncPostgresStore, PostgresStore
 from rulvar_store_postgres._primary import Cluster
@@ -66,6 +73,29 @@ def _until(condition: Callable[[], Any], limit_s: float, what: str) -> Any:
         time.sleep(0.05)
 
 
+@pytest.fixture(scope="module")
+def primary() -> Iterator[Pair]:
+    """One private primary for the tests that need no standby (faster than one each)."""
+    with pair() as made:
+        yield made
+
+
+@contextlib.contextmanager
+def _reset(p: Pair) -> Iterator[Pair]:
+    """The shared primary, its settings back to the defaults afterwards, pass or fail."""
+    try:
+        yield p
+    finally:
+        set_standby_names(p.primary, "")
+        sql(p.primary, "ALTER SYSTEM RESET default_transaction_read_only")
+        sql(p.primary, "SELECT pg_reload_conf()")
+
+
+def _fresh(prefix: str) -> str:
+    """A schema name no other test of the shared primary uses."""
+    return f"{prefix}_{secrets.token_hex(4)}"
+
+
 # -- P17: a cancelled wait for the synchronous standby is no success ----------
 
 
@@ -75,7 +105,8 @@ def _cancelled_wait_outcome(p: Pair) -> str | None:
     The server commits locally and reports success with a WARNING; the store
     must raise an unknown outcome. Returns what went wrong, or ``None``.
     """
-    with PostgresStore(_url(p, p.primary), schema="p17") as store:
+    schema = _fresh("p17")
+    with PostgresStore(_url(p, p.primary), schema=schema) as store:
         store.append("r", {"seq": 0})
         set_standby_names(p.primary, "nosuch")  # every commit now waits
         outcome: list[BaseException | None] = []
@@ -87,7 +118,7 @@ def _cancelled_wait_outcome(p: Pair) -> str | None:
         sql(p.primary, "SELECT pg_cancel_backend(%s)", (pid,))
         writer.join(10)
         set_standby_names(p.primary, "")
-        rows = sql(p.primary, "SELECT count(*) FROM p17.rulvar_entries")
+        rows = sql(p.primary, f"SELECT count(*) FROM {schema}.rulvar_entries")
     assert rows[0][0] == 2, "the cancelled commit is committed on the primary"
     error = outcome[0]
     if error is None:
@@ -106,19 +137,22 @@ def _error_of(call: Callable[..., Any], *args: Any) -> BaseException | None:
 
 
 @pytest.mark.clause("P17")
-def test_a_cancelled_sync_replication_wait_is_an_unknown_outcome_not_success() -> None:
+def test_a_cancelled_sync_replication_wait_is_an_unknown_outcome_not_success(
+    primary: Pair,
+) -> None:
     """P17: the WARNING'd COMMIT raises StoreUnavailableError (unknown), retryable."""
-    with pair() as p:
+    with _reset(primary) as p:
         assert _cancelled_wait_outcome(p) is None
 
 
 @pytest.mark.clause("P17")
 def test_seeded_store_reporting_the_cancelled_wait_as_success_is_caught(
+    primary: Pair,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """P17 seeded defect: a store that ignores the WARNING notice returns success."""
     monkeypatch.setattr(transaction_module, "confirmed", lambda conn, row: row)
-    with pair() as p:
+    with _reset(primary) as p:
         assert _cancelled_wait_outcome(p) == (
             "the append whose sync-rep wait was cancelled returned success"
         )
@@ -129,7 +163,8 @@ def test_seeded_store_reporting_the_cancelled_wait_as_success_is_caught(
 
 def _left_waiting_after_cut(p: Pair) -> list[int]:
     """A commit stuck waiting for a standby, cut at the call's deadline: who still waits."""
-    with PostgresStore(_url(p, p.primary), schema="p19", ttl_ms=TTL_MS) as store:
+    schema = _fresh("p19")
+    with PostgresStore(_url(p, p.primary), schema=schema, ttl_ms=TTL_MS) as store:
         store.append("r", {"seq": 0})
         set_standby_names(p.primary, "nosuch")
         started = time.monotonic()
@@ -146,31 +181,34 @@ def _left_waiting_after_cut(p: Pair) -> list[int]:
 
 
 @pytest.mark.clause("P19")
-def test_a_call_cut_at_its_deadline_ends_its_server_session() -> None:
+def test_a_call_cut_at_its_deadline_ends_its_server_session(primary: Pair) -> None:
     """P19: no session is left on the server waiting (and holding the run's lock)."""
-    with pair() as p:
+    with _reset(primary) as p:
         assert _left_waiting_after_cut(p) == []
 
 
 @pytest.mark.clause("P19")
 def test_without_ending_the_session_it_stays_waiting(
+    primary: Pair,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """P19 control: closing the socket alone leaves the backend waiting for the standby."""
     monkeypatch.setattr(pool_module, "end_session", lambda *args: None)
-    with pair() as p:
+    with _reset(primary) as p:
         assert len(_left_waiting_after_cut(p)) == 1
 
 
 @pytest.mark.clause("P17")
 @pytest.mark.clause("P19")
-def test_the_asyncio_store_reports_the_cancelled_wait_unknown_and_ends_cut_sessions() -> (
-    None
-):
+def test_the_asyncio_store_reports_the_cancelled_wait_unknown_and_ends_cut_sessions(
+    primary: Pair,
+) -> None:
     """P17/P19 on AsyncPostgresStore: the same notice check and session ending."""
 
     async def scenario(p: Pair) -> None:
-        store = AsyncPostgresStore(_url(p, p.primary), schema="ay", ttl_ms=TTL_MS)
+        store = AsyncPostgresStore(
+            _url(p, p.primary), schema=_fresh("ay"), ttl_ms=TTL_MS
+        )
         try:
             await store.append("r", {"seq": 0})
             set_standby_names(p.primary, "nosuch")
@@ -190,7 +228,7 @@ def test_the_asyncio_store_reports_the_cancelled_wait_unknown_and_ends_cut_sessi
         finally:
             await store.aclose()
 
-    with pair() as p:
+    with _reset(primary) as p:
         asyncio.run(scenario(p))
 
 
@@ -201,14 +239,15 @@ def _guard_lets_through(p: Pair) -> list[str]:
     """Writes a ``replication=required`` store was allowed on an async server."""
     landed: list[str] = []
     url = _url(p, p.primary) + "?replication=required"
+    schema = _fresh("p20")
     for through_open_store in (False, True):
         append: Callable[..., Any]
         close: Callable[[], Any]
         if through_open_store:
-            opened = open_store(url, schema="p20")
+            opened = open_store(url, schema=schema)
             append, close = opened.journal.append, opened.close
         else:
-            direct = PostgresStore(url, schema="p20")
+            direct = PostgresStore(url, schema=schema)
             append, close = direct.append, direct.close
         try:
             error = _error_of(append, "r", {"seq": len(landed)})
@@ -224,12 +263,13 @@ def _guard_lets_through(p: Pair) -> list[str]:
 
 
 @pytest.mark.clause("P20")
-def test_durability_tells_async_from_sync_and_quorum_and_the_guard_refuses_async() -> (
-    None
-):
+def test_durability_tells_async_from_sync_and_quorum_and_the_guard_refuses_async(
+    primary: Pair,
+) -> None:
     """P20: durability() names the mode; replication=required refuses async only."""
-    with pair() as p:
-        with PostgresStore(_url(p, p.primary), schema="p20") as store:
+    with _reset(primary) as p:
+        schema = _fresh("p20")
+        with PostgresStore(_url(p, p.primary), schema=schema) as store:
             report = store.durability()
             assert (report.observed, report.replication) == ("on", "async")
             assert "can lose acknowledged commits" in report.detail
@@ -244,7 +284,7 @@ def test_durability_tells_async_from_sync_and_quorum_and_the_guard_refuses_async
         # A synchronous server is accepted (its commits wait: read only here).
         set_standby_names(p.primary, "s1")
         with PostgresStore(
-            _url(p, p.primary), schema="p20", replication="required"
+            _url(p, p.primary), schema=schema, replication="required"
         ) as store:
             assert store.durability().replication == "sync"
             assert store.load("r") == []
@@ -252,11 +292,12 @@ def test_durability_tells_async_from_sync_and_quorum_and_the_guard_refuses_async
 
 @pytest.mark.clause("P20")
 def test_seeded_store_ignoring_the_guard_is_caught(
+    primary: Pair,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """P20 seeded defect: a store that never refuses writes on an async server."""
     monkeypatch.setattr(Cluster, "admit", lambda self, state: None)
-    with pair() as p:
+    with _reset(primary) as p:
         assert _guard_lets_through(p) == ["append accepted", "append accepted"]
 
 
@@ -266,7 +307,8 @@ def test_seeded_store_ignoring_the_guard_is_caught(
 def _read_only_problems(p: Pair) -> list[str]:
     """Turn the server read-only under a pooled connection; what went wrong."""
     problems = []
-    with PostgresStore(_url(p, p.primary), schema="p18", pool_max_size=1) as store:
+    schema = _fresh("p18")
+    with PostgresStore(_url(p, p.primary), schema=schema, pool_max_size=1) as store:
         store.append("r", {"seq": 0})
         pids = {row[0] for row in sql(
             p.primary,
@@ -290,19 +332,22 @@ def _read_only_problems(p: Pair) -> list[str]:
 
 
 @pytest.mark.clause("P18")
-def test_a_connection_found_read_only_is_dropped_and_the_call_fails_retryable() -> None:
+def test_a_connection_found_read_only_is_dropped_and_the_call_fails_retryable(
+    primary: Pair,
+) -> None:
     """P18: SQLSTATE 25006 on a pooled connection: typed retryable error, session closed."""
-    with pair() as p:
+    with _reset(primary) as p:
         assert _read_only_problems(p) == []
 
 
 @pytest.mark.clause("P18")
 def test_seeded_pool_keeping_a_read_only_connection_is_caught(
+    primary: Pair,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """P18 seeded defect: a pool that hands the read-only connection back."""
     monkeypatch.setattr(pool_module, "discarded_why", lambda exc: None)
-    with pair() as p:
+    with _reset(primary) as p:
         assert "the read-only session was kept in the pool" in _read_only_problems(p)
 
 
@@ -321,6 +366,12 @@ def test_a_standby_listed_first_is_passed_over_and_the_primary_reached() -> None
         with PostgresStore(f"{url}?target_session_attrs=any", schema="p16") as store:
             assert store.load("r") == [{"seq": 0}]
             store.append("r", {"seq": 1})
+        # An observer reads from the standby (replayed by now: sync names empty).
+        _until(lambda: _replayed(p.standby, "p16") == 2, 10, "no replay")
+        with PostgresStore(_url(p, p.standby), schema="p16", readonly=True) as seen:
+            assert seen.load("r") == [{"seq": 0}, {"seq": 1}]
+            time.sleep(1.1)  # its connection is asked again: still served
+            assert seen.load("r") == [{"seq": 0}, {"seq": 1}]
         alone = f"{_url(p, p.standby)}?target_session_attrs=any"
         with PostgresStore(alone, schema="p16") as store:
             error = _error_of(store.load, "r")
@@ -394,6 +445,42 @@ def test_a_zombie_primary_listed_first_loses_writers_and_readers_to_the_new_one(
         finally:
             writer.close()
             reader.close()
+
+
+@pytest.mark.clause("P21")
+def test_an_async_zombie_listed_first_is_left_once_its_standbys_are_gone() -> None:
+    """P21, async: the zombie keeps acknowledging (those writes are lost), but the
+    writer leaves it within seconds: it had a standby and has none left."""
+    with pair(standby=True) as p:
+        assert p.standby is not None
+        writer = PostgresStore(
+            _url(p, p.primary, p.standby), schema="az", ttl_ms=TTL_MS
+        )
+        try:
+            writer.append("r", {"seq": 0})
+            p.promote()
+            promoted = time.monotonic()
+            seq = 0
+            while True:
+                assert time.monotonic() - promoted < 15, (
+                    "the writer stayed on the zombie"
+                )
+                seq += 1
+                if _error_of(writer.append, "r", {"seq": seq}) is not None:
+                    continue
+                on_new = sql(
+                    p.standby,
+                    "SELECT count(*) FROM az.rulvar_entries "
+                    "WHERE (payload::jsonb->>'seq')::int = %s",
+                    (seq,),
+                )[0][0]
+                if on_new:
+                    break
+                time.sleep(0.1)
+            # Liveness, not speed: one probe interval plus one suspicion.
+            assert time.monotonic() - promoted < 10
+        finally:
+            writer.close()
 
 
 def _loaded(store: PostgresStore) -> list[Any]:
@@ -473,6 +560,16 @@ def test_open_store_takes_every_libpq_spelling(pg_url: str, schema: str) -> None
             opened.journal.append("r", {"seq": 0})
             assert opened.journal.load("r") == [{"seq": 0}]
             opened.journal.delete("r")
+
+    async def through_asyncio(spelling: str) -> list[Any]:
+        async with open_store_async(spelling, schema=schema) as opened:
+            await opened.journal.append("r", {"seq": 1})
+            loaded = await opened.journal.load("r")
+            await opened.journal.delete("r")
+            return loaded
+
+    for spelling in (spellings[0], spellings[-1]):
+        assert asyncio.run(through_asyncio(spelling)) == [{"seq": 1}]
 
 
 @pytest.mark.clause("P16")
