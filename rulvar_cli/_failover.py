@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -49,6 +50,9 @@ def failover_soak(
         f"is not touched), mode {mode}, profile {profile_name}: {plan.writers} writers, "
         f"faults {counts}, cap {plan.cap_s:g} s"
     )
+    # A SIGTERM (a CI timeout) unwinds like Ctrl-C: the soak's clean-up kills every
+    # process it started and removes its namespaces and folders.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         result = run_failover_soak(
             mode, plan, seed=seed or 1, report_dir=report_dir, say=click.echo

@@ -23,6 +23,7 @@ every process and the temporary folders are removed, even on failure.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import subprocess
@@ -37,6 +38,7 @@ from typing import Any, Final
 
 from rulvar_conformance.faults.failover_judge import (
     FAULT_KINDS,
+    PROMISED,
     FailoverVerdict,
     judge_failover,
 )
@@ -71,10 +73,10 @@ class FailoverPlan:
     writers: int = 4
     runs: int = 8
     ttl_ms: int = 3000
-    settle_s: float = 3.0
-    zombie_life_s: float = 8.0
-    cut_life_s: float = 6.0
-    restart_after_s: float = 2.0
+    settle_s: float = 2.0
+    zombie_life_s: float = 6.0
+    cut_life_s: float = 5.0
+    restart_after_s: float = 1.0
     cap_s: float = 900.0
 
     def counts(self) -> dict[str, int]:
@@ -174,7 +176,10 @@ def run_failover_soak(
         cluster.open(HEALTHY_WAIT_S)
         setup_s = time.monotonic() - started
         say(f"  cluster healthy after {setup_s:.1f} s, leader {cluster.leader()}")
-        _boot_schema(cluster)
+        durability = _boot_schema(cluster)
+        say(f"  the store's durability(): {durability or 'not reported'}")
+        guard = _guard(cluster)
+        say(f"  replication=required: {guard}")
         actions = _Actions(folder, say)
         for index in range(plan.writers):
             writers.append(_spawn(cluster, plan, index, seed, folder, stop_path))
@@ -190,6 +195,26 @@ def run_failover_soak(
             events, actions.events, final, mode=mode, stop_ns=stop_ns, hung=hung,
             planned=plan.counts() if done else None,
         )  # fmt: skip
+        verdict.figures["durability"] = durability
+        verdict.figures["guard"] = guard
+        verdict.rows.insert(1, ("replication=required", guard.split(":")[0]))
+        if guard == "accepted" and mode == "async":
+            verdict.violations.append(
+                "GUARD ACCEPTED ASYNC: replication=required opened the store on an "
+                "asynchronously replicated cluster"
+            )
+        if guard.startswith("refused") and mode in PROMISED:
+            verdict.violations.append(
+                f"GUARD REFUSED A SYNCHRONOUS CLUSTER ({mode}): {guard}"
+            )
+        if durability:
+            verdict.rows.insert(
+                1,
+                (
+                    "store's durability()",
+                    ", ".join(f"{k} {v}" for k, v in durability.items()),
+                ),
+            )
         if not done:
             verdict.violations.append(
                 f"CAP REACHED: the {plan.cap_s:g} s cap ended the faults before the plan"
@@ -218,18 +243,42 @@ def run_failover_soak(
             scratch.rmdir()
 
 
-def _boot_schema(cluster: PatroniCluster) -> None:
-    """Create the store's schema once, before the writers race to."""
+def _boot_schema(cluster: PatroniCluster) -> dict[str, Any]:
+    """Create the store's schema once, before the writers race to; returns what the
+    store's ``durability()`` says of the cluster (the report shows it per mode)."""
     deadline = time.monotonic() + 60
     while True:
         try:
             with open_store(f"{cluster.url()}&{CLIENT_OPTIONS}") as opened:
                 opened.journal.load("boot")
-            return
+                report = getattr(opened.journal, "durability", None)
+                found = report() if report is not None else None
+                if found is None or not dataclasses.is_dataclass(found):
+                    return {}
+                return {
+                    f.name: str(getattr(found, f.name))
+                    for f in dataclasses.fields(found)
+                }
         except StoreUnavailableError:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.5)
+
+
+def _guard(cluster: PatroniCluster) -> str:
+    """What the store's durability guard (``replication=required``) says of the cluster:
+    ``refused: ...``, ``accepted``, or ``not supported: ...`` (a store without it)."""
+    try:
+        with open_store(
+            f"{cluster.url()}&{CLIENT_OPTIONS}&replication=required"
+        ) as opened:
+            opened.journal.load("boot")
+    except ConfigError as exc:
+        said = str(exc)
+        if "replication=required" in said:
+            return f"refused: {said[:300]}"
+        return f"not supported: {said[:200]}"
+    return "accepted"
 
 
 def _spawn(

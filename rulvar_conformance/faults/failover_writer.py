@@ -128,7 +128,7 @@ class _Writer:
             (e["seq"] for e in entries if isinstance(e.get("seq"), int)), default=0
         )
         for counter in range(self.rng.randint(4, 12)):
-            if os.path.exists(self.config.stop):
+            if _stopped(self.config):
                 break
             self.pause()
             nonce = f"w{self.config.writer}-{os.getpid()}-e{lease.epoch}-c{counter}"
@@ -167,9 +167,18 @@ class _Writer:
 
     def run(self) -> None:
         self.emit("start", owner=self.owner, pid=os.getpid())
-        while not os.path.exists(self.config.stop):
+        while not _stopped(self.config):
             self.tenure()
         self.emit("done")
+
+
+_PARENT: Final = os.getppid()
+
+
+def _stopped(config: WriterConfig) -> bool:
+    """The stop file exists, or the soak that started this writer is gone (a writer
+    must never outlive it: nothing else would stop it)."""
+    return os.path.exists(config.stop) or os.getppid() != _PARENT
 
 
 def _open(config: WriterConfig, sink: FileSink) -> Any:
@@ -186,7 +195,7 @@ def _open(config: WriterConfig, sink: FileSink) -> Any:
                     "detail": str(exc)[:200],
                 }
             )
-            if os.path.exists(config.stop):
+            if _stopped(config):
                 return None
             time.sleep(0.2)
 

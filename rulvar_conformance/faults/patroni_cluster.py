@@ -492,8 +492,9 @@ class PatroniCluster:
         others = [m for m in members if m is not leaders[0]]
         if any(m.get("state") != "streaming" for m in others):
             return False
+        # Caught up (lag in bytes; "unknown" while a replica has not reported).
         if any(
-            m.get("lag") not in (0, None) and int(m["lag"]) > 1_000_000 for m in others
+            not isinstance(m.get("lag"), int) or m["lag"] > 1_000_000 for m in others
         ):
             return False
         if MODES[self.mode]["synchronous_mode"]:

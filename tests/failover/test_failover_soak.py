@@ -81,20 +81,26 @@ def test_sync_strict_keeps_every_promise_across_three_failovers_of_each_kind(
     assert figures["epochs_reissued"] == 0
     assert figures["stale_writes_landed"] == 0
     assert figures["untyped_errors"] == {}
+    assert figures["guard"] == "accepted"
+    assert figures["durability"]["replication"] == "sync"
 
 
 @pytest.mark.clause("H7")
-def test_async_replication_shows_the_acknowledged_writes_a_zombie_leader_loses(
+def test_async_replication_shows_the_acknowledged_writes_its_failovers_lose(
     tmp_path: Path,
 ) -> None:
-    """A frozen leader's PostgreSQL keeps acknowledging after the promotion; the
-    soak reports what the failover then lost, and does not fail for it."""
+    """A cut-off leader (and a frozen one) goes on acknowledging writes no standby
+    receives; the soak reports what the failovers then lost, and does not fail for
+    it. The store says the cluster is async, and its guard refuses it when asked."""
     code, summary = _soak(tmp_path, "async", "quick")
     assert summary["violations"] == []
     assert code == 0
     figures = summary["figures"]
-    assert figures["faults"]["zombie"]["acknowledged_lost"] > 0
-    assert (
-        figures["acknowledged_writes_lost"]
-        >= figures["faults"]["zombie"]["acknowledged_lost"]
+    kinds = figures["faults"]
+    at_the_leader = (
+        kinds["isolate"]["acknowledged_lost"] + kinds["zombie"]["acknowledged_lost"]
     )
+    assert at_the_leader > 0
+    assert figures["acknowledged_writes_lost"] >= at_the_leader
+    assert figures["durability"]["replication"] == "async"
+    assert figures["guard"].startswith("refused")

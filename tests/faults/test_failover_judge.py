@@ -271,6 +271,17 @@ def test_unknown_outcomes_resolve_from_the_surviving_timeline() -> None:
     h.events.append(
         {"t": "unknown", "w": 0, "ns": 12 * S, "id": "x", "op": "acquire", "run": "r0"}
     )
+    refused = "acquire on postgresql://h1,h2/db: could not connect to the server (x)"
+    h.events.append(
+        {
+            "t": "unknown",
+            "w": 1,
+            "ns": 13 * S,
+            "id": "y",
+            "op": "acquire",
+            "detail": refused,
+        }
+    )
     verdict = judge_failover(
         h.events,
         faults(("switchover", 10, 11, 15)),
@@ -279,10 +290,10 @@ def test_unknown_outcomes_resolve_from_the_surviving_timeline() -> None:
         stop_ns=50 * S,
     )
     unknown = verdict.figures["unknown_outcomes"]
-    assert unknown["count"] == 3
+    assert unknown["count"] == 4
     assert unknown["resolved"] == {
         "append": {"applied": 1, "not applied": 1},
-        "acquire": {"lease lapses at its ttl": 1},
+        "acquire": {"lease lapses at its ttl": 1, "no server reached, nothing sent": 1},
     }
     assert (
         verdict.figures["acknowledged_writes_lost"] == 0
@@ -332,3 +343,42 @@ def test_a_writer_silent_long_after_a_promotion_never_recovered() -> None:
         stop_ns=210 * S,
     )
     assert any(v.startswith("NO RECOVERY: writer 0") for v in verdict.violations)
+
+
+@pytest.mark.clause("H6")
+def test_recovery_from_the_promotion_counts_the_first_durable_write_after_it() -> None:
+    """A zombie's own durable writes before the promotion are no recovery from it."""
+    h = History()
+    h.grant(0, 1, "r0", 1)
+    h.append(0, 2, "r0", 1)
+    h.append(0, 15, "r0", 1)  # durable, between the fault and the promotion
+    h.append(0, 34, "r0", 1)
+    verdict = judge_failover(
+        h.events, faults(("zombie", 10, 30, 40)), h.final, mode="quorum", stop_ns=50 * S
+    )
+    zombie = verdict.figures["faults"]["zombie"]
+    assert zombie["fault_to_every_writer_s"] == [5.0]
+    assert zombie["promotion_to_every_writer_s"] == [4.0]
+
+
+@pytest.mark.clause("H6")
+def test_a_writer_slower_than_the_target_after_a_promotion_is_reported_not_failed() -> (
+    None
+):
+    h = History()
+    h.grant(0, 1, "r0", 1)
+    h.append(0, 2, "r0", 1)
+    h.append(0, 37, "r0", 1)  # 7 s after the promotion
+    verdict = judge_failover(
+        h.events,
+        faults(("zombie", 10, 30, 40)),
+        h.final,
+        mode="sync-strict",
+        stop_ns=50 * S,
+    )
+    assert verdict.figures["recovery_target"]["missed"] == ["fault 1 (zombie): 7.0 s"]
+    assert (
+        "every writer durable within 5 s of each promotion",
+        "no: fault 1 (zombie): 7.0 s",
+    ) in verdict.rows
+    assert verdict.violations == []

@@ -46,3 +46,14 @@ def test_ci_installs_the_patroni_release_the_fault_layer_is_pinned_to() -> None:
     install = (ROOT / "ci" / "install.sh").read_text()
     assert f"RULVAR_PATRONI_PIN={PATRONI_PIN}\n" in install
     assert "patroni[etcd3,psycopg3]==${RULVAR_PATRONI_PIN}" in install
+
+
+def test_the_plans_inject_every_kind_round_robin_and_ci_meets_the_target() -> None:
+    """A capped run still has faults of every kind; CI's plan has >= 3 of each."""
+    from rulvar_conformance.faults.failover import FAILOVER_PLANS, FailoverPlan
+    from rulvar_conformance.faults.failover_judge import FAULT_KINDS
+
+    order = FailoverPlan(kill=2, zombie=1, isolate=0, switchover=2).order()
+    assert order == ["kill", "zombie", "switchover", "kill", "switchover"]
+    assert all(FAILOVER_PLANS["ci"].counts()[kind] >= 3 for kind in FAULT_KINDS)
+    assert FAILOVER_PLANS["ci"].order()[:4] == list(FAULT_KINDS)
