@@ -6,6 +6,7 @@ or put in a report. Counting takes a lock and an add, so it stays on always.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Iterable
 from typing import Any, Final
@@ -40,25 +41,44 @@ REFUSED_BY_SURFACE: Final = "stale_writes_refused_by_surface"
 blob, blob-delete."""
 
 
+TICKED: Final = ("calls", "leases_acquired", "leases_released")
+"""Counters every successful call may move: counted without a lock."""
+
+
+def _value(ticks: itertools.count[int]) -> int:
+    """How often ``next`` ran on ``ticks`` (its repr is ``count(N)``)."""
+    return int(repr(ticks)[6:-1])
+
+
 class StoreStats:
     """One object's counters; thread-safe. Names beyond ``COUNTER_NAMES`` (a
-    saver's checkpoints and writes) are added on first use."""
+    saver's checkpoints and writes) are added on first use.
+
+    The counters of a successful call are ``itertools.count`` objects: ``next``
+    on one is a single C call that the GIL never splits, so the common path
+    takes no lock; the rest (errors, refusals, a saver's tallies) take one.
+    """
 
     def __init__(self, names: Iterable[str] = COUNTER_NAMES) -> None:
         self._lock = threading.Lock()
         self._counts: dict[str, int] = dict.fromkeys(names, 0)
         self._refused: dict[str, int] = {}
+        self._ticks = {name: itertools.count() for name in TICKED}
 
     def add(self, name: str, amount: int = 1) -> None:
+        ticks = self._ticks.get(name)
+        if ticks is not None:
+            for _ in range(amount):
+                next(ticks)
+            return
         with self._lock:
             self._counts[name] = self._counts.get(name, 0) + amount
 
-    def add_all(self, names: tuple[str, ...]) -> None:
-        """One each, under one acquisition of the lock (the common call's path)."""
-        with self._lock:
-            counts = self._counts
-            for name in names:
-                counts[name] += 1
+    def tick(self, names: tuple[str, ...]) -> None:
+        """One each of ``TICKED`` counters (a successful call's), without a lock."""
+        ticks = self._ticks
+        for name in names:
+            next(ticks[name])
 
     def refused(self, surface: str) -> None:
         with self._lock:
@@ -71,6 +91,8 @@ class StoreStats:
         with self._lock:
             counts: dict[str, Any] = dict(self._counts)
             counts[REFUSED_BY_SURFACE] = dict(self._refused)
+        for name, ticks in self._ticks.items():
+            counts[name] = counts.get(name, 0) + _value(ticks)
         return counts
 
 

@@ -159,8 +159,8 @@ class _Telemetry:
     ) -> None:
         """Count one finished call (OpenTelemetry reads the counts when it collects)."""
         if error is None and kind.tally is None:
-            # The common case: only the call's own counters, one lock taken.
-            self.stats.add_all(_SUCCESS.get(kind.name, _CALL))
+            # The common case: only the call's own counters, no lock taken.
+            self.stats.tick(_SUCCESS.get(kind.name, _CALL))
             return
         stats = self.stats
         for counter, surface, amount in _events(kind, error):
