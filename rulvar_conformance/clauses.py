@@ -197,6 +197,9 @@ CLAUSES: Final[dict[str, str]] = {
     "G12": "LangGraph's own checkpointer conformance suite passes at FULL for the async saver.",
     "G13": "An unheld put that continues a checkpoint of a deleted thread is refused and the thread stays deleted.",
     "G14": "Inside a hold, once the hold knows a namespace, put is one fenced write and no read, and what the hold remembers lives only as long as the hold and is cleared by its own deletes, prunes and copies.",
+    "G27": "list(config, filter=..., limit=n) returns the n newest checkpoints whose metadata matches the filter: the filter applies before the limit.",
+    "G28": "A task's write to a special channel (negative index: __error__, __interrupt__, ...) replaces the task's earlier write to it; a repeated regular write (same task, same index) keeps the first.",
+    "G29": "A checkpoint's pending_writes come in (task_path, task_id, idx) order, whatever order the tasks wrote in.",
     # 16. Power loss
     "W1": "After a power cut at any point (unsynced writes dropped or torn by sector), the SQLite store reopens with integrity_check ok.",
     "W2": "At synchronous=FULL every write acknowledged before a power cut survives it.",

@@ -29,6 +29,9 @@ ASYNC_SUFFIX = " (async)"
 # and code, so running them again behind the async facade would prove nothing
 # new (and its locations carry no URL for the fault layers to find the files by).
 MACHINE_SUITES = frozenset({"power-loss", "disk-faults", "file-machinery"})
+# The LangGraph suite certifies the savers: it drives AsyncRulvarSaver over the
+# async API itself (LangGraph's conformance suite), so it runs once.
+SYNC_PATH_ONLY = MACHINE_SUITES | {"langgraph"}
 
 
 def async_suites(
@@ -46,7 +49,7 @@ def async_suites(
     suites = [
         replace(suite, name=suite.name + ASYNC_SUFFIX)
         for suite in certification_suites(facade, selection)
-        if suite.name not in MACHINE_SUITES
+        if suite.name not in SYNC_PATH_ONLY
     ]
     if not suites:
         return []

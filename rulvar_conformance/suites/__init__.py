@@ -4,8 +4,8 @@ Each registered module defines ``SPEC``, a ``SuiteSpec`` built from one
 ``Certification``. ``REGISTERED`` lists them in the order certification runs
 them: to add a suite, add its module here on a line of its own. Modules with a
 leading underscore hold helpers of the suites beside them; ``cancellation`` and
-``langgraph_ownership`` are run by their own certifications (the asyncio path,
-the LangGraph saver), not by this registry.
+``loop_health`` are run by the asyncio path's certification, not by this
+registry; ``langgraph_ownership`` is part of the ``langgraph`` suite.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ REGISTERED: Final = (
     "kill_points",
     "power_loss",
     "disk_faults",
+    "langgraph",
 )
 
 
