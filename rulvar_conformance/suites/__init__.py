@@ -39,6 +39,7 @@ REGISTERED: Final = (
     "durability",
     "first_opens",
     "file_machinery",
+    "replaced_file",
     "kill_points",
     "power_loss",
     "disk_faults",
