@@ -159,6 +159,9 @@ CLAUSES: Final[dict[str, str]] = {
     "R2": "prune_run deletes only checkpoint blobs no entry still references.",
     "R3": "A retention sweep holds a brief lease so a superseded sweep is refused.",
     "R4": "Deletion never drops the epoch counter.",
+    "R5": "The operator tools' listing walks every run of the store: each run with a meta exactly once, in run-id order, at any page size, and a full audit reports every run.",
+    "R6": "An audit takes no lease, not even a brief one: auditing moves no run's epoch and can fence out no holder.",
+    "R7": "A retention sweep runs its deletes under the brief lease it took, so a sweep whose lease was taken over mid-way is refused and the successor's run stays whole.",
     # 13. Pitfalls
     "X1": "A superseded segment's late terminal put_meta is refused and the run stays listed.",
     "X2": "A stale checkpoint put or delete is refused; both instances read the successor's blob.",

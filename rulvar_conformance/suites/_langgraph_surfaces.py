@@ -48,6 +48,16 @@ from rulvar_store.backend import (
     set_failpoint_hook,
 )
 
+
+def _reached(reached: threading.Event, call: Background[Any]) -> bool:
+    """Wait until the call stops at its failpoint, or ends without one (False)."""
+    ends = time.monotonic() + BACKGROUND_S
+    while not reached.wait(0.01):
+        if call.done or time.monotonic() > ends:
+            return reached.is_set()
+    return True
+
+
 __all__ = ["SURFACE_CHECKS", "SaverType"]
 
 SaverType = type[RulvarSaver]
@@ -222,7 +232,7 @@ def _refused_put_leaves_no_meta(
                 # meta that makes the thread a run, while a successor takes the
                 # thread over and deletes it.
                 put = Background(first_put).start()
-                if not pause.reached.wait(BACKGROUND_S):
+                if not _reached(pause.reached, put):
                     pause.go.set()
                     put.wait(BACKGROUND_S)
                     not_run(
