@@ -33,7 +33,9 @@ MACHINE_SUITES = frozenset({"power-loss", "disk-faults", "file-machinery"})
 # async API itself (LangGraph's conformance suite), so it runs once.
 # The replaced-file check finds the database file by the location's URL, which
 # the async facade's locations do not carry; the async path shares the door.
-SYNC_PATH_ONLY = MACHINE_SUITES | {"langgraph", "replaced-file"}
+# The server-clock check reads the store's lease_clock marker, which the facade
+# hides; the async PostgreSQL store shares the sync one's plans and clock.
+SYNC_PATH_ONLY = MACHINE_SUITES | {"langgraph", "replaced-file", "server-clock"}
 
 
 def async_suites(

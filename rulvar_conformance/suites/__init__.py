@@ -30,6 +30,7 @@ REGISTERED: Final = (
     "typed_errors",
     "stale_surfaces",
     "lease_lifetime",
+    "server_clock",
     "data_edges",
     "argument_rules",
     "stalled_link",

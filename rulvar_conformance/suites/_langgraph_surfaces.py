@@ -26,7 +26,6 @@ reads through a handle other than the writer's where visibility matters.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -35,28 +34,13 @@ from typing import Any, Final
 
 from langgraph.checkpoint.base import Checkpoint, empty_checkpoint
 
-from rulvar_conformance.harness.failpause import PAUSE_LIMIT_S, Background
+from rulvar_conformance.harness.failpause import Background
 from rulvar_conformance.harness.kit import attempt, not_run, require
 from rulvar_conformance.harness.site import ManualClock, Site, at_fresh_location
+from rulvar_conformance.harness.stopping import StopAt, reached_or_done
 from rulvar_langgraph import RulvarSaver
 from rulvar_store import LeaseHeldError
-from rulvar_store.backend import (
-    Failpoint,
-    LocationFactory,
-    caller_identity,
-    mark_caller,
-    set_failpoint_hook,
-)
-
-
-def _reached(reached: threading.Event, call: Background[Any]) -> bool:
-    """Wait until the call stops at its failpoint, or ends without one (False)."""
-    ends = time.monotonic() + BACKGROUND_S
-    while not reached.wait(0.01):
-        if call.done or time.monotonic() > ends:
-            return reached.is_set()
-    return True
-
+from rulvar_store.backend import LocationFactory, set_failpoint_hook
 
 __all__ = ["SURFACE_CHECKS", "SaverType"]
 
@@ -196,43 +180,24 @@ def _pending_writes_order(locations: LocationFactory, saver_type: SaverType) -> 
 # -- G1, G5 ---------------------------------------------------------------------------
 
 
-class _AfterFirstCommit:
-    """A failpoint hook: the aimed caller waits after its first committed write."""
-
-    def __init__(self) -> None:
-        self.mark: object = None
-        self.reached = threading.Event()
-        self.go = threading.Event()
-
-    def __call__(self, operation: str, point: Failpoint) -> None:
-        if (
-            point == "after-commit"
-            and self.mark is not None
-            and caller_identity() is self.mark
-            and not self.reached.is_set()
-        ):
-            self.reached.set()
-            self.go.wait(PAUSE_LIMIT_S)
-
-
 def _refused_put_leaves_no_meta(
     locations: LocationFactory, saver_type: SaverType
 ) -> None:
     with _savers(locations, saver_type) as s:
-        pause = _AfterFirstCommit()
+        pause = StopAt({"after-commit"})
         previous = set_failpoint_hook(pause)
         try:
             with s.a.hold(THREAD) as held:
 
                 def first_put() -> object:
-                    pause.mark = mark_caller()
+                    pause.aim()
                     return s.a.put(held, _checkpoint(1), {"source": "loop"}, {})
 
                 # A's first put stands between its checkpoint blob and the run
                 # meta that makes the thread a run, while a successor takes the
                 # thread over and deletes it.
                 put = Background(first_put).start()
-                if not _reached(pause.reached, put):
+                if not reached_or_done(pause, put):
                     pause.go.set()
                     put.wait(BACKGROUND_S)
                     not_run(

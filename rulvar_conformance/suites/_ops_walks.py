@@ -16,37 +16,20 @@
 
 from __future__ import annotations
 
-import threading
-import time
 from typing import Any, Final
 
-from rulvar_conformance.harness.failpause import PAUSE_LIMIT_S, Background
+from rulvar_conformance.harness.failpause import Background
 from rulvar_conformance.harness.kit import not_run, require
 from rulvar_conformance.harness.site import ManualClock, at_fresh_location
+from rulvar_conformance.harness.stopping import StopAt, reached_or_done
 from rulvar_conformance.harness.surfaces import entry, leasable, meta
-from rulvar_store.backend import (
-    Failpoint,
-    LocationFactory,
-    caller_identity,
-    mark_caller,
-    set_failpoint_hook,
-)
+from rulvar_store.backend import LocationFactory, set_failpoint_hook
 from rulvar_store.ops import (
     DEFAULT_PAGE_SIZE,
     iter_listed_runs,
     iter_run_audits,
     sweep_runs,
 )
-
-
-def _reached(reached: threading.Event, call: Background[Any]) -> bool:
-    """Wait until the call stops at its failpoint, or ends without one (False)."""
-    ends = time.monotonic() + BACKGROUND_S
-    while not reached.wait(0.01):
-        if call.done or time.monotonic() > ends:
-            return reached.is_set()
-    return True
-
 
 __all__ = ["WALK_CHECKS"]
 
@@ -115,25 +98,6 @@ def _audit_takes_no_lease(locations: LocationFactory) -> None:
         )
 
 
-class _StopAfterFirstWrite:
-    """A failpoint hook: the aimed caller waits after its first committed write."""
-
-    def __init__(self) -> None:
-        self.mark: object = None
-        self.reached = threading.Event()
-        self.go = threading.Event()
-
-    def __call__(self, operation: str, point: Failpoint) -> None:
-        if (
-            point == "after-commit"
-            and self.mark is not None
-            and caller_identity() is self.mark
-            and not self.reached.is_set()
-        ):
-            self.reached.set()
-            self.go.wait(PAUSE_LIMIT_S)
-
-
 def _sweep_under_its_lease(locations: LocationFactory) -> None:
     with at_fresh_location(locations, needs=("clock",)) as site:
         clock = ManualClock()
@@ -143,16 +107,16 @@ def _sweep_under_its_lease(locations: LocationFactory) -> None:
         opened.journal.put_meta(meta(run_id, "ops", 1))
         opened.journal.append(run_id, entry(1, "ops", 1))
         opened.transcripts.put(f"{run_id}/ckpt/1", b"old")
-        stop = _StopAfterFirstWrite()
+        stop = StopAt({"after-commit"})
         previous = set_failpoint_hook(stop)
         try:
 
             def sweep() -> list[Any]:
-                stop.mark = mark_caller()
+                stop.aim()
                 return list(sweep_runs(opened.journal, opened.transcripts, [run_id]))
 
             sweeping = Background(sweep).start()
-            if not _reached(stop.reached, sweeping):
+            if not reached_or_done(stop, sweeping):
                 stop.go.set()
                 sweeping.wait(BACKGROUND_S)
                 not_run("the store hits no after-commit failpoint to stop the sweep at")
