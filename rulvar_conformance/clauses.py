@@ -112,6 +112,7 @@ CLAUSES: Final[dict[str, str]] = {
     "P13": "Every PostgreSQL call is bounded (call_timeout_ms): over a stalled link or a frozen server it raises the retryable StoreUnavailableError and discards the connection.",
     "P14": "A refused attempt to grow the pool fails no waiting caller while connections exist: they are served by the connections that exist.",
     "P15": "An append's seq guard reads only the run's top entries through the (run_id, seq) index, whatever the table's size and statistics: never a scan of the journal.",
+    "P29": "A pooled connection handed back while callers wait for one goes to a waiting caller: with one connection and many concurrent callers every call is served, none times out beside an idle connection.",
     # 8. Conformance kit
     "C1": "Suite factories return a fresh isolated store on every call.",
     "C2": "Suites run standalone (first violation raises) or as parametrized pytest items.",

@@ -35,7 +35,13 @@ MACHINE_SUITES = frozenset({"power-loss", "disk-faults", "file-machinery"})
 # the async facade's locations do not carry; the async path shares the door.
 # The server-clock check reads the store's lease_clock marker, which the facade
 # hides; the async PostgreSQL store shares the sync one's plans and clock.
-SYNC_PATH_ONLY = MACHINE_SUITES | {"langgraph", "replaced-file", "server-clock"}
+# The pool-fairness check opens its own handle by URL with a one-connection pool.
+SYNC_PATH_ONLY = MACHINE_SUITES | {
+    "langgraph",
+    "replaced-file",
+    "server-clock",
+    "pool-fairness",
+}
 
 
 def async_suites(

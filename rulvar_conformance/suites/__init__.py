@@ -31,6 +31,7 @@ REGISTERED: Final = (
     "stale_surfaces",
     "lease_lifetime",
     "server_clock",
+    "pool_fairness",
     "data_edges",
     "argument_rules",
     "stalled_link",

@@ -5,19 +5,26 @@
   still in flight below it (ids are issued at INSERT, not at COMMIT) is skipped.
 - ``ClientClockLeases``: lease times (acquire, renew, the fence's "now") from
   the client host's clock instead of the server's.
+- ``return_idle_past_waiters``: the pool's fast hand-back puts a connection
+  among the idle ones while callers wait for one (patched into ``StorePool``).
 """
 
 from __future__ import annotations
 
 import time
+from time import monotonic
 from typing import Any, final
+
+from psycopg.pq import TransactionStatus
 
 from rulvar_store import JournalTail
 from rulvar_store.backend import load_records
 from rulvar_store_postgres import PostgresStore
 from rulvar_store_postgres._plans import Step
 
-__all__ = ["ClientClockLeases", "TableTopCursor"]
+__all__ = ["ClientClockLeases", "TableTopCursor", "return_idle_past_waiters"]
+
+_IDLE = TransactionStatus.IDLE
 
 
 @final
@@ -61,3 +68,32 @@ class ClientClockLeases(PostgresStore):  # type: ignore[misc]  # final; the bug 
         if kwargs.get("now") is None:
             # The bug: "the client knows the time" - every lease time from here.
             self._plans._now = _client_now
+
+
+def return_idle_past_waiters(pool: Any, conn: Any) -> None:
+    """``StorePool.return_idle`` with the bug: back among the idle ones, waiters or not.
+
+    ("The fast path is for the common case; the waiters will find it.") A
+    caller queued in ``getconn`` is only woken by ``putconn``: it times out
+    beside the idle connection.
+    """
+    if idle_and_fresh_but_waiters(pool, conn):
+        conn._pool = None
+        with pool._lock:
+            if not pool._closed:
+                pool._pool.append(conn)
+                return
+        conn._pool = pool
+    pool.putconn(conn)
+
+
+def idle_and_fresh_but_waiters(pool: Any, conn: Any) -> bool:
+    """``idle_and_fresh`` without its "nobody waiting" condition."""
+    try:
+        return bool(
+            conn.pgconn.transaction_status == _IDLE
+            and not pool._closed
+            and conn._expire_at > monotonic()
+        )
+    except AttributeError:
+        return False

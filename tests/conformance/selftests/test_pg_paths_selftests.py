@@ -13,16 +13,23 @@ from typing import Final
 import psycopg
 import pytest
 
+from rulvar_store.backend import LocationFactory, parse_store_url, resolve_backend
 from rulvar_store_postgres import PostgresStore
+from rulvar_store_postgres._pool import StorePool
 from tests.conformance.selftests._broken_pg_paths import (
     ClientClockLeases,
     TableTopCursor,
+    return_idle_past_waiters,
 )
 from tests.conformance.selftests._broken_postgres import postgres_url, schema_locations
 from tests.conformance.selftests._support import check_result, failure_of
 
 SELF_TESTED: frozenset[str] = frozenset(
-    {"load-since-in-flight-append", "lease-times-on-server-clock"}
+    {
+        "load-since-in-flight-append",
+        "lease-times-on-server-clock",
+        "pool-serves-waiting-callers",
+    }
 )
 
 CASES: Final = [
@@ -69,4 +76,34 @@ def test_the_honest_postgres_store_passes(
         result = check_result(locations, suite, check_id)
     finally:
         made.extend(schemas)
+    assert result.status == "passed", result.error
+
+
+@pytest.fixture
+def url_locations() -> Iterator[LocationFactory]:
+    """Fresh schemas by URL, as ``rulvar check`` makes them (the pool check opens by URL)."""
+    parsed = parse_store_url(postgres_url())
+    backend = resolve_backend(parsed)
+    assert backend.certify is not None
+    with backend.certify(parsed) as factory:
+        yield factory
+
+
+@pytest.mark.postgres
+@pytest.mark.clause("C4")
+@pytest.mark.clause("P29")
+def test_a_hand_back_past_waiting_callers_fails_pool_fairness(
+    url_locations: LocationFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """P29: callers queued for the one connection time out beside it."""
+    monkeypatch.setattr(StorePool, "return_idle", return_idle_past_waiters)
+    detail = failure_of(url_locations, "pool-fairness", "pool-serves-waiting-callers")
+    assert "(P29" in detail, detail
+
+
+@pytest.mark.postgres
+@pytest.mark.clause("C4")
+def test_the_honest_pool_serves_every_caller(url_locations: LocationFactory) -> None:
+    """No false positive: the real pool over the same kind of locations."""
+    result = check_result(url_locations, "pool-fairness", "pool-serves-waiting-callers")
     assert result.status == "passed", result.error
