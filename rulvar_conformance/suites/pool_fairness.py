@@ -6,11 +6,14 @@ at once, ``APPENDS`` each. Callers queue for the connection; every hand-back
 must reach one of them. A fast path that puts the connection back among the
 idle ones while callers wait leaves them timing out beside an idle connection
 (``StoreUnavailableError`` after ``call_timeout_ms``). Every append must land,
-none may fail. A store without the option (an embedded one) does not run it.
+none may fail. ``pool-serves-waiting-coroutines`` does the same with
+coroutines on one event loop over the asyncio store. A store without the
+option (an embedded one) does not run them.
 """
 
 from __future__ import annotations
 
+import asyncio
 from functools import partial
 from typing import Any, Final
 
@@ -23,7 +26,7 @@ from rulvar_conformance.harness.kit import (
     run_concurrently,
 )
 from rulvar_conformance.harness.surfaces import entry
-from rulvar_store import open_store
+from rulvar_store import open_store, open_store_async
 from rulvar_store.backend import LocationFactory, UrlOpener
 from rulvar_store.errors import ConfigError
 
@@ -79,6 +82,52 @@ def _one_connection_many_callers(locations: LocationFactory) -> None:
         location.remove()
 
 
+def _one_connection_many_coroutines(locations: LocationFactory) -> None:
+    location = locations()
+    try:
+        opener = location.opener
+        if not isinstance(opener, UrlOpener):
+            not_run("not a URL location: no pool option to set")
+        assert isinstance(opener, UrlOpener)
+        options: dict[str, Any] = {
+            **opener.options,
+            "pool_max_size": 1,
+            "call_timeout_ms": CALL_TIMEOUT_MS,
+            "lock_timeout_ms": LOCK_TIMEOUT_MS,
+        }
+
+        async def main() -> list[Any]:
+            async with open_store_async(opener.url, **options) as opened:
+
+                async def writer(number: int) -> int:
+                    for seq in range(1, APPENDS + 1):
+                        await opened.journal.append(
+                            f"pool-task-{number}", entry(seq, "w", seq)
+                        )
+                    return APPENDS
+
+                return await asyncio.gather(
+                    *(writer(number) for number in range(THREADS)),
+                    return_exceptions=True,
+                )
+
+        try:
+            outcomes = asyncio.run(main())
+        except ConfigError as exc:
+            if "pool_max_size" in str(exc):
+                not_run(f"the store takes no pool_max_size option: {exc}")
+            raise
+        failed = [o for o in outcomes if isinstance(o, BaseException)]
+        require(
+            not failed,
+            f"{len(failed)} of {THREADS} coroutines sharing one pooled connection "
+            f"failed: {failed[:2]!r} (P29: a connection handed back while tasks wait "
+            "goes to one of them)",
+        )
+    finally:
+        location.remove()
+
+
 def pool_fairness_conformance(certification: Certification) -> ConformanceSuite:
     """The P29 check over fresh locations."""
     return ConformanceSuite(
@@ -89,6 +138,13 @@ def pool_fairness_conformance(certification: Certification) -> ConformanceSuite:
                 f"{THREADS} threads share one pooled connection: every call is served",
                 ("P29", "P14"),
                 partial(_one_connection_many_callers, certification.locations),
+            ),
+            build_check(
+                "pool-serves-waiting-coroutines",
+                f"{THREADS} coroutines on one loop share one pooled connection of the "
+                "asyncio store: every call is served",
+                ("P29", "P14"),
+                partial(_one_connection_many_coroutines, certification.locations),
             ),
         ),
     )

@@ -22,7 +22,12 @@ from rulvar_store.backend import load_records
 from rulvar_store_postgres import PostgresStore
 from rulvar_store_postgres._plans import Step
 
-__all__ = ["ClientClockLeases", "TableTopCursor", "return_idle_past_waiters"]
+__all__ = [
+    "ClientClockLeases",
+    "TableTopCursor",
+    "async_return_idle_past_waiters",
+    "return_idle_past_waiters",
+]
 
 _IDLE = TransactionStatus.IDLE
 
@@ -97,3 +102,12 @@ def idle_and_fresh_but_waiters(pool: Any, conn: Any) -> bool:
         )
     except AttributeError:
         return False
+
+
+async def async_return_idle_past_waiters(pool: Any, conn: Any) -> None:
+    """``AsyncStorePool.return_idle`` with the same bug: waiting tasks are passed by."""
+    if idle_and_fresh_but_waiters(pool, conn) and not pool._lock.locked():
+        conn._pool = None
+        pool._pool.append(conn)
+        return
+    await pool.putconn(conn)

@@ -15,10 +15,12 @@ import pytest
 
 from rulvar_store.backend import LocationFactory, parse_store_url, resolve_backend
 from rulvar_store_postgres import PostgresStore
+from rulvar_store_postgres._async_pool import AsyncStorePool
 from rulvar_store_postgres._pool import StorePool
 from tests.conformance.selftests._broken_pg_paths import (
     ClientClockLeases,
     TableTopCursor,
+    async_return_idle_past_waiters,
     return_idle_past_waiters,
 )
 from tests.conformance.selftests._broken_postgres import postgres_url, schema_locations
@@ -29,6 +31,7 @@ SELF_TESTED: frozenset[str] = frozenset(
         "load-since-in-flight-append",
         "lease-times-on-server-clock",
         "pool-serves-waiting-callers",
+        "pool-serves-waiting-coroutines",
     }
 )
 
@@ -106,4 +109,30 @@ def test_a_hand_back_past_waiting_callers_fails_pool_fairness(
 def test_the_honest_pool_serves_every_caller(url_locations: LocationFactory) -> None:
     """No false positive: the real pool over the same kind of locations."""
     result = check_result(url_locations, "pool-fairness", "pool-serves-waiting-callers")
+    assert result.status == "passed", result.error
+
+
+@pytest.mark.postgres
+@pytest.mark.clause("C4")
+@pytest.mark.clause("P29")
+def test_an_async_hand_back_past_waiting_tasks_fails_pool_fairness(
+    url_locations: LocationFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """P29: tasks queued for the one connection time out beside it."""
+    monkeypatch.setattr(AsyncStorePool, "return_idle", async_return_idle_past_waiters)
+    detail = failure_of(
+        url_locations, "pool-fairness", "pool-serves-waiting-coroutines"
+    )
+    assert "(P29" in detail, detail
+
+
+@pytest.mark.postgres
+@pytest.mark.clause("C4")
+def test_the_honest_async_pool_serves_every_task(
+    url_locations: LocationFactory,
+) -> None:
+    """No false positive: the real asyncio pool over the same kind of locations."""
+    result = check_result(
+        url_locations, "pool-fairness", "pool-serves-waiting-coroutines"
+    )
     assert result.status == "passed", result.error
