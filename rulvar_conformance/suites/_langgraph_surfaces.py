@@ -201,7 +201,7 @@ def _refused_put_leaves_no_meta(
                     pause.go.set()
                     put.wait(BACKGROUND_S)
                     not_run(
-                        "the store hits no after-commit failpoint to stop the put at"
+                        "the store never calls rulvar_store.backend.hit (no after-commit failpoint to stop the put at)"
                     )
                 s.expire()
                 with s.b.hold(THREAD):

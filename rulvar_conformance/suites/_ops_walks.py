@@ -119,7 +119,9 @@ def _sweep_under_its_lease(locations: LocationFactory) -> None:
             if not reached_or_done(stop, sweeping):
                 stop.go.set()
                 sweeping.wait(BACKGROUND_S)
-                not_run("the store hits no after-commit failpoint to stop the sweep at")
+                not_run(
+                    "the store never calls rulvar_store.backend.hit (no after-commit failpoint to stop the sweep at)"
+                )
             clock.advance(TTL_MS + 1)  # the sweep's brief lease lapses mid-way
             successor = store.acquire(run_id, "successor")
             opened.journal.append(run_id, entry(2, "successor", 2), successor)

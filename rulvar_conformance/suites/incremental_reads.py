@@ -214,7 +214,7 @@ def _in_flight_append(locations: Any) -> None:
             if not reached_or_done(stop, held):
                 held.wait(REACH_LIMIT_S)
                 not_run(
-                    "the store hits no before-commit failpoint to hold an append at"
+                    "the store never calls rulvar_store.backend.hit (no before-commit failpoint to hold an append at)"
                 )
             # Another run's append commits meanwhile where the store lets it (a
             # store that serializes every write holds it until the release).

@@ -32,8 +32,7 @@ EXPLAINED = (
     # Default suites since issue 40: a link to stall needs TCP, a failpoint to hold
     # an append at, one handle for several loops a store that declares it.
     "declares no TCP route",
-    "hits no before-commit failpoint",
-    "hits no after-commit failpoint",
+    "never calls rulvar_store.backend.hit",
     "does not declare shares_across_loops",
     "reports no durability setting",
 )
