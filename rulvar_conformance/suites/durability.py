@@ -81,6 +81,8 @@ PARENT_POLL_S: Final = 0.2
 
 CLOSE_AT: Final = 12
 """Acknowledgements before the close row's main thread closes the handle."""
+CLOSE_JOIN_S: Final = 5.0
+"""How long the close row's child waits for its writers after close returned."""
 
 Mode = Literal["append", "blobs", "close"]
 
@@ -170,8 +172,11 @@ def _acknowledging_child(
     if mode == "close" and armed.wait(CHILD_LIMIT_S):
         closing.set()
         opened.close()  # under the writers: queued writes, a batch in flight
-        for thread in threads:  # what close answered is what they report
-            thread.join(max(0.0, deadline - time.monotonic()))
+        # What close answered is what they report; a writer still waiting after
+        # CLOSE_JOIN_S is left to the kill (a hang after close is X7's business).
+        ends = min(deadline, time.monotonic() + CLOSE_JOIN_S)
+        for thread in threads:
+            thread.join(max(0.0, ends - time.monotonic()))
         os.kill(os.getpid(), signal.SIGKILL)
     for thread in threads:
         thread.join(max(0.0, deadline - time.monotonic()))
