@@ -344,6 +344,7 @@ def check_command(
 
                 suites += async_suites(certification, suites_wanted or None)
             if isolate:
+                from rulvar_conformance.harness.certify import RunBudget
                 from rulvar_conformance.harness.isolation import run_isolated
 
                 results = run_isolated(
@@ -353,6 +354,7 @@ def check_command(
                     async_path=async_path,
                     check_timeout_s=check_timeout_s,
                     on_result=progress,
+                    budget=RunBudget(check_timeout_s, run_timeout_s),
                 )
             else:
                 results = _run_attributed(

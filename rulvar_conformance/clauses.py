@@ -122,6 +122,7 @@ CLAUSES: Final[dict[str, str]] = {
     "P20": "durability() reports the server's replication mode (async, sync, quorum) from synchronous_commit, synchronous_standby_names and pg_stat_replication; with replication=required a fenced store refuses, with a ConfigError naming the fix, to connect where a failover can lose acknowledged commits (async); the default (any) accepts it and logs a warning once per store when standbys are attached.",
     "P21": "A primary superseded by a failover (its timeline behind one the pool has seen, a synchronous primary without its synchronous standby, or a primary that had standbys and has none left) is set aside: its pooled connections are dropped rather than reused, reads do not keep answering from it, and the pool reaches the new primary by itself whatever the order of the hosts in the URL.",
     "P22": "Where a failover can lose acknowledged commits (async replication) it can lose an acquire: on the surviving timeline the lease that acquire replaced is live again until its own expiry, and the lost epoch is issued again by the next acquire, to any owner string (the same one included, whose lost holder then passes the fence too); the fence holds across a failover only where no acknowledged commit is lost: synchronous or quorum replication (replication=required), or a single server.",
+    "P29": "A pooled connection handed back while callers wait for one goes to a waiting caller: with one connection and many concurrent callers every call is served, none times out beside an idle connection.",
     # 8. Conformance kit
     "C1": "Suite factories return a fresh isolated store on every call.",
     "C2": "Suites run standalone (first violation raises) or as parametrized pytest items.",
@@ -174,6 +175,9 @@ CLAUSES: Final[dict[str, str]] = {
     "R2": "prune_run deletes only checkpoint blobs no entry still references.",
     "R3": "A retention sweep holds a brief lease so a superseded sweep is refused.",
     "R4": "Deletion never drops the epoch counter.",
+    "R5": "The operator tools' listing walks every run of the store: each run with a meta exactly once, in run-id order, at any page size, and a full audit reports every run.",
+    "R6": "An audit takes no lease, not even a brief one: auditing moves no run's epoch and can fence out no holder.",
+    "R7": "A retention sweep runs its deletes under the brief lease it took, so a sweep whose lease was taken over mid-way is refused and the successor's run stays whole.",
     # 13. Pitfalls
     "X1": "A superseded segment's late terminal put_meta is refused and the run stays listed.",
     "X2": "A stale checkpoint put or delete is refused; both instances read the successor's blob.",
@@ -219,6 +223,9 @@ CLAUSES: Final[dict[str, str]] = {
     "G23": "A hold that wrote to its thread's root namespace writes the outcome (finished, interrupted, failed, and the newest root checkpoint it describes) into the thread's meta when it ends, under its lease; a superseded hold's outcome is refused and the successor's stays.",
     "G24": "Over a journal that fuses them with its own blob twin (SQLite), a thread's first checkpoint lands with its meta and a hold's outcome with its release: a held invocation of a new thread commits once per checkpoint write, plus its acquire and its end.",
     "G25": "Over SQLite an unheld write's brief lease is ONE transaction (acquire's check and epoch bump, the write under the lease, release): refused while another lease is live, fencing out every earlier lease, all or nothing, one commit.",
+    "G27": "list(config, filter=..., limit=n) returns the n newest checkpoints whose metadata matches the filter: the filter applies before the limit.",
+    "G28": "A task's write to a special channel (negative index: __error__, __interrupt__, ...) replaces the task's earlier write to it; a repeated regular write (same task, same index) keeps the first.",
+    "G29": "A checkpoint's pending_writes come in (task_path, task_id, idx) order, whatever order the tasks wrote in.",
     # 16. Power loss
     "W1": "After a power cut at any point (unsynced writes dropped or torn by sector), the SQLite store reopens with integrity_check ok.",
     "W2": "At synchronous=FULL every write acknowledged before a power cut survives it.",

@@ -36,6 +36,10 @@ class PostgresHandle:
     A subclass builds its pool and its own wait state in ``_start``.
     """
 
+    lease_clock: Final = "server"
+    """Lease times come from the server's clock (P5; an injected ``now`` aside):
+    the kit checks it from a host whose clock is wrong (``server-clock``)."""
+
     def __init__(
         self,
         url: str,

@@ -26,6 +26,7 @@ from rulvar_conformance.harness.certify import (
     certification_suites,
     run_suites,
 )
+from rulvar_conformance.harness.deadline import RunBudget, RunSpent
 from rulvar_conformance.harness.kit import ConformanceSuite
 from rulvar_conformance.harness.processes import PIPE, Finished, finish, start_module
 
@@ -81,17 +82,37 @@ def run_isolated(
     check_timeout_s: float,
     on_start: Callable[[str, str], None] | None = None,
     on_result: Callable[[CheckResult], None] | None = None,
+    budget: RunBudget | None = None,
 ) -> list[CheckResult]:
     """Run every check of ``suites`` in its own child process, in order.
 
     ``selection`` and ``async_path`` are what built ``suites``: the child builds
-    them again from ``url`` and runs the one check named.
+    them again from ``url`` and runs the one check named. ``budget`` bounds the
+    run as a whole (K10), as ``run_suites`` does.
     """
+    if budget is None:
+        budget = RunBudget(check_timeout_s)
     results: list[CheckResult] = []
     for suite in suites:
         for check in suite.checks:
             if on_start is not None:
                 on_start(suite.name, check.id)
+            try:
+                check_timeout_s = budget.deadline_for(check.id)
+            except RunSpent as spent:
+                result = CheckResult(
+                    suite=suite.name,
+                    check_id=check.id,
+                    status="failed",
+                    duration_ms=0.0,
+                    error=str(spent),
+                    title=check.title,
+                    clauses=check.clauses,
+                )
+                results.append(result)
+                if on_result is not None:
+                    on_result(result)
+                continue
             config = {
                 "url": url,
                 "selection": None if selection is None else list(selection),
@@ -120,6 +141,8 @@ def run_isolated(
                     clauses=check.clauses,
                 )
             )
+            if done.timed_out or ": did not finish in " in (result.error or ""):
+                budget.hung += 1  # later checks get the short deadline
             results.append(result)
             if on_result is not None:
                 on_result(result)

@@ -43,6 +43,10 @@ MODULE: Final = "rulvar_conformance.soak.langgraph_storm"
 THREAD: Final = "lg-storm"
 NODE_SLEEP_S: Final = 0.02
 STOP_GRACE_S: Final = 20.0
+STOP_WAIT_S: Final = 90.0
+"""How long a writer gets to see the stop file and leave: one restarted just
+before the stop may still be importing LangGraph, which on a loaded 2-core
+machine takes tens of seconds (a writer killed at this bound is an error)."""
 STARTUP_BOUND_S: Final = 30.0
 KILL_SHARE: Final = 0.15
 
@@ -192,7 +196,7 @@ def storm_langgraph_thread(
         stop_file.write_text("stop")
         for slot, child in pool.children.items():
             child.send_signal(signal.SIGCONT)
-            done = finish(child, STOP_GRACE_S)
+            done = finish(child, STOP_WAIT_S)
             if done.returncode != 0:
                 verdict.writer_errors.append(
                     f"{slot} exited {done.returncode}: {pool.tail(slot)}"

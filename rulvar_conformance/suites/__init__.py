@@ -4,8 +4,8 @@ Each registered module defines ``SPEC``, a ``SuiteSpec`` built from one
 ``Certification``. ``REGISTERED`` lists them in the order certification runs
 them: to add a suite, add its module here on a line of its own. Modules with a
 leading underscore hold helpers of the suites beside them; ``cancellation`` and
-``langgraph_ownership`` are run by their own certifications (the asyncio path,
-the LangGraph saver), not by this registry.
+``loop_health`` are run by the asyncio path's certification, not by this
+registry; ``langgraph_ownership`` is part of the ``langgraph`` suite.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ REGISTERED: Final = (
     "stale_surfaces",
     "lease_lifetime",
     "worker_life",
+    "server_clock",
+    "pool_fairness",
     "data_edges",
     "argument_rules",
     "stalled_link",
@@ -41,9 +43,11 @@ REGISTERED: Final = (
     "durability",
     "first_opens",
     "file_machinery",
+    "replaced_file",
     "kill_points",
     "power_loss",
     "disk_faults",
+    "langgraph",
 )
 
 

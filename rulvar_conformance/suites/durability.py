@@ -26,7 +26,8 @@ died.
   stores its blobs through ``put_many`` (``put`` without it), so a batch that
   carries blobs and no journal write is examined on its own.
 - ``close-keeps-acknowledged``: the writers append while the child's main
-  thread closes the handle under them (Y7): a write the store acknowledged
+  thread closes the handle under them (Y7), at a moment a batch is held in
+  its COMMIT with a write queued behind it: a write the store acknowledged
   must be stored, one it refused must raise a typed ``RulvarError``; right
   after ``close()`` returned the child is SIGKILLed and the parent reads the
   location. A close that drops what is queued and answers it done loses
@@ -81,6 +82,8 @@ PARENT_POLL_S: Final = 0.2
 
 CLOSE_AT: Final = 12
 """Acknowledgements before the close row's main thread closes the handle."""
+CLOSE_JOIN_S: Final = 5.0
+"""How long the close row's child waits for its writers after close returned."""
 
 Mode = Literal["append", "blobs", "close"]
 
@@ -123,9 +126,24 @@ def _acknowledging_child(
     acknowledged = [0]
     closing = threading.Event()
 
+    commit_held = threading.Event()  # the close row: a batch waits in its COMMIT
+    latecomer_called = threading.Event()
+    queued_behind = threading.Event()
+
     def slow_commit(operation: str, point: Failpoint) -> None:
-        if point == "before-commit" and armed.is_set():
+        if point != "before-commit" or not armed.is_set():
+            return
+        if mode != "close" or commit_held.is_set():
             time.sleep(SLOW_COMMIT_S)
+            return
+        # The close row: this batch took all it will take; hold its COMMIT until
+        # the latecomer's write is queued behind it, let the main thread close
+        # meanwhile, then commit.
+        commit_held.set()
+        latecomer_called.wait(4 * SLOW_COMMIT_S)
+        time.sleep(SLOW_COMMIT_S / 5)  # from its call to its place in the queue
+        queued_behind.set()
+        time.sleep(SLOW_COMMIT_S)
 
     threading.Thread(target=_die_with_parent, args=(parent,), daemon=True).start()
     try:
@@ -168,10 +186,32 @@ def _acknowledging_child(
         thread.start()
     deadline = time.monotonic() + CHILD_LIMIT_S  # one bound for all: a hung store
     if mode == "close" and armed.wait(CHILD_LIMIT_S):
+
+        def latecomer() -> None:
+            # One write called once a batch holds its COMMIT: queued behind it.
+            if not commit_held.wait(8 * SLOW_COMMIT_S):
+                return  # no failpoint holds a COMMIT: nothing to queue behind
+            latecomer_called.set()
+            try:
+                _write(opened, mode, WRITERS, 1)
+            except RulvarError:
+                return  # refused, typed, by the closing handle
+            with report:
+                send.send(("ack", WRITERS, 1))
+
+        late = threading.Thread(target=latecomer, daemon=True)
+        late.start()
+        threads.append(late)
+        # A store without failpoints is closed at once; others once the
+        # latecomer's write is queued behind a batch that is committing.
+        queued_behind.wait(8 * SLOW_COMMIT_S)
         closing.set()
         opened.close()  # under the writers: queued writes, a batch in flight
-        for thread in threads:  # what close answered is what they report
-            thread.join(max(0.0, deadline - time.monotonic()))
+        # What close answered is what they report; a writer still waiting after
+        # CLOSE_JOIN_S is left to the kill (a hang after close is X7's business).
+        ends = min(deadline, time.monotonic() + CLOSE_JOIN_S)
+        for thread in threads:
+            thread.join(max(0.0, ends - time.monotonic()))
         os.kill(os.getpid(), signal.SIGKILL)
     for thread in threads:
         thread.join(max(0.0, deadline - time.monotonic()))

@@ -20,6 +20,10 @@ reason.
   ``mid-write`` failpoint: the meta removed, the journal not yet). The next
   open shows the run whole or gone, never a journal without its meta, and the
   run id takes a new incarnation cleanly; the blob stays (T5).
+- ``files-tail-sees-other-handle``: two handles take turns appending to one
+  run; a handle that read the run (its tail cached) must refuse a seq the other
+  handle stored since (``JournalOrderViolation``): the cached tail is checked
+  against the file's stamp, never trusted alone (J6, X9).
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ from rulvar_conformance.suites._file_children import (
     renames_until_killed,
     torn_append,
 )
-from rulvar_store import OpenedStore, read_run_meta
+from rulvar_store import JournalOrderViolation, OpenedStore, read_run_meta
 from rulvar_store.backend import LocationFactory, has_single_writer_files
 
 __all__ = ["SPEC", "file_machinery_conformance"]
@@ -248,6 +252,32 @@ def _delete_intent(locations: LocationFactory) -> None:
         )
 
 
+def _tail_sees_other_handle(locations: LocationFactory) -> None:
+    with at_fresh_location(locations, needs=("shared",)) as site:
+        a = _machinery_site(site)
+        b = site.open()
+        run = "files-tail-run"
+        for seq in (1, 2):
+            a.journal.append(run, {"seq": seq, "kind": "a"})
+        a.journal.load(run)  # a's tail of the run is cached from here on
+        b.journal.append(run, {"seq": 3, "kind": "b"})
+        again = attempt(partial(a.journal.append, run, {"seq": 3, "kind": "a-again"}))
+        require(
+            isinstance(again.error, JournalOrderViolation),
+            f"an append of seq 3 after another handle appended seq 3 returned "
+            f"{again}: the handle trusted its cached tail without the file's stamp "
+            "(J6, X9: a seq tail never comes from a stale copy)",
+        )
+        a.journal.append(run, {"seq": 4, "kind": "a"})
+        stored = [(e.get("seq"), e.get("kind")) for e in b.journal.load(run)]
+        expected = [(1, "a"), (2, "a"), (3, "b"), (4, "a")]
+        require(
+            stored == expected,
+            f"the journal after two handles took turns is {stored}, expected "
+            f"{expected} (J6, X9)",
+        )
+
+
 _CHECKS: Final = (
     (
         "files-torn-tail-repaired",
@@ -266,6 +296,12 @@ _CHECKS: Final = (
         "a delete cut by SIGKILL is whole or undone on the next open, never half",
         ("X13", "M6", "T5"),
         _delete_intent,
+    ),
+    (
+        "files-tail-sees-other-handle",
+        "a handle's cached seq tail yields to another handle's append (the file's stamp)",
+        ("J6", "X9"),
+        _tail_sees_other_handle,
     ),
 )
 

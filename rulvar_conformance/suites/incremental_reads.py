@@ -17,6 +17,13 @@ must always give exactly what ``load`` returns. Two ways that breaks:
   with the new journal whole, never skips its first entries, and the cursor
   it hands back continues the new incarnation.
 
+- ``load-since-in-flight-append``: an append stands between its write and
+  its COMMIT (a failpoint) while another handle's append to another run commits
+  (ids issued at INSERT, not at COMMIT: the other's is higher) and the observer
+  polls. The poll after the in-flight append committed must return it: a
+  cursor taken from anything past the run's last returned entry (the table's
+  highest id) skips it for good. Not run for a store without failpoints.
+
 A store without ``load_since`` does not run these checks.
 """
 
@@ -29,6 +36,7 @@ from functools import partial
 from typing import Any, Final
 
 from rulvar_conformance.harness.certification import Certification, SuiteSpec
+from rulvar_conformance.harness.failpause import Background, installed
 from rulvar_conformance.harness.kit import (
     ConformanceSuite,
     build_check,
@@ -37,6 +45,7 @@ from rulvar_conformance.harness.kit import (
     run_concurrently,
 )
 from rulvar_conformance.harness.site import Site, at_fresh_location
+from rulvar_conformance.harness.stopping import REACH_LIMIT_S, StopAt, reached_or_done
 from rulvar_conformance.harness.surfaces import entry
 from rulvar_store import JournalEntry, OpenedStore, has_incremental_read
 
@@ -48,6 +57,8 @@ APPENDS: Final = 60
 """Appends per writer in ``load-since-concurrent-appends``, at least."""
 MIN_POLLS: Final = 40
 """Polls that must overlap the appends (the writers go on until then)."""
+BESIDE_WAIT_S: Final = 1.0
+"""How long the other run's append gets to commit while the first is held."""
 MAX_APPENDS: Final = 2_000
 """Appends per writer at most (a bound if the poller stalls)."""
 POLL_PAUSE_S: Final = 0.001
@@ -184,6 +195,60 @@ def _starts_over(reader: Any, cursor: str, expected: list[str], size: str) -> No
     )
 
 
+def _in_flight_append(locations: Any) -> None:
+    with at_fresh_location(locations) as site:
+        reader = _reader(site)
+        writer, other = _others(site, 2)
+        run, beside = "in-flight-run", "in-flight-beside"
+        writer.journal.append(run, entry(1, "writer", 1))
+        tail = reader.load_since(run, None)
+        seen, cursor, restarts = _keys(tail.entries), tail.cursor, int(tail.restarted)
+        stop = StopAt({"before-commit"})
+        with installed(stop):
+
+            def in_flight() -> None:
+                stop.aim()
+                writer.journal.append(run, entry(2, "writer", 2))
+
+            held = Background(in_flight).start()
+            if not reached_or_done(stop, held):
+                held.wait(REACH_LIMIT_S)
+                not_run(
+                    "the store never calls rulvar_store.backend.hit (no before-commit failpoint to hold an append at)"
+                )
+            # Another run's append commits meanwhile where the store lets it (a
+            # store that serializes every write holds it until the release).
+            beside_append = Background(
+                partial(other.journal.append, beside, entry(1, "other", 1))
+            ).start()
+            beside_append.wait(BESIDE_WAIT_S)
+            tail = reader.load_since(run, cursor)
+            seen, cursor = seen + _keys(tail.entries), tail.cursor
+            restarts += int(tail.restarted)
+            stop.go.set()
+            require(held.wait(REACH_LIMIT_S), "the held append never ended")
+            require(
+                beside_append.wait(REACH_LIMIT_S), "the other run's append never ended"
+            )
+        require(held.outcome.ok, f"the held append failed: {held.outcome}")
+        tail = reader.load_since(run, cursor)
+        seen += _keys(tail.entries)
+        restarts += int(tail.restarted)
+        stored = _keys(reader.load(run))
+        require(
+            restarts == 0,
+            "load_since claimed a restart though nothing was deleted (a cursor from "
+            "another run's row, X10)",
+        )
+        require(
+            seen == stored,
+            f"polling load_since returned {seen} where load returns {stored}: an "
+            "append in flight while another run's higher id committed was skipped "
+            "(X10: the cursor is the run's last returned entry, not the table's "
+            "highest id)",
+        )
+
+
 def incremental_reads_conformance(certification: Certification) -> ConformanceSuite:
     """The X10 checks over fresh locations."""
     locations = certification.locations
@@ -203,6 +268,13 @@ def incremental_reads_conformance(certification: Certification) -> ConformanceSu
                 "new journal, never returns it as new, never skips",
                 ("X10", "M6"),
                 partial(_incarnations, locations),
+            ),
+            build_check(
+                "load-since-in-flight-append",
+                "an append in flight while another run's append commits is not "
+                "skipped by the next poll",
+                ("X10",),
+                partial(_in_flight_append, locations),
             ),
         ),
     )

@@ -49,6 +49,9 @@ __all__ = ["LG_TTL_MS", "langgraph_ownership_conformance"]
 LG_TTL_MS: Final = 60_000
 """Long in real time (renewals never fire in a check); expiry comes from the clock."""
 
+SAVER_TYPE: type[RulvarSaver] = RulvarSaver
+"""The saver class every check puts over its handles (a self-test swaps in a broken one)."""
+
 THREAD: Final = "lg-thread"
 SHORT: Final = 5
 LONG: Final = 400
@@ -121,7 +124,7 @@ class Workers:
 
     def _saver(self, site: Site, owner: str) -> RulvarSaver:
         opened = site.open(LG_TTL_MS, now=self.clock)
-        return RulvarSaver(opened.journal, opened.transcripts, owner=owner)
+        return SAVER_TYPE(opened.journal, opened.transcripts, owner=owner)
 
     def expire(self) -> None:
         """Every lease taken so far is past its ttl."""
@@ -501,7 +504,7 @@ def _lost_hold_stops_its_work(locations: LocationFactory) -> None:
 def _latest_read_is_flat(locations: LocationFactory) -> None:
     with at_fresh_location(locations, needs=("shared",)) as site:
         writer_store = site.open(LG_TTL_MS)
-        writer = RulvarSaver(
+        writer = SAVER_TYPE(
             writer_store.journal, writer_store.transcripts, owner="writer"
         )
         counts: dict[int, list[str]] = {}
@@ -516,7 +519,7 @@ def _latest_read_is_flat(locations: LocationFactory) -> None:
                     ]
             fresh = site.open(LG_TTL_MS)
             calls: list[str] = []
-            reader = RulvarSaver(
+            reader = SAVER_TYPE(
                 _CountingStore(fresh.journal, calls),
                 _CountingStore(fresh.transcripts, calls),
                 owner="reader",

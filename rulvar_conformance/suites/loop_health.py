@@ -85,8 +85,14 @@ AsyncOpener = Callable[[StoreLocation], Awaitable[AsyncOpenedStore]]
 """Opens one async handle on a location (the kit's: ``open_async_at``)."""
 
 
-async def _kit_opener(location: StoreLocation) -> AsyncOpenedStore:
-    return await open_async_at(location.opener, TTL_MS, None, False)
+def _kit_opener(leases: bool) -> AsyncOpener:
+    """The kit's opener; a store without leases is opened without a ttl."""
+
+    async def open_at(location: StoreLocation) -> AsyncOpenedStore:
+        ttl_ms = TTL_MS if leases else None  # file:// refuses the option
+        return await open_async_at(location.opener, ttl_ms, None, False)
+
+    return open_at
 
 
 class _Hold:
@@ -435,7 +441,7 @@ def loop_health_conformance(
     certification: Certification, open_async: AsyncOpener | None = None
 ) -> ConformanceSuite:
     """The loop-health checks over fresh locations (``open_async``: the kit's opener)."""
-    opener = open_async or _kit_opener
+    opener = open_async or _kit_opener("leases" in certification.capabilities)
     locations = certification.locations
     return ConformanceSuite(
         "loop-health",

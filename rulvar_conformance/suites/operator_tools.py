@@ -23,6 +23,8 @@ delete that matches by prefix): these checks run the tools themselves.
 - ``ops-stale-lease-changes-nothing``: ``delete_run`` and ``prune_run`` with a
   superseded lease raise ``LeaseHeldError`` and leave blobs and journal whole
   (R1, F3).
+- ``ops-listing-every-page``, ``ops-audit-takes-no-lease`` and
+  ``ops-sweep-deletes-under-its-lease``: see ``_ops_walks`` (R5-R7).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from rulvar_conformance.harness.kit import (
 from rulvar_conformance.harness.site import Site, at_fresh_location
 from rulvar_conformance.harness.surfaces import entry, expect_refused, leasable, meta
 from rulvar_conformance.suites._ops_repair import repair_sound_under_lease
+from rulvar_conformance.suites._ops_walks import WALK_CHECKS
 from rulvar_store import JournalEntry, Lease, OpenedStore
 from rulvar_store.backend import LocationFactory
 from rulvar_store.ops import audit_runs, delete_run, prune_run, sweep_runs
@@ -221,7 +224,7 @@ def operator_tools_conformance(certification: Certification) -> ConformanceSuite
         "operator-tools",
         tuple(
             build_check(check_id, title, clauses, partial(body, locations))
-            for check_id, title, clauses, body in _CHECKS
+            for check_id, title, clauses, body in (*_CHECKS, *WALK_CHECKS)
         ),
     )
 
@@ -231,5 +234,5 @@ SPEC: Final = SuiteSpec(
     operator_tools_conformance,
     "fenced_transcripts",
     True,
-    "audit, repair, sweeps, prune and delete_run over the store (A2-A4, R1-R4)",
+    "audit, repair, sweeps, prune and delete_run over the store (A2-A4, R1-R7)",
 )

@@ -91,3 +91,27 @@ def test_an_honest_run_is_untouched_by_its_budget(tmp_path: Path) -> None:
     results = run_suites([journal], budget=budget)
     assert [r.status for r in results] == ["passed"] * len(results), results
     assert budget.hung == 0
+
+
+@pytest.mark.clause("K10")
+def test_an_isolated_run_starts_no_check_past_its_limit(tmp_path: Path) -> None:
+    """K10 for --isolate: past the run's limit no child is started, each row says so."""
+    from rulvar_conformance.harness.isolation import run_isolated
+
+    certification = Certification(
+        sqlite_locations(SqliteStore, tmp_path), frozenset({"leases"})
+    )
+    (journal,) = certification_suites(certification, ["journal"])
+    budget = RunBudget(check_timeout_s=5.0, run_timeout_s=0.001)
+    time.sleep(0.01)
+    results = run_isolated(
+        f"sqlite:///{tmp_path / 'isolated.db'}",
+        [journal],
+        selection=["journal"],
+        async_path=False,
+        check_timeout_s=5.0,
+        budget=budget,
+    )
+    assert len(results) == len(journal.checks)
+    assert all(r.status == "failed" for r in results)
+    assert all("not started: the run's limit" in (r.error or "") for r in results)

@@ -1,4 +1,4 @@
-"""Broken SQLite stores whose bug is in the durability of blob-only batches or of close().
+"""Broken SQLite stores: durability of blob-only batches or of close(), and the file's identity.
 
 Each is the real ``SqliteStore`` with one plausible bug; open them through
 ``_broken_sqlite.sqlite_locations``. Journal appends alone, and a store never
@@ -17,7 +17,11 @@ from rulvar_store_sqlite._group_commit import GroupCommitter, _wake_decided
 from rulvar_store_sqlite._transaction import Operation
 from tests.conformance.selftests._broken_batching import _AcksBeforeCommitDoor
 
-__all__ = ["BlobBatchAcksBeforeCommit", "CloseAnswersQueuedDone"]
+__all__ = [
+    "BlobBatchAcksBeforeCommit",
+    "CloseAnswersQueuedDone",
+    "FileIdentityCheckedOnce",
+]
 
 
 class _BlobAcksBeforeCommitDoor(_AcksBeforeCommitDoor):
@@ -57,3 +61,28 @@ class CloseAnswersQueuedDone(SqliteStore):
     """close() drops the writes queued behind the running batch and reports them done."""
 
     _door_type = _AnswersQueuedDoneDoor
+
+
+class _CheckedOnce:
+    """The door's file identity, checked at the first write only ("it cannot change")."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self._checked = False
+
+    def check(self, operation: str) -> None:
+        if not self._checked:
+            self._inner.check(operation)
+            self._checked = True
+
+
+class _IdentityOnceDoor(GroupCommitter):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.file = _CheckedOnce(self.file)  # type: ignore[assignment]
+
+
+class FileIdentityCheckedOnce(SqliteStore):
+    """Checks that the path still names its database file at the first write only."""
+
+    _door_type = _IdentityOnceDoor

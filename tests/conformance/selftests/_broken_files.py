@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import count
 from pathlib import Path
 from typing import Any
@@ -137,3 +137,35 @@ def file_locations(directory: Path, **classes: Any) -> LocationFactory:
         )
 
     return fresh
+
+
+class _AnyStamp:
+    """A stamp equal to every other: the file's stamp is never really compared."""
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    def __ne__(self, other: object) -> bool:
+        return False
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class _TrustedTails(dict[str, Any]):
+    """Cached tails whose stamps match any file: "our own tail is always right"."""
+
+    def get(self, key: str, default: Any = None) -> Any:
+        tail = super().get(key, default)
+        return None if tail is None else replace(tail, stamp=_AnyStamp())
+
+
+class TrustsCachedTail(JsonlFileStore):  # type: ignore[misc]  # final; the bug is the point
+    """Checks an append's seq against its cached tail without the file's stamp.
+
+    Alone, every append is guarded; once another handle appended to a run this
+    handle read, a seq that handle stored goes through again: a duplicate.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._tails = _TrustedTails()

@@ -18,6 +18,7 @@ from tests.conformance.selftests._broken_files import (
     InPlaceBlobs,
     InPlaceMeta,
     NoTornTailRepair,
+    TrustsCachedTail,
     file_locations,
 )
 from tests.conformance.selftests._support import race_failure_of
@@ -32,6 +33,11 @@ CASES: Final[list[tuple[str, dict[str, Any], str]]] = [
     ("files-replace-by-rename", {"journal": InPlaceMeta}, "of the meta"),
     ("files-replace-by-rename", {"blobs": InPlaceBlobs}, "of the blob"),
     ("files-delete-intent", {"journal": DeleteWithoutIntent}, "half visible"),
+    (
+        "files-tail-sees-other-handle",
+        {"journal": TrustsCachedTail},
+        "trusted its cached tail without the file's stamp",
+    ),
 ]
 SELF_TESTED: frozenset[str] = frozenset(check for check, _, _ in CASES)
 FILE_CAPABILITIES: Final = frozenset({"meta_lookup", "single_writer_files"})

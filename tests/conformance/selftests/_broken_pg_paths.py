@@ -1,0 +1,113 @@
+"""Broken PostgreSQL stores of the fast paths' class: a cursor, a clock.
+
+- ``TableTopCursor``: ``load_since`` hands back the table's highest id as the
+  cursor ("nothing of this run is above it anyway"), so an append of the run
+  still in flight below it (ids are issued at INSERT, not at COMMIT) is skipped.
+- ``ClientClockLeases``: lease times (acquire, renew, the fence's "now") from
+  the client host's clock instead of the server's.
+- ``return_idle_past_waiters``: the pool's fast hand-back puts a connection
+  among the idle ones while callers wait for one (patched into ``StorePool``).
+"""
+
+from __future__ import annotations
+
+import time
+from time import monotonic
+from typing import Any, final
+
+from psycopg.pq import TransactionStatus
+
+from rulvar_store import JournalTail
+from rulvar_store.backend import load_records
+from rulvar_store_postgres import PostgresStore
+from rulvar_store_postgres._plans import Step
+
+__all__ = [
+    "ClientClockLeases",
+    "TableTopCursor",
+    "async_return_idle_past_waiters",
+    "return_idle_past_waiters",
+]
+
+_IDLE = TransactionStatus.IDLE
+
+
+@final
+class TableTopCursor(PostgresStore):  # type: ignore[misc]  # final; the bug is the point
+    def load_since(self, run_id: str, cursor: str | None = None) -> JournalTail:
+        after = 0 if cursor is None else int(cursor.split(":", 1)[1])
+        table = f'"{self.schema}".rulvar_entries'
+        rows: list[Any] = self._run(
+            Step(
+                "load_since",
+                "rows",
+                f"SELECT id, payload FROM {table} WHERE run_id = %s AND id > %s "
+                "ORDER BY id",
+                (run_id, after),
+                lambda found: found,
+            )
+        )
+        top: list[Any] = self._run(
+            Step(
+                "load_since",
+                "rows",
+                f"SELECT coalesce(max(id), 0) FROM {table}",
+                (),
+                lambda found: found,
+            )
+        )
+        last = max([after, int(top[0][0]), *(int(row[0]) for row in rows)])
+        return JournalTail(
+            load_records([row[1] for row in rows]), f"postgresql:{last}", False
+        )
+
+
+def _client_now() -> int:
+    return int(time.time() * 1000)
+
+
+@final
+class ClientClockLeases(PostgresStore):  # type: ignore[misc]  # final; the bug is the point
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if kwargs.get("now") is None:
+            # The bug: "the client knows the time" - every lease time from here.
+            self._plans._now = _client_now
+
+
+def return_idle_past_waiters(pool: Any, conn: Any) -> None:
+    """``StorePool.return_idle`` with the bug: back among the idle ones, waiters or not.
+
+    ("The fast path is for the common case; the waiters will find it.") A
+    caller queued in ``getconn`` is only woken by ``putconn``: it times out
+    beside the idle connection.
+    """
+    if idle_and_fresh_but_waiters(pool, conn):
+        conn._pool = None
+        with pool._lock:
+            if not pool._closed:
+                pool._pool.append(conn)
+                return
+        conn._pool = pool
+    pool.putconn(conn)
+
+
+def idle_and_fresh_but_waiters(pool: Any, conn: Any) -> bool:
+    """``idle_and_fresh`` without its "nobody waiting" condition."""
+    try:
+        return bool(
+            conn.pgconn.transaction_status == _IDLE
+            and not pool._closed
+            and conn._expire_at > monotonic()
+        )
+    except AttributeError:
+        return False
+
+
+async def async_return_idle_past_waiters(pool: Any, conn: Any) -> None:
+    """``AsyncStorePool.return_idle`` with the same bug: waiting tasks are passed by."""
+    if idle_and_fresh_but_waiters(pool, conn) and not pool._lock.locked():
+        conn._pool = None
+        pool._pool.append(conn)
+        return
+    await pool.putconn(conn)
