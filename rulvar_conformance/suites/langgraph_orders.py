@@ -659,7 +659,9 @@ def _string_versions(locations: LocationFactory, savers: Savers) -> None:
         )
 
 
-CHECKS: Final = (
+OrderBody = Callable[[LocationFactory, Savers], None]
+
+CHECKS: Final[tuple[tuple[str, str, tuple[str, ...], OrderBody], ...]] = (
     (
         "lg-orders-issue-order",
         "pending writes that land before their checkpoint's parent are kept",
@@ -709,6 +711,18 @@ CHECKS: Final = (
         _string_versions,
     ),
 )
+
+
+def _with_default_savers(body: OrderBody) -> Callable[[LocationFactory], None]:
+    """A check body over the honest savers, as the ``langgraph`` suite runs its rows."""
+    return lambda locations: body(locations, Savers())
+
+
+KIT_CHECKS: Final = tuple(
+    (check_id, title, clauses, _with_default_savers(body))
+    for check_id, title, clauses, body in CHECKS
+)
+"""The rows as ``rulvar check --suite langgraph`` takes them (``suites.langgraph``)."""
 
 
 def langgraph_orders_conformance(

@@ -461,7 +461,7 @@ def _lost_hold_stops_its_work(locations: LocationFactory) -> None:
     with at_fresh_location(locations, needs=("shared",)) as site:
         opened, other = site.open(LOSS_TTL_MS), site.open(LOSS_TTL_MS)
         calls: list[str] = []
-        saver = RulvarSaver(
+        saver = SAVER_TYPE(
             _CountingStore(opened.journal, calls),
             _CountingStore(opened.transcripts, calls),
             owner="worker-a",

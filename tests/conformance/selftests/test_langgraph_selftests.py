@@ -19,6 +19,7 @@ from rulvar_conformance.suites._langgraph_surfaces import SURFACE_CHECKS, SaverT
 from rulvar_conformance.suites.langgraph import langgraph_conformance
 from rulvar_langgraph import RulvarSaver
 from rulvar_store_sqlite import SqliteStore
+from tests.conformance.selftests._broken_sqlite import sqlite_locations
 from tests.conformance.selftests._broken_surface_savers import (
     AsyncListIgnoresBefore,
     CurrentLayoutDelete,
@@ -35,7 +36,6 @@ from tests.conformance.selftests._broken_surface_savers import (
     SubgraphOutsideLease,
     UnfencedDeleteThread,
 )
-from tests.conformance.selftests._broken_sqlite import sqlite_locations
 from tests.conformance.selftests._support import FULL
 
 SELF_TESTED: frozenset[str] = frozenset(

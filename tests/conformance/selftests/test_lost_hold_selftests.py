@@ -3,7 +3,7 @@ silently fail it, the real saver passes it.
 
 White-box: the broken savers reuse RulvarSaver's private hold bookkeeping
 (``_hold_begun``, ``_held``, ``_holding``) and differ in the seeded defect only;
-the suite module's ``RulvarSaver`` is swapped for them for the one check.
+the suite module's ``SAVER_TYPE`` is swapped for them for the one check.
 """
 
 from __future__ import annotations
@@ -20,9 +20,11 @@ from rulvar_conformance.suites import langgraph_ownership
 from rulvar_langgraph import RulvarSaver
 from rulvar_langgraph._layout import run_for_thread
 from rulvar_store import Lease, LeaseKeeper
-from rulvar_store.backend import LocationFactory
+from rulvar_store.backend import LocationFactory, parse_store_url, resolve_backend
 
 CHECK = "lg-lost-hold-stops-its-work"
+SELF_TESTED: frozenset[str] = frozenset({"lg-lost-hold-stops-its-work"})
+"""The check these broken savers fail (a literal, for the meta-test)."""
 
 
 class BlindHoldSaver(RulvarSaver):
@@ -55,22 +57,30 @@ def _run(locations: LocationFactory) -> None:
     ).check(CHECK).run()
 
 
+@pytest.fixture
+def locations() -> Iterator[LocationFactory]:
+    """Fresh memory locations, as ``rulvar check memory://`` certifies."""
+    parsed = parse_store_url("memory://")
+    backend = resolve_backend(parsed)
+    assert backend.certify is not None
+    with backend.certify(parsed) as factory:
+        yield factory
+
+
 @pytest.mark.clause("C4")
-@pytest.mark.parametrize("locations", ["memory"], indirect=True)
 @pytest.mark.parametrize("broken", [BlindHoldSaver, UncheckedWritesSaver])
 def test_a_saver_that_loses_a_thread_silently_fails_the_check(
     broken: type[RulvarSaver],
     locations: LocationFactory,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(langgraph_ownership, "RulvarSaver", broken)
+    monkeypatch.setattr(langgraph_ownership, "SAVER_TYPE", broken)
     with pytest.raises(ConformanceFailure) as failed:
         _run(locations)
     assert failed.value.check_id == CHECK
 
 
 @pytest.mark.clause("C4")
-@pytest.mark.parametrize("locations", ["memory"], indirect=True)
 def test_the_real_saver_passes_the_check(locations: LocationFactory) -> None:
     """Control: the check can tell the savers apart."""
     _run(locations)
