@@ -13,18 +13,17 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from rulvar_store import OpenedStore
-from rulvar_store._refs import is_safe_token
-from rulvar_store._threads import (
+from rulvar_store.backend import has_last_ref, is_safe_token
+from rulvar_store.errors import InvalidArgumentError
+from rulvar_store.ops import (
     ThreadView,
+    has_lease_peek,
     is_thread_meta,
     root_checkpoint_prefix,
     run_for_thread,
     split_checkpoint_ref,
     thread_view,
 )
-from rulvar_store.backend import has_last_ref
-from rulvar_store.errors import InvalidArgumentError
-from rulvar_store.ops import has_lease_peek
 
 __all__ = [
     "RUN_STATUS_OF",

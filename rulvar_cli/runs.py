@@ -44,9 +44,8 @@ from rulvar_cli._show import describe_run, print_run
 from rulvar_cli._threads import resolve, shown_id
 from rulvar_cli.runs_move import register as register_moves
 from rulvar_store import OpenedStore, RunFilter
-from rulvar_store._threads import is_thread_meta
 from rulvar_store.errors import StoreBusyError, StoreUnavailableError
-from rulvar_store.ops import RunStateAudit
+from rulvar_store.ops import RunStateAudit, is_thread_meta
 
 __all__ = ["runs_command"]
 

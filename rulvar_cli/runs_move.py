@@ -96,7 +96,7 @@ def _run_ids(
     run_filter: RunFilter | None,
 ) -> Iterator[str]:
     if threads:
-        from rulvar_langgraph._layout import run_for_thread
+        from rulvar_store.ops import run_for_thread
 
         yield from (run_for_thread(thread) for thread in threads)
     yield from runs

@@ -36,13 +36,13 @@ from typing import Any, Final, Literal
 import ormsgpack
 
 from rulvar_store import InvalidArgumentError
-from rulvar_store._threads import (
+from rulvar_store.backend import is_safe_token
+from rulvar_store.ops import (
     THREAD_NAME,
     THREAD_TAG,
     run_for_thread,
     thread_for_run,
 )
-from rulvar_store.backend import is_safe_token
 
 __all__ = [
     "META_NAME",

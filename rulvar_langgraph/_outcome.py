@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from rulvar_store._threads import OUTCOMES
+from rulvar_store.ops import THREAD_OUTCOMES as OUTCOMES
 
 __all__ = ["HoldNotes"]
 

@@ -89,6 +89,21 @@ from rulvar_store._retention import (
 )
 from rulvar_store._store_stats import COUNTER_NAMES, stats_since
 from rulvar_store._telemetry import RunIdPolicy, configure_telemetry, process_stats
+from rulvar_store._threads import OUTCOMES as THREAD_OUTCOMES
+from rulvar_store._threads import (
+    THREAD_NAME,
+    THREAD_STATUSES,
+    THREAD_TAG,
+    ThreadView,
+    checkpoint_time,
+    is_thread_meta,
+    iso_ms,
+    root_checkpoint_prefix,
+    run_for_thread,
+    split_checkpoint_ref,
+    thread_for_run,
+    thread_view,
+)
 
 __all__ = [
     "ARCHIVE_FORMAT",
@@ -100,6 +115,10 @@ __all__ = [
     "RUN_STATUSES",
     "SWEEP_OWNER_PREFIX",
     "TERMINAL_RUN_STATUSES",
+    "THREAD_NAME",
+    "THREAD_OUTCOMES",
+    "THREAD_STATUSES",
+    "THREAD_TAG",
     "Classification",
     "CopyOutcome",
     "LeasePeek",
@@ -120,12 +139,14 @@ __all__ = [
     "SettleRef",
     "StorePair",
     "SweepOutcome",
+    "ThreadView",
     "Verdict",
     "audit_entries",
     "audit_run",
     "audit_runs",
     "check_movable",
     "checked_meta",
+    "checkpoint_time",
     "classify",
     "configure_telemetry",
     "copy_run",
@@ -145,6 +166,8 @@ __all__ = [
     "has_run_rows_writer",
     "import_archive",
     "is_leasable",
+    "is_thread_meta",
+    "iso_ms",
     "iter_listed_runs",
     "iter_orphans",
     "iter_run_audits",
@@ -156,11 +179,16 @@ __all__ = [
     "prune_candidates",
     "prune_run",
     "reconcile_run_meta",
+    "root_checkpoint_prefix",
     "run_digest",
+    "run_for_thread",
     "scan_archive",
+    "split_checkpoint_ref",
     "stats_since",
     "sweep_owner",
     "sweep_runs",
+    "thread_for_run",
+    "thread_view",
     "verify_run",
     "with_brief_lease",
 ]

@@ -44,6 +44,7 @@ from rulvar_conformance.faults.failover_judge import (
 )
 from rulvar_conformance.faults.failover_writer import ENV, WriterConfig
 from rulvar_conformance.faults.patroni_cluster import NODES, PatroniCluster
+from rulvar_conformance.harness.processes import start_module
 from rulvar_conformance.soak.events import Event, FileSink, monotonic_ns, read_events
 from rulvar_store import ConfigError, StoreUnavailableError, open_store
 
@@ -300,20 +301,12 @@ def _spawn(
         seed=seed,
     )
     out = (folder / "logs" / f"w{index}.out").open("wb")
-    process = subprocess.Popen(
-        [
-            *cluster.fabric.prefix(NODES + index),
-            sys.executable,
-            "-m",
-            "rulvar_conformance.faults.failover_writer",
-        ],
-        env={
-            **os.environ,
-            ENV: config.to_env(),
-            "PYTHONPATH": os.pathsep.join(sys.path),
-        },
+    process = start_module(
+        "rulvar_conformance.faults.failover_writer",
+        env={ENV: config.to_env(), "PYTHONPATH": os.pathsep.join(sys.path)},
         stdout=out,
         stderr=subprocess.STDOUT,
+        host=cluster.fabric.prefix(NODES + index),
     )
     out.close()
     return process

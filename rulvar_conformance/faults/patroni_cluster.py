@@ -43,7 +43,7 @@ from rulvar_conformance.faults.pg_cluster import (
     _children_of,
     _wait_gone,
 )
-from rulvar_conformance.harness.processes import run_tool
+from rulvar_conformance.harness.processes import run_tool, start_program
 from rulvar_store import ConfigError
 
 __all__ = [
@@ -223,7 +223,7 @@ class PatroniCluster:
             **os.environ,
             "ETCD_UNSUPPORTED_ARCH": os.environ.get("ETCD_UNSUPPORTED_ARCH", ""),
         }
-        self.etcd = subprocess.Popen(
+        self.etcd = start_program(
             [
                 "etcd",
                 "--name",
@@ -324,7 +324,7 @@ class PatroniCluster:
         node = self.node(name)
         index = self.nodes.index(node)
         log = (node.root / "patroni.out").open("ab")
-        node.process = subprocess.Popen(
+        node.process = start_program(
             [
                 *self.fabric.prefix(index),
                 "setpriv",
@@ -338,7 +338,7 @@ class PatroniCluster:
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=str(node.root),
-            start_new_session=True,
+            new_session=True,
         )
         log.close()
         node.frozen = False

@@ -83,6 +83,31 @@ def start_module(
     )
 
 
+def start_program(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    stdout: Stream = DEVNULL,
+    stderr: Stream = PIPE,
+    cwd: str | None = None,
+    new_session: bool = False,
+) -> subprocess.Popen[bytes]:
+    """Start a program that is no Python module of ours (a cluster's etcd, Patroni).
+
+    ``env`` replaces this process's environment when given; ``new_session`` puts
+    the child in a session of its own (signals to this process's group miss it).
+    """
+    return subprocess.Popen(
+        list(argv),
+        env=None if env is None else dict(env),
+        stdin=DEVNULL,
+        stdout=stdout,
+        stderr=stderr,
+        cwd=cwd,
+        start_new_session=new_session,
+    )
+
+
 def run_tool(argv: Sequence[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
     """Run ``argv`` to its end (text output captured, no check of the exit code).
 

@@ -12,6 +12,8 @@ local clock by design (SQLite, the file and memory stores: D8) does not run it.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
 from functools import partial
 from typing import Any, Final
@@ -38,8 +40,11 @@ SKEW_S: Final = -3600.0
 CHILD_LIMIT_S: Final = 60.0
 
 
-def _skewed_holder(location: StoreLocation, skew_s: float, send: Any) -> None:
-    """In the child: acquire and renew the run on a host whose clock is ``skew_s`` off."""
+def _skewed_holder(
+    location: StoreLocation, skew_s: float, tried: str, send: Any
+) -> None:
+    """In the child: acquire and renew the run on a host whose clock is ``skew_s`` off,
+    then live on until the parent has tried the run (the file ``tried`` exists)."""
     real_time, real_ns = time.time, time.time_ns
     time.time = lambda: real_time() + skew_s
     time.time_ns = lambda: real_ns() + int(skew_s * 1e9)
@@ -49,9 +54,15 @@ def _skewed_holder(location: StoreLocation, skew_s: float, send: Any) -> None:
         lease = journal.acquire(RUN, "late-host")
         journal.renew(lease)
         send.send(("held", lease.epoch))
-        opened.close()  # the lease is left live: no release
     except Exception as exc:
         send.send(("error", f"{type(exc).__name__}: {exc}"))
+        return
+    # The holder stays alive (the lease is left live, never released) until the
+    # parent has tried the run: a dead holder's lease may be taken over at once
+    # (L11), which is not what this check is about.
+    deadline = time.monotonic() + CHILD_LIMIT_S
+    while not os.path.exists(tried) and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 def _server_clock(locations: LocationFactory) -> None:
@@ -64,20 +75,33 @@ def _server_clock(locations: LocationFactory) -> None:
                 "only a store declaring lease_clock = 'server' promises P5"
             )
         heard: list[Any] = []
+        outcome: list[Any] = []
+
+        tried = os.path.join(tempfile.mkdtemp(prefix="rulvar-clock-"), "tried")
 
         def on_message(message: Any) -> bool:
             heard.append(message)
+            if message[0] == "held":  # tried while the holder still lives
+                outcome.append(attempt(partial(journal.acquire, RUN, "correct-host")))
+            with open(tried, "w"):  # the holder may end now
+                pass
             return False
 
-        stream_spawned(
-            _skewed_holder, (site.location, SKEW_S), CHILD_LIMIT_S, on_message
-        )
+        try:
+            stream_spawned(
+                _skewed_holder,
+                (site.location, SKEW_S, tried),
+                CHILD_LIMIT_S,
+                on_message,
+            )
+        finally:
+            shutil.rmtree(os.path.dirname(tried), ignore_errors=True)
         require(
-            bool(heard) and heard[0][0] == "held",
+            bool(heard) and heard[0][0] == "held" and bool(outcome),
             f"the child on a late clock did not take the lease: {heard} (pid {os.getpid()})",
         )
         expect_refused(
-            attempt(partial(journal.acquire, RUN, "correct-host")),
+            outcome[0],
             "an acquire on a correct clock while a host an hour late holds a live "
             "lease it just renewed (P5: lease times come from the server's clock, "
             "not the client's)",

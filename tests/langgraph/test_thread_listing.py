@@ -24,8 +24,8 @@ from langgraph.types import Command, interrupt
 from rulvar_conformance import ManualClock
 from rulvar_langgraph import RulvarSaver
 from rulvar_store import open_store
-from rulvar_store._threads import checkpoint_time, iso_ms, run_for_thread
 from rulvar_store.backend import UrlOpener
+from rulvar_store.ops import checkpoint_time, iso_ms, run_for_thread
 from tests.langgraph._backends import SHARED
 from tests.operator._places import CliResult, invoke
 

@@ -4,6 +4,8 @@ Each slip replaces one step of the real tools in ``rulvar_store`` for one test
 (``_broken_ops``): a pager that stops after its first full page, an audit that
 takes a brief lease, a sweep that deletes without the lease it took. The
 honest tools pass the same checks over the same SQLite locations.
+
+White-box: rulvar_store._audit (where the broken steps are patched in)
 """
 
 from __future__ import annotations
