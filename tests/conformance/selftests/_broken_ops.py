@@ -4,7 +4,7 @@ The tools live in ``rulvar_store`` and run over any store, so their slips are
 seeded where they are: each function here replaces one step of the real tools
 (the self-test patches it in for the one test) with a plausible bug.
 
-White-box: rulvar_store._audit, rulvar_store._observe (the steps patched)
+White-box: rulvar_store._audit, rulvar_store._observe, rulvar_store._retention (the steps patched)
 """
 
 from __future__ import annotations
