@@ -5,7 +5,7 @@ Each slip replaces one step of the real tools in ``rulvar_store`` for one test
 takes a brief lease, a sweep that deletes without the lease it took. The
 honest tools pass the same checks over the same SQLite locations.
 
-White-box: rulvar_store._audit, rulvar_store._observe (where the broken steps are patched in)
+White-box: rulvar_store._audit, rulvar_store._observe, rulvar_store._retention (where the broken steps are patched in)
 """
 
 from __future__ import annotations
