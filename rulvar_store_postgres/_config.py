@@ -135,6 +135,28 @@ def _check_conninfo(conninfo: str, secrets: tuple[str, ...]) -> dict[str, Any]:
     raise ConfigError(f"invalid PostgreSQL connection string: {text}")
 
 
+def _check_ports(ports: str, where: str) -> None:
+    """Refuse a port libpq would refuse only when connecting: a configuration
+    mistake, said as one, never a retryable "unreachable" after a connect try.
+
+    Raises:
+        ConfigError: a port of the (comma-separated) list is no integer or is
+            outside 1-65535.
+    """
+    for port in ports.split(","):
+        port = port.strip()
+        if not port:
+            continue  # libpq's default port for that host
+        if not port.isdigit():
+            raise ConfigError(
+                f"malformed PostgreSQL URL {where!r}: its port is not an integer"
+            )
+        if not 0 < int(port) <= 65535:
+            raise ConfigError(
+                f"malformed PostgreSQL URL {where!r}: its port is out of range (1-65535)"
+            )
+
+
 def _with_parameter(conninfo: str, key: str, value: str) -> str:
     """``conninfo`` with one more libpq parameter, in its own form (URL or key=value)."""
     if "://" not in conninfo:
@@ -179,6 +201,7 @@ def resolve_settings(
         options["pool_max_size"] = options.pop("max_size")
 
     given = _check_conninfo(conninfo, secrets)
+    _check_ports(str(given.get("port") or ""), where)
 
     schema = options.get("schema", "public")
     if (
