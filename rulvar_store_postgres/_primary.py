@@ -173,13 +173,11 @@ class ServerState:
             else "standbys not visible to this role (pg_read_all_stats)"
         )
         if self.mode == "async":
-            risk = (
-                "no standby streams from it now: a standby added later, or a "
-                "managed service's own replica, could be promoted without its "
-                "latest acknowledged commits"
-                if not self.hidden and self.standbys == 0
-                else "a failover can lose acknowledged commits, epochs included"
-            )
+            risk = "a failover can lose acknowledged commits, epochs included"
+            if not self.hidden and self.standbys == 0:
+                # A lone server: nothing to fail over to until a standby is added
+                # (or a managed service promotes a replica of its own).
+                risk += " (no standby streams from it now)"
             return (
                 f"async (synchronous_commit={self.synchronous_commit}, "
                 f"synchronous_standby_names={self.standby_names!r}, {seen}): {risk}"
