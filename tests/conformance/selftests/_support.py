@@ -152,11 +152,21 @@ def memory_store_self_tests(
 
     @pytest.mark.clause("C4")
     def test_the_honest_memory_store_passes() -> None:
-        """Control: the real MemoryStore passes every check of the suite."""
+        """Control: the real MemoryStore passes every check of the suite it can run,
+        every check its broken stores fail included. A check that needs what the
+        memory store has not (a before-commit failpoint) is not run here; its
+        control runs on a store that has it."""
         (built,) = certification_suites(
             Certification(memory_locations(MemoryStore), FULL), [suite]
         )
-        built.run()
+        ran = set()
+        for check in built.checks:
+            try:
+                check.run()
+            except CheckNotRun:
+                continue
+            ran.add(check.id)
+        assert {check for check, _, _ in cases} <= ran
 
     return test_broken_store_fails_the_named_check, test_the_honest_memory_store_passes
 
