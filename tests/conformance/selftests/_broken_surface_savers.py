@@ -84,6 +84,9 @@ class _UnleasedMeta:
         self._inner = inner
 
     def __getattr__(self, name: str) -> Any:
+        if name in ("put_with_meta", "put_meta_and_release"):
+            # Not the fused writes (SQLite's): the meta goes through put_meta.
+            raise AttributeError(name)
         return getattr(self._inner, name)
 
     def put_meta(self, meta: Any, lease: Lease | None = None) -> None:
