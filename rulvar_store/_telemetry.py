@@ -29,6 +29,7 @@ import inspect
 import threading
 import weakref
 from collections.abc import Callable, Mapping
+from contextlib import suppress
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeVar
@@ -383,7 +384,11 @@ def _async_wrapper(
                 span.end(None, exc)
             raise
         finally:
-            marker.reset(token)
+            # A coroutine closed outside its task (a task destroyed pending when
+            # its loop closed) ends in another context, where the token is not
+            # valid; the task's own context is gone with it.
+            with suppress(ValueError):
+                marker.reset(token)
         tel.counted(kind, args, kwargs, None)
         if span is not None:
             span.end(result, None)

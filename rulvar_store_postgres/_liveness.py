@@ -68,6 +68,8 @@ def liveness_key(conninfo: str, connect_timeout_s: int) -> int | None:
         found = _sessions.get(slot)
         if found is not None and not found[0].closed and not found[0].broken:
             return found[1]
+        if found is not None:
+            found[0].close()  # broken or closed: let it go before its successor
         failed_at = _failed.get(slot)
         if failed_at is not None and time.monotonic() - failed_at < RETRY_S:
             return None

@@ -27,6 +27,7 @@ import asyncio
 import threading
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import suppress
 from dataclasses import replace
 from functools import partial
 from typing import Any, Final
@@ -340,10 +341,24 @@ class _LoopThread:
         return asyncio.run_coroutine_threadsafe(coro, self.loop)  # type: ignore[arg-type]
 
     def stop(self) -> None:
+        # Tasks a failed or cut-short check left pending are cancelled and run to
+        # their end first: destroyed pending, they would warn in a later test.
+        with suppress(Exception):
+            asyncio.run_coroutine_threadsafe(_cancel_the_rest(), self.loop).result(
+                CALL_BOUND_S
+            )
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(CALL_BOUND_S)
         if not self.thread.is_alive():
             self.loop.close()
+
+
+async def _cancel_the_rest() -> None:
+    """Cancel every other task of the running loop and wait for them to end."""
+    rest = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+    for task in rest:
+        task.cancel()
+    await asyncio.gather(*rest, return_exceptions=True)
 
 
 async def _writes_on_this_loop(journal: Any, tag: str) -> list[Any]:
