@@ -84,6 +84,12 @@ class FaultProxy:
                 continue
             with self._lock:
                 self._sockets.extend((client, server))
+            if self._closed.is_set():
+                # close() ran while this connection was being made: its list
+                # copy missed these two, so they are closed here.
+                client.close()
+                server.close()
+                return
             for source, sink in ((client, server), (server, client)):
                 pump = threading.Thread(
                     target=self._pump, args=(source, sink), daemon=True
