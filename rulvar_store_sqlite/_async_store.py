@@ -127,8 +127,8 @@ class AsyncSqliteStore(AsyncClosing, Observed):
     async_api: Final = True
     fenced_writes: Literal[True] = True
     shares_across_loops: Final = True
-    """Coroutines of several event loops may call one handle: a batch wakes each
-    on its own loop (Y8)."""
+    """One handle may serve the coroutines of several event loops; a batch wakes
+    each caller on its own loop (Y8)."""
 
     def __init__(self, path: str, **options: Any) -> None:
         self.sync_store: Final = SqliteStore(path, **options)
