@@ -104,9 +104,13 @@ def _live_row(
     seen through its sync bridge) is judged from the child's lease event, for
     the operations that leave the lease row as the child took it.
     """
-    if has_lease_peek(store):
-        row = store.peek_lease(RUN)
-        return row is not None and row.live
+    # An asyncio store seen through the kit's sync facade: its own sync store
+    # (SQLite's, an adapter's) can still peek; the loop is idle by now.
+    inner = getattr(getattr(store, "async_store", None), "sync_store", None)
+    for peeker in (store, inner):
+        if peeker is not None and has_lease_peek(peeker):
+            row = peeker.peek_lease(RUN)
+            return row is not None and row.live
     if op in ("acquire", "renew", "release", "delete"):
         return False
     taken = [int(e["at_ms"]) for e in events if e.get("t") == "lease"]
