@@ -200,8 +200,11 @@ BEGIN
     -- held the liveness lock its lease recorded for as long as it ran; a lock
     -- nobody holds means the server ended that session. No record (the
     -- reference's lease, another epoch) or a held lock: the holder lives.
+    -- Only a record this very server made (not one a failover's promotion
+    -- inherited from a former primary, where the holder's session was).
     SELECT liveness INTO holder_key FROM {q}.rulvar_py_lease_holders
-    WHERE run_id = p_run AND epoch = live.epoch;
+    WHERE run_id = p_run AND epoch = live.epoch
+      AND server_started = pg_postmaster_start_time();
     IF holder_key IS NULL OR NOT pg_try_advisory_xact_lock(holder_key) THEN
       RETURN -live.epoch;  -- held: the live holder's epoch, negated
     END IF;
@@ -226,12 +229,21 @@ BEGIN
         USING ERRCODE = '40001';
     END IF;
   END IF;
-  IF p_liveness IS NULL THEN
+  -- A key is recorded only while its session holds it on THIS server: a
+  -- holder whose liveness session sits on another one (a former primary after
+  -- a failover) records none and counts as alive (unknown is never dead).
+  IF p_liveness IS NULL OR NOT EXISTS (
+    SELECT 1 FROM pg_locks
+    WHERE locktype = 'advisory' AND granted AND objsubid = 1
+      AND ((classid::bigint << 32) | objid::bigint) = p_liveness
+  ) THEN
     DELETE FROM {q}.rulvar_py_lease_holders WHERE run_id = p_run;
   ELSE
-    INSERT INTO {q}.rulvar_py_lease_holders AS h (run_id, epoch, liveness)
-    VALUES (p_run, next_epoch, p_liveness)
-    ON CONFLICT (run_id) DO UPDATE SET epoch = EXCLUDED.epoch, liveness = EXCLUDED.liveness;
+    INSERT INTO {q}.rulvar_py_lease_holders AS h
+      (run_id, epoch, liveness, server_started)
+    VALUES (p_run, next_epoch, p_liveness, pg_postmaster_start_time())
+    ON CONFLICT (run_id) DO UPDATE SET epoch = EXCLUDED.epoch,
+      liveness = EXCLUDED.liveness, server_started = EXCLUDED.server_started;
   END IF;
   RETURN next_epoch;
 END""",
@@ -329,7 +341,8 @@ class Sql:
             # Our own (rulvar_py_*, which the reference ignores): the liveness
             # key of the process that took each lease, for L11.
             "rulvar_py_lease_holders": "run_id TEXT PRIMARY KEY, "
-            "epoch BIGINT NOT NULL, liveness BIGINT NOT NULL",
+            "epoch BIGINT NOT NULL, liveness BIGINT NOT NULL, "
+            "server_started TIMESTAMPTZ NOT NULL",
         }
         tables = "\n".join(
             f"  CREATE TABLE IF NOT EXISTS {q}.{name} (\n  {columns});"
