@@ -58,7 +58,7 @@ CLAUSES: Final[dict[str, str]] = {
     "L10": "A holder whose renew fails stops paid work promptly.",
     "L11": "acquire takes a live lease over at once when its holder's process is provably dead (one host: pid, start time, boot id, pid namespace; PostgreSQL: the holder's liveness session is gone); a paused or unjudgeable holder is alive, and the fence still refuses a holder judged wrongly.",
     "L12": "A refused acquire's LeaseHeldError names the holder, its epoch and retry_after_ms, when the holder's lease expires unless renewed.",
-    "L13": "A hold or lease keeper whose lease is lost (a renewal refused, or none before expiry) tells its work within ttl/3: ensure_owned raises LeaseLostError, its writes fail typed before any I/O, and an asyncio hold cancels its invocation.",
+    "L13": "A hold or lease keeper whose lease is lost (a renewal refused, none before expiry, or one failed in a way retrying cannot cure, which is never retried as if transient) tells its work within ttl/3: ensure_owned raises LeaseLostError, its writes fail typed before any I/O, and an asyncio hold cancels its invocation.",
     # 4. Fenced writes
     "F1": "A declaring journal store fences leased put_meta and delete exactly like append.",
     "F2": "A lease guards only the run it names; any other run is refused before anything is touched.",

@@ -3,7 +3,10 @@
 A keeper renews one lease until stopped and knows when it is gone: a renewal
 refused (the run was taken over, released or deleted) or no renewal succeeded
 before the lease's expiry (the store was unreachable, or this process was paused
-past the ttl). Either way ``owned`` turns false and ``ensure_owned`` raises
+past the ttl). Only a retryable store error (busy, unavailable) is retried; any
+other error of a renewal (a closed store, a bug) loses the lease at once as
+``"failed"``: retrying cannot cure it, and holding on until the expiry would let
+the work run on a lease that is no longer kept. Either way ``owned`` turns false and ``ensure_owned`` raises
 ``LeaseLostError`` at once, by this process's own clock, without waiting for the
 renewal thread or a round trip: a process resumed after a SIGSTOP sees its loss
 before its next side effect. ``on_lost`` is called once with the error, so a
@@ -24,11 +27,22 @@ from contextlib import suppress
 from typing import Any
 
 from rulvar_store._records import Lease
-from rulvar_store.errors import LeaseHeldError, LeaseLostError, LostReason
+from rulvar_store.errors import LeaseHeldError, LeaseLostError, LostReason, RulvarError
 
 __all__ = ["AsyncLeaseKeeper", "LeaseKeeper"]
 
 OnLost = Callable[[LeaseLostError], None]
+
+_WHY: dict[LostReason, str] = {
+    "refused": "a renewal was refused (taken over, released or deleted)",
+    "expired": "no renewal succeeded before it expired",
+    "failed": "a renewal failed in a way retrying cannot cure (see the cause)",
+}
+
+
+def _transient(error: Exception) -> bool:
+    """Whether a renewal's error may pass on retry: the store busy or unreachable."""
+    return isinstance(error, RulvarError) and error.retryable
 
 
 class _Tenancy:
@@ -59,13 +73,12 @@ class _Tenancy:
     def refused(self, error: LeaseHeldError) -> None:
         self._lose("refused", error)
 
+    def failed(self, error: Exception) -> None:
+        self._lose("failed", error)
+
     def _lose(self, reason: LostReason, cause: BaseException | None) -> None:
         lease = self.lease
-        why = (
-            "a renewal was refused (taken over, released or deleted)"
-            if reason == "refused"
-            else "no renewal succeeded before it expired"
-        )
+        why = _WHY[reason]
         error = LeaseLostError(
             f"lost the lease of run {lease.run_id!r} (owner {lease.owner!r}, epoch "
             f"{lease.epoch}): {why}; stop the work and requeue it",
@@ -162,7 +175,10 @@ class LeaseKeeper(_Owned):
             except LeaseHeldError as exc:
                 tenancy.refused(exc)
                 break
-            except Exception:
+            except Exception as exc:
+                if not _transient(exc):
+                    tenancy.failed(exc)
+                    break
                 failed = True  # busy or unreachable: retry until the deadline
                 continue
             failed = False
@@ -242,7 +258,12 @@ class AsyncLeaseKeeper(_Owned):
             if not self._stopped:
                 tenancy.tell()
             return
-        except Exception:
+        except Exception as exc:
+            if not _transient(exc):
+                tenancy.failed(exc)
+                if not self._stopped:
+                    tenancy.tell()
+                return
             self._arm(failed=True)  # busy or unreachable: retry until the deadline
             return
         tenancy.renewed(started)

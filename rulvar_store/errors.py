@@ -309,7 +309,7 @@ class RunMovedError(LeaseHeldError):
         return {**super().data, "destination": self.destination}
 
 
-LostReason = Literal["refused", "expired"]
+LostReason = Literal["refused", "expired", "failed"]
 
 
 class LeaseLostError(LeaseHeldError):
@@ -319,9 +319,11 @@ class LeaseLostError(LeaseHeldError):
     letting the work run on: ``reason`` is ``"refused"`` when a renewal was
     refused (the run was taken over, released or deleted) and ``"expired"``
     when no renewal succeeded before the lease's expiry (the store was
-    unreachable, or the process was paused past the ttl). ``owner`` and
-    ``epoch`` are the lost lease's. Retryable: requeue the work; a later
-    acquire resumes it from what was stored.
+    unreachable, or the process was paused past the ttl); ``"failed"`` when a
+    renewal raised an error that retrying cannot cure (the store was closed
+    under the hold, or a non-retryable error: ``__cause__`` holds it).
+    ``owner`` and ``epoch`` are the lost lease's. Retryable: requeue the work;
+    a later acquire resumes it from what was stored.
     """
 
     code = "lease_lost"

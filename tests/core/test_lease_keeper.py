@@ -19,6 +19,7 @@ from rulvar_store import (
     LeaseKeeper,
     LeaseLostError,
     MemoryStore,
+    StoreClosedError,
     StoreUnavailableError,
 )
 
@@ -88,6 +89,81 @@ def test_no_renewal_before_expiry_counts_as_lost() -> None:
         assert store.attempts >= 2  # retried, not given up at the first failure
     finally:
         keeper.stop()
+
+
+@pytest.mark.clause("L13")
+def test_a_renewal_on_a_closed_store_loses_the_lease_at_once() -> None:
+    """A closed store cannot renew however long it is retried: lost as "failed",
+    long before the expiry (the ttl is far longer than the wait), the cause kept."""
+    store = MemoryStore(ttl_ms=3_000)  # first renewal after 1 s
+    lease = store.acquire("run", "holder")
+    lost = threading.Event()
+    keeper = LeaseKeeper.over(store, lease, on_lost=lambda _: lost.set())
+    try:
+        store.close()
+        assert lost.wait(BOUND_S)
+        assert keeper.lost is not None
+        assert keeper.lost.reason == "failed"
+        assert isinstance(keeper.lost.__cause__, StoreClosedError)
+    finally:
+        keeper.stop()
+
+
+class _Broken:
+    """A store whose renew has a bug: every call raises a plain TypeError."""
+
+    lease_ttl_ms = 3_000
+
+    def __init__(self) -> None:
+        self.attempts = 0
+
+    def renew(self, lease: Lease) -> None:
+        self.attempts += 1
+        raise TypeError("renew() got an unexpected argument")
+
+    async def arenew(self, lease: Lease) -> None:
+        self.renew(lease)
+
+
+@pytest.mark.clause("L13")
+def test_an_unexpected_renewal_error_is_not_retried_as_if_transient() -> None:
+    store = _Broken()
+    lost = threading.Event()
+    keeper = LeaseKeeper.over(
+        store, Lease("run", "holder", 1), on_lost=lambda _: lost.set()
+    )
+    try:
+        assert lost.wait(BOUND_S)
+        assert keeper.lost is not None
+        assert keeper.lost.reason == "failed"
+        assert isinstance(keeper.lost.__cause__, TypeError)
+        assert store.attempts == 1
+        with pytest.raises(LeaseLostError):
+            keeper.ensure_owned()
+    finally:
+        keeper.stop()
+
+
+@pytest.mark.clause("L13")
+def test_the_asyncio_keeper_loses_the_lease_on_an_incurable_renewal() -> None:
+    async def scenario() -> tuple[LeaseLostError, int]:
+        store = _Broken()
+        told: asyncio.Future[LeaseLostError] = (
+            asyncio.get_running_loop().create_future()
+        )
+        keeper = AsyncLeaseKeeper(
+            store.arenew, Lease("run", "holder", 1), 3_000, on_lost=told.set_result
+        )
+        try:
+            error = await asyncio.wait_for(told, BOUND_S)
+            assert not keeper.owned
+            return error, store.attempts
+        finally:
+            await keeper.stop()
+
+    error, attempts = asyncio.run(scenario())
+    assert (error.reason, attempts) == ("failed", 1)
+    assert isinstance(error.__cause__, TypeError)
 
 
 @pytest.mark.clause("L13")
