@@ -301,28 +301,52 @@ def _kill_takeovers(ordered: list[Event], chaos: list[Event]) -> TakeoverLatency
         held_at_kill += [
             (run, victim, at) for run, who in holder.items() if who == victim
         ]
-    latencies = []
+    kill_waits: list[float] = []
+    ask_waits: list[float] = []
+    refused = 0
     for run, victim, at in held_at_kill:
-        grant = next(
-            (
-                int(e.get("ns", 0))
-                for e in ordered
-                if e.get("t") == "grant"
-                and e.get("run") == run
-                and int(e.get("ns", 0)) > at
-                and (_writer_of(e), int(e.get("inc", 0))) != victim
-            ),
-            None,
-        )
-        if grant is not None:
-            latencies.append((grant - at) / 1e6)
-    if not latencies:
+        taken = _taken_over(ordered, run, victim, at)
+        if taken is None:
+            continue
+        grant, first_ask, refusals = taken
+        kill_waits.append((grant - at) / 1e6)
+        ask_waits.append((grant - first_ask) / 1e6)
+        refused += refusals
+    if not kill_waits:
         return TakeoverLatency()
     return TakeoverLatency(
-        count=len(latencies),
-        mean=round(mean(latencies), 1),
-        max=round(max(latencies), 1),
+        count=len(kill_waits),
+        mean=round(mean(kill_waits), 1),
+        max=round(max(kill_waits), 1),
+        ask_mean=round(mean(ask_waits), 1),
+        ask_max=round(max(ask_waits), 1),
+        refused=refused,
     )
+
+
+def _taken_over(
+    ordered: list[Event], run: str, victim: tuple[int, int], at: int
+) -> tuple[int, int, int] | None:
+    """The first grant of ``run`` to another writer after ``at``, the first ask
+    for it after ``at`` (or ``at``), and the asks refused in between; ``None``
+    if no grant."""
+    first_ask: int | None = None
+    refusals = 0
+    for event in ordered:
+        ns = int(event.get("ns", 0))
+        if ns <= at or event.get("run") != run:
+            continue
+        if (_writer_of(event), int(event.get("inc", 0))) == victim:
+            continue
+        kind = event.get("t")
+        if kind == "invoke" and event.get("op") == "acquire" and first_ask is None:
+            first_ask = ns
+        elif kind == "held":
+            refusals += 1
+        elif kind == "grant":
+            # No ask began after the kill: the granted one was in flight at it.
+            return ns, at if first_ask is None else first_ask, refusals
+    return None
 
 
 def _resume_latencies(ordered: list[Event], chaos: list[Event]) -> ResumeLatency:

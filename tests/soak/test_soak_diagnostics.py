@@ -21,6 +21,7 @@ from rulvar_conformance.soak import (
     run_multi_process_soak,
 )
 from rulvar_conformance.soak.summary import SoakActivity, SoakHealth, SoakSummary
+from rulvar_conformance.soak.tally import health_report
 from rulvar_conformance.soak.violations import Violation, violation
 from rulvar_store import JournalOrderViolation, Lease, MemoryStore
 from rulvar_store.backend import LocationFactory
@@ -243,3 +244,26 @@ def test_a_second_soak_into_the_same_report_folder_works(
         logs = list((report / "logs").glob("*.jsonl"))
         assert len(logs) == result.activity.processes
         assert result.activity.companion_runs == result.activity.processes
+
+
+MS = 1_000_000  # events carry monotonic nanoseconds
+
+
+def test_a_kill_takeover_is_timed_from_the_first_ask_and_counts_its_refusals() -> None:
+    """Writer 1 holds the run when it is killed; writer 2 asks 3 s later, is
+    refused twice, then granted: the dead holder cost 40 ms and 2 refusals,
+    while kill to grant (3.04 s) mostly measures when someone asked."""
+    events = [
+        ev("grant", 1, 100 * MS, run=RUN, epoch=1),
+        ev("invoke", 2, 3_200 * MS, id="w2.0-1", op="acquire", run=RUN),
+        ev("held", 2, 3_205 * MS, id="w2.0-1", run=RUN),
+        ev("invoke", 2, 3_220 * MS, id="w2.0-2", op="acquire", run=RUN),
+        ev("held", 2, 3_225 * MS, id="w2.0-2", run=RUN),
+        ev("invoke", 2, 3_235 * MS, id="w2.0-3", op="acquire", run=RUN),
+        ev("grant", 2, 3_240 * MS, id="w2.0-3", run=RUN, epoch=2),
+    ]
+    chaos = [{"t": "kill", "w": 1, "inc": 0, "ns": 200 * MS}]
+    latency = health_report(events, chaos, 0, 4_000 * MS).kill_to_takeover_ms
+    assert (latency.count, latency.refused) == (1, 2)
+    assert (latency.ask_mean, latency.ask_max) == (40.0, 40.0)
+    assert (latency.mean, latency.max) == (3_040.0, 3_040.0)
