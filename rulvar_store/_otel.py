@@ -205,20 +205,28 @@ def watch_pool(owner: Any, attributes: dict[str, Any]) -> None:
 class _Recording:
     """Whether the application's global providers record: an SDK's tracer
     provider whose tracer is not a no-op, an SDK's meter provider whose meter
-    is not (``OTEL_SDK_DISABLED`` makes both no-ops)."""
+    is not (``OTEL_SDK_DISABLED`` makes both no-ops). ``tracer`` is the
+    provider's own tracer once tracing (the API's proxy adds a call to each
+    span)."""
 
-    __slots__ = ("metering", "tracing")
+    __slots__ = ("metering", "tracer", "tracing")
 
     def __init__(self) -> None:
         self.tracing = False
         self.metering = False
+        self.tracer: trace.Tracer = _tracer
 
     def look(self) -> bool:
         provider = trace.get_tracer_provider()
         unset = trace.ProxyTracerProvider | trace.NoOpTracerProvider
-        self.tracing = not isinstance(provider, unset) and not isinstance(
-            provider.get_tracer("rulvar_store", _VERSION), trace.NoOpTracer
+        tracer = (
+            None
+            if isinstance(provider, unset)
+            else provider.get_tracer("rulvar_store", _VERSION)
         )
+        self.tracing = tracer is not None and not isinstance(tracer, trace.NoOpTracer)
+        if tracer is not None and self.tracing:
+            self.tracer = tracer
         meters = metrics.get_meter_provider()
         # The API names its stand-in provider privately: told apart by class name.
         self.metering = type(meters).__name__ not in (
@@ -292,11 +300,15 @@ def _fence_outcome(error: BaseException | None) -> str:
 _CLIENT: Final = SpanKind.CLIENT
 
 
-def _view(tel: _Telemetry, op: CallKind) -> dict[str, Any]:
-    """The metric attributes of ``op`` on ``tel``'s object, built once."""
+def _view(tel: _Telemetry, op: CallKind) -> tuple[dict[str, Any], str]:
+    """The metric attributes of ``op`` on ``tel``'s object and its span's
+    name, built once."""
     found = tel.views.get(op.name)
     if found is None:
-        found = tel.views[op.name] = {**tel.attributes, "db.operation.name": op.name}
+        found = tel.views[op.name] = (
+            {**tel.attributes, "db.operation.name": op.name},
+            f"{op.name} {op.target}",
+        )
     return found
 
 
@@ -312,7 +324,7 @@ class CallSpan:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> None:
-        self._attributes = _view(tel, op)
+        self._attributes, name = _view(tel, op)
         self._metering = _recording.metering
         self._span: Any = None
         self._fenced = False
@@ -330,8 +342,8 @@ class CallSpan:
                     # a refusal or an unknown outcome overwrites it.
                     attributes["rulvar.fence.outcome"] = "accepted"
                     self._fenced = True
-            self._span = _tracer.start_span(
-                f"{op.name} {op.target}", kind=_CLIENT, attributes=attributes
+            self._span = _recording.tracer.start_span(
+                name, kind=_CLIENT, attributes=attributes
             )
             # Current while the call runs: a driver's own instrumentation, and a
             # saver's store calls, nest here.

@@ -144,7 +144,8 @@ class _Telemetry:
 
     ``calls_tick``, ``acquired_tick`` and ``released_tick`` are the counters a
     successful call moves, held here so a counting wrapper reaches each in one
-    attribute read; ``views`` caches each operation's metric attributes.
+    attribute read; ``views`` caches each operation's metric attributes and span
+    name.
     """
 
     __slots__ = (
@@ -167,7 +168,7 @@ class _Telemetry:
         self.calls_tick: itertools.count[int] = ticks["calls"]
         self.acquired_tick: itertools.count[int] = ticks["leases_acquired"]
         self.released_tick: itertools.count[int] = ticks["leases_released"]
-        self.views: dict[str, dict[str, Any]] = {}
+        self.views: dict[str, tuple[dict[str, Any], str]] = {}
         self.otel = _otel()
         self.attributes: dict[str, Any] = {"db.system.name": target.system}
         if target.namespace is not None:
