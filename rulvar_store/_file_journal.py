@@ -53,6 +53,7 @@ from rulvar_store._file_io import (
 from rulvar_store._file_ops import file_ops
 from rulvar_store._fork import ForkGuard
 from rulvar_store._incremental import JournalTail, parse_cursor
+from rulvar_store._instrument import instrumented
 from rulvar_store._json import load_record, unreadable_listing
 from rulvar_store._jsonl_file import (
     CachedTail,
@@ -74,7 +75,7 @@ from rulvar_store._records import (
     meta_matches_filter,
 )
 from rulvar_store._refs import check_safe_token, is_safe_token
-from rulvar_store._telemetry import Observed, TelemetryTarget, instrumented
+from rulvar_store._telemetry import Observed, TelemetryTarget
 from rulvar_store.errors import (
     ConfigError,
     JournalOrderViolation,

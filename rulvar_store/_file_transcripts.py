@@ -36,11 +36,12 @@ from rulvar_store._file_io import (
 )
 from rulvar_store._fork import ForkGuard
 from rulvar_store._get_under import get_under_args
+from rulvar_store._instrument import instrumented, uncounted
 from rulvar_store._jsonl_file import read_all
 from rulvar_store._last_ref import last_ref_args, last_ref_of
 from rulvar_store._records import BlobInput, Lease
 from rulvar_store._refs import check_safe_token, is_safe_token
-from rulvar_store._telemetry import Observed, TelemetryTarget, instrumented
+from rulvar_store._telemetry import Observed, TelemetryTarget
 from rulvar_store.errors import ConfigError, ContractError
 
 __all__ = ["FileTranscriptStore"]
@@ -162,8 +163,9 @@ class FileTranscriptStore(GuardedHandle, Observed):
         batch = blob_batch(items, lease)
         for ref, _ in batch.items:
             self._path(ref, "blob put_many")
+        put = uncounted(FileTranscriptStore, "put")
         for ref, data in batch.items:
-            self.put(ref, data)
+            put(self, ref, data)
 
     def get(self, ref: str) -> bytes | None:
         """Return the blob's bytes, or ``None`` for a missing ref (T2)."""
@@ -220,7 +222,9 @@ class FileTranscriptStore(GuardedHandle, Observed):
             JournalOrderViolation: ``run_id`` is not a safe token.
         """
         run_id, prefix = last_ref_args(run_id, prefix)
-        return last_ref_of(self.list_refs(run_id), prefix)
+        return last_ref_of(
+            uncounted(FileTranscriptStore, "list_refs")(self, run_id), prefix
+        )
 
     def get_under(self, run_id: str, prefix: str) -> list[tuple[str, bytes]]:
         """Return ``(ref, blob)`` of the run's blobs under ``prefix``, sorted (T13).
@@ -234,8 +238,10 @@ class FileTranscriptStore(GuardedHandle, Observed):
         """
         run_id, prefix = get_under_args(run_id, prefix)
         found: list[tuple[str, bytes]] = []
-        for ref in self.list_refs(run_id):
-            if ref.startswith(prefix) and (blob := self.get(ref)) is not None:
+        # The functions underneath: this call is counted once, not once per read.
+        get = uncounted(FileTranscriptStore, "get")
+        for ref in uncounted(FileTranscriptStore, "list_refs")(self, run_id):
+            if ref.startswith(prefix) and (blob := get(self, ref)) is not None:
                 found.append((ref, blob))
         return found
 

@@ -25,6 +25,7 @@ from rulvar_store._batch import BlobBatch, blob_batch
 from rulvar_store._fork import ForkGuard, holding
 from rulvar_store._get_under import blobs_under, get_under_args
 from rulvar_store._incremental import JournalTail, parse_cursor
+from rulvar_store._instrument import instrumented
 from rulvar_store._json import load_listing, load_record, load_records
 from rulvar_store._last_ref import last_ref_args, last_ref_of
 from rulvar_store._move_conflict import copy_blobs, copy_conflict, distinct_runs
@@ -43,7 +44,7 @@ from rulvar_store._records import (
     validate_ttl_ms,
 )
 from rulvar_store._run_match import check_run_match, held_by
-from rulvar_store._telemetry import Observed, TelemetryTarget, instrumented, note
+from rulvar_store._telemetry import Observed, TelemetryTarget, note
 from rulvar_store.errors import JournalOrderViolation, LeaseHeldError, StoreClosedError
 
 __all__ = ["MemoryFencedTranscriptStore", "MemoryStore", "MemoryTranscriptStore"]

@@ -10,8 +10,10 @@ attributes follow the database semantic conventions: the stable histogram
 fence's verdict on a fenced write. Counters are ``rulvar.store.<name>`` with the
 store's attributes (and ``rulvar.fence.surface`` on refusals).
 
-Until the application installs an SDK the API is a no-op; here a call then
-starts no span and builds no attributes: it checks the two global providers.
+Until the application installs an SDK the API is a no-op, and no call comes
+here: ``recording`` tells ``_telemetry.refresh`` whether the classes are to carry
+the tracing wrappers, and the API's provider setters are hooked so that an SDK
+installed later is seen from the next call.
 """
 
 from __future__ import annotations
@@ -23,13 +25,14 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Final
 
 from opentelemetry import context, metrics, trace
-from opentelemetry.metrics import CallbackOptions, Observation
+from opentelemetry.metrics import CallbackOptions, NoOpMeter, Observation
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from rulvar_store._call_kinds import CallKind
 from rulvar_store._records import Lease
 from rulvar_store._store_stats import COUNTER_NAMES, REFUSED_BY_SURFACE
 from rulvar_store._telemetry import _Telemetry, shown_run_id
+from rulvar_store._telemetry import refresh as _telemetry_refresh
 from rulvar_store.errors import LeaseHeldError, StoreUnavailableError
 
 __all__ = [
@@ -38,6 +41,7 @@ __all__ = [
     "batch",
     "begin",
     "observe_counters",
+    "recording",
     "watch_pool",
 ]
 
@@ -120,9 +124,6 @@ for _scope, _names in SCOPE_COUNTERS.items():
         )
 
 
-_UNSET_PROVIDERS: Final = ("_ProxyMeterProvider", "NoOpMeterProvider")
-
-
 # Pools reported by observable instruments, held weakly: a closed, dropped store
 # stops being observed.
 _watched: list[tuple[weakref.ref[Any], dict[str, Any]]] = []
@@ -201,43 +202,84 @@ def watch_pool(owner: Any, attributes: dict[str, Any]) -> None:
     _watched.append((weakref.ref(owner), dict(attributes)))
 
 
-class _Providers:
-    """Whether the application installed a tracer and a meter provider.
+class _Recording:
+    """Whether the application's global providers record: an SDK's tracer
+    provider whose tracer is not a no-op, an SDK's meter provider whose meter
+    is not (``OTEL_SDK_DISABLED`` makes both no-ops). ``tracer`` is the
+    provider's own tracer once tracing (the API's proxy adds a call to each
+    span)."""
 
-    A provider, once set, stays (the API sets each once), so a yes is kept for
-    good; a no is looked at again at most once a second, so an SDK installed
-    after the first store calls is seen within a second, and until then a call
-    pays a clock read, not two provider look-ups.
-    """
-
-    __slots__ = ("metering", "next_look", "tracing")
+    __slots__ = ("metering", "tracer", "tracing")
 
     def __init__(self) -> None:
         self.tracing = False
         self.metering = False
-        self.next_look = 0.0
+        self.tracer: trace.Tracer = _tracer
 
-    def look(self) -> None:
-        now = time.monotonic()
-        if now < self.next_look:
-            return
-        self.next_look = now + 1.0
-        if not self.tracing:
-            provider = trace.get_tracer_provider()
-            unset = trace.ProxyTracerProvider | trace.NoOpTracerProvider
-            self.tracing = not isinstance(provider, unset)
-        if not self.metering:
-            # The API names its stand-in provider privately: told apart by class name.
-            name = type(metrics.get_meter_provider()).__name__
-            self.metering = name not in _UNSET_PROVIDERS
+    def look(self) -> bool:
+        provider = trace.get_tracer_provider()
+        unset = trace.ProxyTracerProvider | trace.NoOpTracerProvider
+        tracer = (
+            None
+            if isinstance(provider, unset)
+            else provider.get_tracer("rulvar_store", _VERSION)
+        )
+        self.tracing = tracer is not None and not isinstance(tracer, trace.NoOpTracer)
+        if tracer is not None and self.tracing:
+            self.tracer = tracer
+        meters = metrics.get_meter_provider()
+        # The API names its stand-in provider privately: told apart by class name.
+        self.metering = type(meters).__name__ not in (
+            "_ProxyMeterProvider",
+            "NoOpMeterProvider",
+        ) and not isinstance(meters.get_meter("rulvar_store", _VERSION), NoOpMeter)
+        return self.tracing or self.metering
 
 
-_providers = _Providers()
+_recording = _Recording()
+
+
+def recording() -> bool:
+    """Look at the global providers again: whether calls are to be traced or timed."""
+    return _recording.look()
+
+
+def _hook_provider_setters(refresh: Callable[[], None]) -> None:
+    """Call ``refresh`` whenever the API sets a global provider.
+
+    The API sets each provider once, through one private function per signal
+    (``set_tracer_provider``, the SDK's auto-configuration and the provider
+    named by an environment variable all go through it), and tells no one: the
+    function is wrapped here. Should a later API rename it, only the late case
+    is lost: a provider set before a store is first used is still seen then.
+    """
+    from opentelemetry.metrics import _internal as metrics_internal
+
+    for module, name in (
+        (trace, "_set_tracer_provider"),
+        (metrics_internal, "_set_meter_provider"),
+    ):
+        original = getattr(module, name, None)
+        if original is None or getattr(original, "__rulvar_hook__", False):
+            continue
+
+        def hooked(
+            provider: Any, log: bool, _original: Callable[..., None] = original
+        ) -> None:
+            _original(provider, log)
+            refresh()
+
+        hooked.__rulvar_hook__ = True  # type: ignore[attr-defined]  # a marker on the function
+        setattr(module, name, hooked)
+
+
+_hook_provider_setters(_telemetry_refresh)
 
 
 def batch(size: int, attributes: dict[str, Any]) -> None:
-    """Record one group commit's size."""
-    _batch_sizes.record(size, attributes)
+    """Record one group commit's size (while an SDK meters)."""
+    if _recording.metering:
+        _batch_sizes.record(size, attributes)
 
 
 def _error_type(error: BaseException) -> str:
@@ -255,17 +297,25 @@ def _fence_outcome(error: BaseException | None) -> str:
     return "error"
 
 
-class CallSpan:
-    """One call in flight: its span (when tracing) and start time (when metering)."""
+_CLIENT: Final = SpanKind.CLIENT
 
-    __slots__ = (
-        "_attributes",
-        "_lease",
-        "_op",
-        "_span",
-        "_started",
-        "_token",
-    )
+
+def _view(tel: _Telemetry, op: CallKind) -> tuple[dict[str, Any], str]:
+    """The metric attributes of ``op`` on ``tel``'s object and its span's
+    name, built once."""
+    found = tel.views.get(op.name)
+    if found is None:
+        found = tel.views[op.name] = (
+            {**tel.attributes, "db.operation.name": op.name},
+            f"{op.name} {op.target}",
+        )
+    return found
+
+
+class CallSpan:
+    """One call in flight: its span (when tracing) and start time."""
+
+    __slots__ = ("_attributes", "_fenced", "_metering", "_span", "_started", "_token")
 
     def __init__(
         self,
@@ -273,46 +323,52 @@ class CallSpan:
         op: CallKind,
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
-        tracing: bool,
     ) -> None:
-        self._op = op
-        self._attributes = {**tel.attributes, "db.operation.name": op.name}
-        lease = op.lease(args, kwargs) if op.lease is not None else None
-        self._lease = lease if isinstance(lease, Lease) else None
+        self._attributes, name = _view(tel, op)
+        self._metering = _recording.metering
         self._span: Any = None
-        self._token: Any = None
-        if tracing:
+        self._fenced = False
+        if _recording.tracing:
             attributes: dict[str, Any] = dict(self._attributes)
             run_id = op.run_id(args, kwargs)
             shown = None if run_id is None else shown_run_id(run_id)
             if shown is not None:
                 attributes["rulvar.run.id"] = shown
-            if self._lease is not None:
-                attributes["rulvar.lease.epoch"] = self._lease.epoch
-            self._span = _tracer.start_span(
-                f"{op.name} {op.target}", kind=SpanKind.CLIENT, attributes=attributes
+            lease = op.lease(args, kwargs) if op.lease is not None else None
+            if isinstance(lease, Lease):
+                attributes["rulvar.lease.epoch"] = lease.epoch
+                if op.surface is not None:
+                    # Set with the others (one call into the span, not two);
+                    # a refusal or an unknown outcome overwrites it.
+                    attributes["rulvar.fence.outcome"] = "accepted"
+                    self._fenced = True
+            self._span = _recording.tracer.start_span(
+                name, kind=_CLIENT, attributes=attributes
             )
-            # Current while the call runs: a driver's own instrumentation nests here.
+            # Current while the call runs: a driver's own instrumentation, and a
+            # saver's store calls, nest here.
             self._token = context.attach(trace.set_span_in_context(self._span))
-        self._started = time.perf_counter()
+        self._started = time.perf_counter_ns()
 
     def end(self, result: Any, error: BaseException | None) -> None:
         """Record the duration and close the span with the call's outcome."""
-        elapsed = time.perf_counter() - self._started
-        attributes = self._attributes
-        if error is not None:
-            attributes = {**attributes, "error.type": _error_type(error)}
-        _duration.record(elapsed, attributes)
+        elapsed = time.perf_counter_ns() - self._started
+        if self._metering:
+            attributes = self._attributes
+            if error is not None:
+                attributes = {**attributes, "error.type": _error_type(error)}
+            _duration.record(elapsed / 1e9, attributes)
         span = self._span
         if span is None:
             return
         context.detach(self._token)
-        if self._op.surface is not None and self._lease is not None:
-            span.set_attribute("rulvar.fence.outcome", _fence_outcome(error))
         if isinstance(result, Lease):
             span.set_attribute("rulvar.lease.epoch", result.epoch)
         if error is not None:
-            span.set_attribute("error.type", _error_type(error))
+            failed: dict[str, Any] = {"error.type": _error_type(error)}
+            if self._fenced:
+                failed["rulvar.fence.outcome"] = _fence_outcome(error)
+            span.set_attributes(failed)
             # The class, never the message: a message may name a run or a path.
             span.set_status(Status(StatusCode.ERROR, type(error).__name__))
         span.end()
@@ -321,10 +377,7 @@ class CallSpan:
 def begin(
     tel: _Telemetry, op: CallKind, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> CallSpan | None:
-    """Start timing (and tracing) one call, or ``None`` while no SDK is installed."""
-    providers = _providers
-    if not (providers.tracing and providers.metering):
-        providers.look()
-        if not (providers.tracing or providers.metering):
-            return None
-    return CallSpan(tel, op, args, kwargs, providers.tracing)
+    """Start timing (and tracing) one call, or ``None`` while no SDK records."""
+    if not (_recording.tracing or _recording.metering):
+        return None
+    return CallSpan(tel, op, args, kwargs)

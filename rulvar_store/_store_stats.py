@@ -63,10 +63,12 @@ class StoreStats:
         self._lock = threading.Lock()
         self._counts: dict[str, int] = dict.fromkeys(names, 0)
         self._refused: dict[str, int] = {}
-        self._ticks = {name: itertools.count() for name in TICKED}
+        self.ticks: dict[str, itertools.count[int]] = {
+            name: itertools.count() for name in TICKED
+        }
 
     def add(self, name: str, amount: int = 1) -> None:
-        ticks = self._ticks.get(name)
+        ticks = self.ticks.get(name)
         if ticks is not None:
             for _ in range(amount):
                 next(ticks)
@@ -76,7 +78,7 @@ class StoreStats:
 
     def tick(self, names: tuple[str, ...]) -> None:
         """One each of ``TICKED`` counters (a successful call's), without a lock."""
-        ticks = self._ticks
+        ticks = self.ticks
         for name in names:
             next(ticks[name])
 
@@ -91,7 +93,7 @@ class StoreStats:
         with self._lock:
             counts: dict[str, Any] = dict(self._counts)
             counts[REFUSED_BY_SURFACE] = dict(self._refused)
-        for name, ticks in self._ticks.items():
+        for name, ticks in self.ticks.items():
             counts[name] = counts.get(name, 0) + _value(ticks)
         return counts
 

@@ -1,23 +1,23 @@
-"""Every store call counted; traced and measured too when OpenTelemetry is installed.
+"""Every store call counted; traced and measured too while an OpenTelemetry SDK records.
 
-``instrumented(...)`` wraps a class's methods, sync or ``async def``, as the
-``CallKind`` table of its role says (``_call_kinds``). Each call then:
+``_instrument.instrumented(...)`` wraps a class's methods, sync or ``async
+def``, as the ``CallKind`` table of its role says (``_call_kinds``). Each call
+then:
 
 - moves the counters an operator watches (``_store_stats``): stale writes
   refused by surface, leases acquired / lost / released, busy timeouts,
   unavailable errors, unknown outcomes. ``stats()`` (from ``Observed``) returns
   them as a plain dict, with no dependency;
-- when the OpenTelemetry API is importable (extra ``rulvar-stores[otel]``),
-  records ``db.client.operation.duration`` and the counters as OpenTelemetry
-  metrics and opens a span (``_otel``). The API is a no-op until the
-  application installs an SDK, and while none is installed no span is started
-  and no attribute built: the call pays one look at the global providers.
+- while the application has installed an OpenTelemetry SDK that records (extra
+  ``rulvar-stores[otel]``), records ``db.client.operation.duration`` and opens
+  a span (``_otel``); the counters reach OpenTelemetry when it collects.
 
-Without the package nothing imports it. A call made inside another instrumented
-call (an async store running its sync twin's read, a saver calling its store)
-is counted by each object for itself but traced and timed once per object
-kind: a context variable marks a store call in progress, and it follows the
-call onto worker threads; a saver's calls set their own.
+Each method has a counting wrapper and a tracing one, and the classes carry
+the counting ones until ``refresh`` finds a recording SDK: a call then pays no
+look at the providers at all. ``refresh`` runs when an instrumented object is
+first used and whenever the OpenTelemetry API sets a global provider (it is
+hooked when ``_otel`` loads), so an SDK configured after a store opened is seen
+from the next call. Without the package nothing imports it.
 """
 
 from __future__ import annotations
@@ -25,16 +25,15 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.util
-import inspect
+import itertools
 import threading
 import weakref
-from collections.abc import Callable, Mapping
-from contextlib import suppress
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Final, Literal, TypeVar
+from typing import Any, Final, Literal
 
-from rulvar_store._call_kinds import BLOB_CALLS, JOURNAL_CALLS, CallKind
+from rulvar_store._call_kinds import CallKind
 from rulvar_store._store_stats import StoreStats, merge_stats
 from rulvar_store.errors import (
     LeaseHeldError,
@@ -49,16 +48,16 @@ __all__ = [
     "TelemetryTarget",
     "batch_recorder",
     "configure_telemetry",
-    "instrument_calls",
-    "instrumented",
     "note",
     "process_stats",
+    "recording",
+    "refresh",
+    "register_wrappers",
     "shown_run_id",
     "stats_of",
     "telemetry_target",
 ]
 
-C = TypeVar("C", bound=type)
 RunIdPolicy = Literal["hash", "omit", "plain"]
 
 _ATTRIBUTE: Final = "_rulvar_telemetry"
@@ -109,6 +108,13 @@ def shown_run_id(run_id: str) -> str | None:
         return None
     if policy == "plain":
         return run_id
+    return _hashed(run_id)
+
+
+@functools.lru_cache(maxsize=4096)
+def _hashed(run_id: str) -> str:
+    # Cached: a worker names the same few runs call after call, and the digest
+    # costs more than the rest of a span's attributes.
     return hashlib.sha256(run_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
@@ -134,14 +140,35 @@ def _otel() -> Any:
 
 
 class _Telemetry:
-    """One object's counters, target attributes and OpenTelemetry handles."""
+    """One object's counters, target attributes and OpenTelemetry handles.
 
-    __slots__ = ("attributes", "otel", "scope", "stats", "target")
+    ``calls_tick``, ``acquired_tick`` and ``released_tick`` are the counters a
+    successful call moves, held here so a counting wrapper reaches each in one
+    attribute read; ``views`` caches each operation's metric attributes and span
+    name.
+    """
+
+    __slots__ = (
+        "acquired_tick",
+        "attributes",
+        "calls_tick",
+        "otel",
+        "released_tick",
+        "scope",
+        "stats",
+        "target",
+        "views",
+    )
 
     def __init__(self, target: TelemetryTarget, scope: str = "store") -> None:
         self.target = target
         self.scope = scope
         self.stats = StoreStats()
+        ticks = self.stats.ticks
+        self.calls_tick: itertools.count[int] = ticks["calls"]
+        self.acquired_tick: itertools.count[int] = ticks["leases_acquired"]
+        self.released_tick: itertools.count[int] = ticks["leases_released"]
+        self.views: dict[str, tuple[dict[str, Any], str]] = {}
         self.otel = _otel()
         self.attributes: dict[str, Any] = {"db.system.name": target.system}
         if target.namespace is not None:
@@ -281,7 +308,60 @@ def _telemetry(
             found.otel.observe_counters(_PROCESS.by_target)
             if hasattr(owner, "_telemetry_figures"):
                 found.otel.watch_pool(owner, found.attributes)
+            refresh()
     return found
+
+
+# -- which wrappers the classes carry ------------------------------------------------
+
+Wrappers = dict[str, tuple[Callable[..., Any], Callable[..., Any]]]
+"""Per method name: its counting wrapper and its tracing one."""
+
+
+class _Installed:
+    """Every instrumented class's wrappers, and which of them they carry."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.classes: list[tuple[type, Wrappers]] = []
+        self.tracing = False
+
+
+_INSTALLED: Final = _Installed()
+
+
+def register_wrappers(cls: type, wrappers: Wrappers) -> None:
+    """Give ``cls`` the wrappers the process needs now, and keep them for ``refresh``."""
+    with _INSTALLED.lock:
+        _INSTALLED.classes.append((cls, wrappers))
+        _install(cls, wrappers, _INSTALLED.tracing)
+
+
+def _install(cls: type, wrappers: Wrappers, tracing: bool) -> None:
+    for name, (counting, traced) in wrappers.items():
+        setattr(cls, name, traced if tracing else counting)
+
+
+def recording() -> bool:
+    """Whether the classes carry the tracing wrappers (an SDK records)."""
+    return _INSTALLED.tracing
+
+
+def refresh() -> None:
+    """Swap every instrumented class's wrappers if an SDK started (or stopped)
+    recording since the last look. A call in flight ends in the wrapper it began in."""
+    module = _otel()
+    # Looked at outside the lock: reading a provider may set one (named by an
+    # environment variable), which calls ``refresh`` again through the hook.
+    tracing = module is not None and module.recording()
+    if tracing == _INSTALLED.tracing:
+        return
+    with _INSTALLED.lock:
+        if tracing == _INSTALLED.tracing:
+            return
+        _INSTALLED.tracing = tracing
+        for cls, wrappers in _INSTALLED.classes:
+            _install(cls, wrappers, tracing)
 
 
 def _found(owner: object) -> _Telemetry | None:
@@ -326,113 +406,6 @@ def batch_recorder(owner: object) -> Callable[[int], None] | None:
             found.otel.batch(size, found.attributes)
 
     return record
-
-
-# -- the wrappers ---------------------------------------------------------------------
-
-
-def _sync_wrapper(
-    fn: Callable[..., Any],
-    kind: CallKind,
-    describe: Callable[[Any], TelemetryTarget],
-    marker: ContextVar[bool],
-    scope: str,
-) -> Callable[..., Any]:
-    @functools.wraps(fn)
-    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if marker.get():
-            return fn(self, *args, **kwargs)
-        tel = self.__dict__.get(_ATTRIBUTE) or _telemetry(self, describe, scope)
-        token = marker.set(True)
-        span = None if tel.otel is None else tel.otel.begin(tel, kind, args, kwargs)
-        try:
-            result = fn(self, *args, **kwargs)
-        except BaseException as exc:
-            tel.counted(kind, args, kwargs, exc)
-            if span is not None:
-                span.end(None, exc)
-            raise
-        finally:
-            marker.reset(token)
-        tel.counted(kind, args, kwargs, None)
-        if span is not None:
-            span.end(result, None)
-        return result
-
-    return call
-
-
-def _async_wrapper(
-    fn: Callable[..., Any],
-    kind: CallKind,
-    describe: Callable[[Any], TelemetryTarget],
-    marker: ContextVar[bool],
-    scope: str,
-) -> Callable[..., Any]:
-    @functools.wraps(fn)
-    async def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if marker.get():
-            return await fn(self, *args, **kwargs)
-        tel = self.__dict__.get(_ATTRIBUTE) or _telemetry(self, describe, scope)
-        token = marker.set(True)
-        span = None if tel.otel is None else tel.otel.begin(tel, kind, args, kwargs)
-        try:
-            result = await fn(self, *args, **kwargs)
-        except BaseException as exc:
-            tel.counted(kind, args, kwargs, exc)
-            if span is not None:
-                span.end(None, exc)
-            raise
-        finally:
-            # A coroutine closed outside its task (a task destroyed pending when
-            # its loop closed) ends in another context, where the token is not
-            # valid; the task's own context is gone with it.
-            with suppress(ValueError):
-                marker.reset(token)
-        tel.counted(kind, args, kwargs, None)
-        if span is not None:
-            span.end(result, None)
-        return result
-
-    return call
-
-
-def instrument_calls(
-    describe: Callable[[Any], TelemetryTarget],
-    kinds: Mapping[str, CallKind],
-    marker: ContextVar[bool] | None = None,
-    scope: str = "store",
-) -> Callable[[C], C]:
-    """Wrap each method ``kinds`` names that the class defines or inherits.
-
-    ``marker`` tells calls nested in one already counted (default: store calls);
-    an object kind that calls stores (a saver) passes a marker of its own, and
-    the ``scope`` its metrics are named under (``rulvar.<scope>.<counter>``).
-    """
-    flag = _STORE_CALL if marker is None else marker
-
-    def decorate(cls: C) -> C:
-        for name, kind in kinds.items():
-            fn = getattr(cls, name, None)
-            if fn is None or getattr(fn, "__rulvar_instrumented__", False):
-                continue
-            wrap = _async_wrapper if inspect.iscoroutinefunction(fn) else _sync_wrapper
-            wrapper = wrap(fn, kind, describe, flag, scope)
-            wrapper.__rulvar_instrumented__ = True  # type: ignore[attr-defined]  # a marker on the function
-            setattr(cls, name, wrapper)
-        cls._rulvar_describe = staticmethod(describe)  # type: ignore[attr-defined]  # read by telemetry_target
-        return cls
-
-    return decorate
-
-
-def instrumented(
-    describe: Callable[[Any], TelemetryTarget], *, role: Literal["journal", "blobs"]
-) -> Callable[[C], C]:
-    """Instrument a store class's SPI methods of ``role``."""
-    return instrument_calls(
-        describe, JOURNAL_CALLS if role == "journal" else BLOB_CALLS
-    )
 
 
 def _related(store: object) -> list[object]:

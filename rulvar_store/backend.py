@@ -47,6 +47,7 @@ from rulvar_store._get_under import (
 )
 from rulvar_store._hop_threads import HopThreads
 from rulvar_store._incremental import parse_cursor
+from rulvar_store._instrument import instrument_calls, instrumented, uncounted
 from rulvar_store._intake import (
     MAX_BLOB_BYTES,
     MAX_DEPTH,
@@ -130,8 +131,6 @@ from rulvar_store._telemetry import (
     Observed,
     TelemetryTarget,
     batch_recorder,
-    instrument_calls,
-    instrumented,
     telemetry_target,
 )
 from rulvar_store._telemetry import (
@@ -259,6 +258,7 @@ __all__ = [
     "telemetry_target",
     "text_for_read",
     "this_process",
+    "uncounted",
     "validate_ttl_ms",
     "wait_out",
 ]

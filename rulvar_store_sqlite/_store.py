@@ -68,7 +68,8 @@ def sqlite_target(path: str) -> TelemetryTarget:
     return TelemetryTarget("sqlite", path)
 
 
-@instrumented(lambda store: sqlite_target(store.path), role="journal")
+# Nested: ``AsyncSqliteStore`` runs these reads inside its own counted calls.
+@instrumented(lambda store: sqlite_target(store.path), role="journal", nested=True)
 class SqliteStore(Observed):
     """Leasable, fenced, meta-lookup journal store in one SQLite file (CONTRACT 6).
 

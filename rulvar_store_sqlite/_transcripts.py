@@ -30,7 +30,8 @@ __all__ = ["SqliteFencedTranscriptStore"]
 
 
 @final
-@instrumented(lambda twin: sqlite_target(twin._door.path), role="blobs")
+# Nested: ``AsyncSqliteTranscriptStore`` runs these reads inside its own calls.
+@instrumented(lambda twin: sqlite_target(twin._door.path), role="blobs", nested=True)
 class SqliteFencedTranscriptStore(Observed):
     """Blobs in the store's ``blobs`` table; leased writes are fenced like appends.
 
