@@ -141,6 +141,7 @@ CLAUSES: Final[dict[str, str]] = {
     "K8": "kill_point_conformance yields one check per scenario with fresh isolation.",
     "K9": "Kill-point self-tests cover every scenario bracket in-process.",
     "K10": "Every kit run is bounded: a check fails as not finished past its deadline, once one check hung every later one gets a short deadline, and past the run's limit no check starts, so a store that hangs ends the run with failing rows in bounded time.",
+    "K11": "Every blind spot a held-out set of broken stores found has a check and, in the kit's self-tests, a seeded broken store or saver that fails it; the class-coverage meta-test and the certifying guide's table name each one.",
     # 10. Soak
     "S1": "Each soak writer has a stable owner, a seeded PRNG and a JSONL event report.",
     "S2": "Soak attempts classify lease, order, busy and other errors with bounded retries.",
