@@ -15,20 +15,23 @@ moment of rest (``DEALLOCATE ALL``, as an admin does, and in the middle round
 ``DISCARD ALL``, a pooler's reset). Every call must succeed and the data must read back whole.
 ``async-store-reprepares-forgotten`` does the same through
 ``open_store_async`` (a URL location). A location without a route (an embedded
-store) does not run them; neither does one the proxy could not inject into (a
-client that requires TLS), and the row says so.
+store) does not run them, nor a location other than a PostgreSQL URL (the
+proxy speaks PostgreSQL's protocol), nor one the proxy could not inject into
+(a client that requires TLS); the row says why.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from functools import partial
 from typing import Any, Final
 
 from rulvar_conformance.harness.certification import Certification, SuiteSpec
 from rulvar_conformance.harness.kit import (
+    ConformanceCheck,
     ConformanceSuite,
     build_check,
     not_run,
@@ -53,6 +56,7 @@ OWNER: Final = "forgetting-holder"
 # ``LEASE`` in the arguments stands for the round's lease.
 Call = tuple[str, str, str, tuple[Any, ...]]
 LEASE: Final = object()
+POSTGRES_SCHEMES: Final = frozenset({"postgresql", "postgres"})
 
 
 def _calls(number: int) -> Iterator[Call]:
@@ -81,7 +85,7 @@ def _bound(target: Any, call: Call, lease: Any) -> Any:
     return partial(method, *args)
 
 
-def _judge(proxy: ForgettingProxy, failures: list[str]) -> None:
+def _judge(proxy: ForgettingProxy, failures: list[str], said: list[str]) -> None:
     require(
         not failures,
         f"{len(failures)} call(s) failed after the server forgot the session's "
@@ -95,6 +99,23 @@ def _judge(proxy: ForgettingProxy, failures: list[str]) -> None:
             "the proxy found no moment of rest to inject into (a client that "
             "requires TLS, or no server session): nothing was forgotten"
         )
+    said.append(
+        f"the server forgot the session's prepared statements {proxy.forgotten} "
+        f"times ({' / '.join(FORGETTING)}); every call served"
+    )
+
+
+def _postgres_opener(opener: object) -> UrlOpener:
+    """``opener`` if it opens a PostgreSQL URL; else the check does not run.
+
+    The proxy reads and writes PostgreSQL's wire protocol: in front of any other
+    server it would corrupt the stream, and no other store prepares this way.
+    """
+    url = opener.url if isinstance(opener, UrlOpener) else ""
+    if url.partition("://")[0].lower() not in POSTGRES_SCHEMES:
+        not_run("not a PostgreSQL URL: the proxy speaks PostgreSQL's protocol only")
+    assert isinstance(opener, UrlOpener)
+    return opener
 
 
 def _check_data(entries: list[Any], got: bytes | None) -> list[str]:
@@ -107,7 +128,7 @@ def _check_data(entries: list[Any], got: bytes | None) -> list[str]:
     return wrong
 
 
-def _sync_store(locations: LocationFactory) -> None:
+def _sync_store(locations: LocationFactory, said: list[str]) -> None:
     location = locations()
     try:
         route = location.route
@@ -115,7 +136,7 @@ def _sync_store(locations: LocationFactory) -> None:
             not_run(f"location {location.name!r} declares no TCP route: no server")
             return
         with ForgettingProxy(route.address) as proxy:
-            opened = route.via(*proxy.address)(60_000, None, False)
+            opened = _postgres_opener(route.via(*proxy.address))(60_000, None, False)
             failures: list[str] = []
             try:
                 journal: Any = opened.journal
@@ -145,12 +166,12 @@ def _sync_store(locations: LocationFactory) -> None:
                     failures.append(f"release: {type(exc).__name__}: {exc}")
             finally:
                 opened.close()
-            _judge(proxy, failures)
+            _judge(proxy, failures, said)
     finally:
         location.remove()
 
 
-def _async_store(locations: LocationFactory) -> None:
+def _async_store(locations: LocationFactory, said: list[str]) -> None:
     location = locations()
     try:
         route = location.route
@@ -158,12 +179,9 @@ def _async_store(locations: LocationFactory) -> None:
             not_run(f"location {location.name!r} declares no TCP route: no server")
             return
         with ForgettingProxy(route.address) as proxy:
-            opener = route.via(*proxy.address)
-            if not isinstance(opener, UrlOpener):
-                not_run("the route's opener is not a URL: no asyncio store to open")
-            assert isinstance(opener, UrlOpener)
+            opener = _postgres_opener(route.via(*proxy.address))
             failures = asyncio.run(_async_rounds(opener, proxy))
-            _judge(proxy, failures)
+            _judge(proxy, failures, said)
     finally:
         location.remove()
 
@@ -211,14 +229,14 @@ def forgotten_statements_conformance(certification: Certification) -> Conformanc
     return ConformanceSuite(
         "forgotten-statements",
         (
-            build_check(
+            _noted(
                 "store-reprepares-forgotten",
                 "the server forgets the session's prepared statements before each "
-                "call (DEALLOCATE ALL): every call is served",
+                "call (DEALLOCATE ALL, DISCARD ALL): every call is served",
                 ("P23",),
                 partial(_sync_store, certification.locations),
             ),
-            build_check(
+            _noted(
                 "async-store-reprepares-forgotten",
                 "the same through the asyncio store (open_store_async)",
                 ("P23", "Y1"),
@@ -226,6 +244,23 @@ def forgotten_statements_conformance(certification: Certification) -> Conformanc
             ),
         ),
     )
+
+
+def _noted(
+    check_id: str,
+    title: str,
+    clauses: tuple[str, ...],
+    body: Callable[[list[str]], None],
+) -> ConformanceCheck:
+    """A check whose row says how many times the server forgot (``did: ...``)."""
+    said: list[str] = []
+
+    def run() -> None:
+        said.clear()
+        body(said)
+
+    check = build_check(check_id, title, clauses, run)
+    return replace(check, note=lambda: "; ".join(said) or None)
 
 
 SPEC: Final = SuiteSpec(
