@@ -154,7 +154,7 @@ def _sync_store(locations: LocationFactory, said: list[str]) -> None:
                         try:
                             run()
                         except Exception as exc:  # reported, not raised
-                            failures.append(_named(call, exc))
+                            failures.append(_named(number, call, exc))
                 if not failures:
                     failures += _check_data(
                         journal.load(RUN), blobs.get(f"{RUN}/b/{ROUNDS}")
@@ -206,7 +206,7 @@ async def _async_rounds(opener: UrlOpener, proxy: ForgettingProxy) -> list[str]:
                     if inspect.isawaitable(outcome):
                         await outcome
                 except Exception as exc:  # reported, not raised
-                    failures.append(_named(call, exc))
+                    failures.append(_named(number, call, exc))
         if not failures:
             failures += _check_data(
                 await journal.load(RUN), await blobs.get(f"{RUN}/b/{ROUNDS}")
@@ -219,9 +219,10 @@ async def _async_rounds(opener: UrlOpener, proxy: ForgettingProxy) -> list[str]:
     return failures
 
 
-def _named(call: Call, exc: BaseException) -> str:
+def _named(number: int, call: Call, exc: BaseException) -> str:
     kind = type(exc)
-    return f"{call[0]}: {kind.__module__}.{kind.__name__}: {exc}"
+    when = f"round {number}" if number else "the warm round, before any forget"
+    return f"{call[0]} ({when}): {kind.__module__}.{kind.__name__}: {exc}"
 
 
 def forgotten_statements_conformance(certification: Certification) -> ConformanceSuite:
