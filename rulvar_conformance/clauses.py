@@ -122,6 +122,7 @@ CLAUSES: Final[dict[str, str]] = {
     "P20": "durability() reports the server's replication mode (async, sync, quorum) from synchronous_commit, synchronous_standby_names and pg_stat_replication; with replication=required a fenced store refuses, with a ConfigError naming the fix, to connect where a failover can lose acknowledged commits (async); the default (any) accepts it and logs a warning once per store when standbys are attached.",
     "P21": "A primary superseded by a failover (its timeline behind one the pool has seen, a synchronous primary without its synchronous standby, or a primary that had standbys and has none left) is set aside: its pooled connections are dropped rather than reused, reads do not keep answering from it, and the pool reaches the new primary by itself whatever the order of the hosts in the URL.",
     "P22": "Where a failover can lose acknowledged commits (async replication) it can lose an acquire: on the surviving timeline the lease that acquire replaced is live again until its own expiry, and the lost epoch is issued again by the next acquire, to any owner string (the same one included, whose lost holder then passes the fence too); the fence holds across a failover only where no acknowledged commit is lost: synchronous or quorum replication (replication=required), or a single server.",
+    "P23": "A prepared statement the server forgot behind the store's back (DEALLOCATE ALL or DISCARD ALL in the store's session, as a pooler's reset or an admin runs it) costs no call: the store prepares it again and serves the call, sync and asyncio alike; no call fails, no raw driver error surfaces.",
     "P29": "A pooled connection handed back while callers wait for one goes to a waiting caller: with one connection and many concurrent callers every call is served, none times out beside an idle connection.",
     # 8. Conformance kit
     "C1": "Suite factories return a fresh isolated store on every call.",
@@ -140,6 +141,7 @@ CLAUSES: Final[dict[str, str]] = {
     "K8": "kill_point_conformance yields one check per scenario with fresh isolation.",
     "K9": "Kill-point self-tests cover every scenario bracket in-process.",
     "K10": "Every kit run is bounded: a check fails as not finished past its deadline, once one check hung every later one gets a short deadline, and past the run's limit no check starts, so a store that hangs ends the run with failing rows in bounded time.",
+    "K11": "Every blind spot a held-out set of broken stores found has a check and, in the kit's self-tests, a seeded broken store or saver that fails it; the class-coverage meta-test and the certifying guide's table name each one.",
     # 10. Soak
     "S1": "Each soak writer has a stable owner, a seeded PRNG and a JSONL event report.",
     "S2": "Soak attempts classify lease, order, busy and other errors with bounded retries.",
@@ -200,6 +202,7 @@ CLAUSES: Final[dict[str, str]] = {
     "Y6": "An async store never blocks its callers' event loop: while it works (a write held mid-transaction, reads and writes in flight) the loop stalls for at most 250 ms; no I/O and no wait on a lock runs on the loop thread.",
     "Y8": "An async store that declares shares_across_loops resumes every coroutine on its own event loop, whichever loop's callers share the batch that carried its write.",
     "Y7": "close() (aclose()) lets no write it did not store pass as done: each write queued or in flight when it is called either lands whole and durable before close returns, or raises a typed RulvarError (StoreClosedError); no caller is left waiting.",
+    "Y9": "The async load_since keeps X10's rule across a delete, on one handle and across handles: once the run is deleted an old cursor and no cursor return no entry; once it is written again the old cursor reports restarted with the new journal whole, and the cursor it returns continues it.",
     "Y5": "The kit certifies the async path: its suites drive the async store from threads, failpoints aimed by caller context.",
     # 15. LangGraph checkpointers (rulvar_langgraph)
     "G1": "A superseded holder's put, put_writes, delete_thread and prune are refused and change nothing.",

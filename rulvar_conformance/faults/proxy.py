@@ -95,6 +95,14 @@ class FaultProxy:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         with self.lock:
             host.pairs.append((client, upstream))
+        if self.closed.is_set():
+            # close() ran while this connection was being made: its reset may
+            # have taken the pair list before this pair joined it, so the two
+            # sockets are reset here rather than left open (leaked).
+            for sock in (client, upstream):
+                _abort(sock)
+                sock.close()
+            return
         for source, sink in ((client, upstream), (upstream, client)):
             threading.Thread(
                 target=self._pump, args=(host, source, sink), daemon=True

@@ -35,12 +35,15 @@ MACHINE_SUITES = frozenset({"power-loss", "disk-faults", "file-machinery"})
 # the async facade's locations do not carry; the async path shares the door.
 # The server-clock check reads the store's lease_clock marker, which the facade
 # hides; the async PostgreSQL store shares the sync one's plans and clock.
-# The pool-fairness check opens its own handle by URL with a one-connection pool.
+# The pool-fairness check opens its own handle by URL with a one-connection pool;
+# the forgotten-statements suite opens its own handles through its proxy and has
+# an asyncio row of its own.
 SYNC_PATH_ONLY = MACHINE_SUITES | {
     "langgraph",
     "replaced-file",
     "server-clock",
     "pool-fairness",
+    "forgotten-statements",
 }
 
 

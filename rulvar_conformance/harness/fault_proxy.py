@@ -55,6 +55,10 @@ class FaultProxy:
         """Close the listener and every forwarded connection; join the pumps."""
         self._closed.set()
         self._forwarding.set()
+        # A shutdown wakes the accept() blocked on the listener (a close alone
+        # does not on Linux, and the join below would wait out its timeout).
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)
         self._listener.close()
         with self._lock:
             sockets = list(self._sockets)

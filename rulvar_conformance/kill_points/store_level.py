@@ -106,11 +106,20 @@ def _live_row(
     """
     # An asyncio store seen through the kit's sync facade: its own sync store
     # (SQLite's, an adapter's) can still peek; the loop is idle by now.
-    inner = getattr(getattr(store, "async_store", None), "sync_store", None)
+    outer = getattr(store, "async_store", None)
+    inner = getattr(outer, "sync_store", None)
     for peeker in (store, inner):
         if peeker is not None and has_lease_peek(peeker):
             row = peeker.peek_lease(RUN)
             return row is not None and row.live
+    # One with no sync store but an async peek (PostgreSQL's): awaited on the
+    # facade's loop. Without it the row was judged free and the referee's own
+    # acquire, taking the dead child's lease over at once, read as "lease new".
+    peek = getattr(outer, "peek_lease", None)
+    loop = getattr(store, "loop", None)
+    if callable(peek) and loop is not None:
+        found = loop.call(lambda: peek(RUN))
+        return found is not None and bool(found.live)
     if op in ("acquire", "renew", "release", "delete"):
         return False
     taken = [int(e["at_ms"]) for e in events if e.get("t") == "lease"]

@@ -33,6 +33,7 @@ REGISTERED: Final = (
     "worker_life",
     "server_clock",
     "pool_fairness",
+    "forgotten_statements",
     "data_edges",
     "argument_rules",
     "stalled_link",

@@ -19,6 +19,8 @@ examined unforced, and the row's note says so).
   writes: each must be resumed on its own loop, promptly. The loops run in
   asyncio debug mode, where a future set from another loop's thread raises.
   Not run for a store that does not declare ``shares_across_loops``.
+- ``async-load-since-after-delete`` (Y9, X10): the async incremental read
+  across a delete, by the polling handle and by another (``_async_since``).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from rulvar_conformance.harness.kit import (
     require,
 )
 from rulvar_conformance.harness.site import at_fresh_location
+from rulvar_conformance.suites._async_since import async_load_since_after_delete
 from rulvar_store import AsyncOpenedStore
 from rulvar_store.backend import (
     Failpoint,
@@ -448,6 +451,13 @@ CHECKS: Final = (
         "coroutines of two event loops in one batch are each resumed on their own",
         ("Y8",),
         _many_loops,
+    ),
+    (
+        "async-load-since-after-delete",
+        "the async load_since across a delete: no old entry, then a restart "
+        "with the whole new journal",
+        ("Y9", "X10"),
+        async_load_since_after_delete,
     ),
 )
 

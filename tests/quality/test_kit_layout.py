@@ -126,11 +126,15 @@ BACKEND_GATED: Final = frozenset(
     {
         # Not run unless the store declares the promise the clause states: a
         # SQLite database file behind the location, lease_clock = "server", a
-        # URL that takes pool_max_size. Every other store gets them as not run.
+        # URL that takes pool_max_size, a PostgreSQL URL. Every other store gets
+        # them as not run.
         "replaced-file/file-replaced-every-write",
         "server-clock/lease-times-on-server-clock",
         "pool-fairness/pool-serves-waiting-callers",
         "pool-fairness/pool-serves-waiting-coroutines",
+        # A PostgreSQL URL: the forgetting proxy speaks its wire protocol.
+        "forgotten-statements/store-reprepares-forgotten",
+        "forgotten-statements/async-store-reprepares-forgotten",
     }
 )
 

@@ -14,13 +14,14 @@ from collections.abc import Callable
 from contextlib import suppress
 from typing import Any
 
-from rulvar_store import AsyncOpenedStore, JournalEntry
+from rulvar_store import AsyncOpenedStore, JournalEntry, JournalTail
 from rulvar_store.backend import StoreLocation
 from rulvar_store_sqlite import AsyncSqliteStore, SqliteStore, _group_commit
 from rulvar_store_sqlite._transaction import Operation
 from tests.conformance.selftests._broken_durability import CloseAnswersQueuedDone
 
 __all__ = [
+    "CountCursorSince",
     "InlineReadBehindWrite",
     "native_opener",
     "one_loop_wake",
@@ -46,6 +47,27 @@ class InlineReadBehindWrite:
         return self._inner.sync_store.load(run_id)
 
 
+class CountCursorSince:
+    """``load_since`` done in the async handle over ``load``, its cursor a count.
+
+    ("The async twin needs no SQL of its own: the tail is what ``load`` returns
+    past the entries already seen.") A run deleted and written again with more
+    entries than the cursor counted answers the new journal's tail as new,
+    without ``restarted``. Every other call is the honest store's.
+    """
+
+    def __init__(self, inner: AsyncSqliteStore) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def load_since(self, run_id: str, cursor: str | None = None) -> JournalTail:
+        seen = 0 if cursor is None else int(cursor.rpartition(":")[2])
+        entries = await self._inner.load(run_id)
+        return JournalTail(entries[seen:], f"count:{len(entries)}", False)
+
+
 def _async_over(sync_type: type[SqliteStore], path: str) -> AsyncSqliteStore:
     """An ``AsyncSqliteStore`` whose sync store (and door) is ``sync_type``."""
     store = AsyncSqliteStore.__new__(AsyncSqliteStore)
@@ -61,7 +83,8 @@ def native_opener(
 ) -> Callable[[StoreLocation], Any]:
     """An ``AsyncOpener`` of the native async store at a SQLite location's path.
 
-    ``broken``: ``"inline-read"`` or ``"close-answers-done"``; ``None``: honest.
+    ``broken``: ``"inline-read"``, ``"close-answers-done"`` or
+    ``"count-cursor"``; ``None``: honest.
     """
 
     async def open_at(location: StoreLocation) -> AsyncOpenedStore:
@@ -70,9 +93,11 @@ def native_opener(
             store = await asyncio.to_thread(_async_over, CloseAnswersQueuedDone, path)
         else:
             store = await AsyncSqliteStore.open(path, ttl_ms=TTL_MS)
-        journal: Any = (
-            InlineReadBehindWrite(store) if broken == "inline-read" else store
-        )
+        journal: Any = store
+        if broken == "inline-read":
+            journal = InlineReadBehindWrite(store)
+        elif broken == "count-cursor":
+            journal = CountCursorSince(store)
         return AsyncOpenedStore(journal, store.transcripts(), (store.aclose,))
 
     return open_at

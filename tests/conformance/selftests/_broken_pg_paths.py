@@ -7,11 +7,16 @@
   the client host's clock instead of the server's.
 - ``return_idle_past_waiters``: the pool's fast hand-back puts a connection
   among the idle ones while callers wait for one (patched into ``StorePool``).
+- ``exchange_without_reprepare``: the prepared path trusts its note of what
+  the session has prepared; a statement the server forgot (``DEALLOCATE
+  ALL``) fails the call instead of being prepared again (patched into
+  ``rulvar_store_postgres._calls._exchange``, so sync and asyncio alike).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Generator, Sequence
 from time import monotonic
 from typing import Any, final
 
@@ -20,12 +25,14 @@ from psycopg.pq import TransactionStatus
 from rulvar_store import JournalTail
 from rulvar_store.backend import load_records
 from rulvar_store_postgres import PostgresStore
+from rulvar_store_postgres._calls import _failure, _params
 from rulvar_store_postgres._plans import Step
 
 __all__ = [
     "ClientClockLeases",
     "TableTopCursor",
     "async_return_idle_past_waiters",
+    "exchange_without_reprepare",
     "return_idle_past_waiters",
 ]
 
@@ -111,3 +118,30 @@ async def async_return_idle_past_waiters(pool: Any, conn: Any) -> None:
         pool._pool.append(conn)
         return
     await pool.putconn(conn)
+
+
+def exchange_without_reprepare(
+    conn: Any, call: Any, args: Sequence[Any], decode: Any
+) -> Generator[None, Any, Any]:
+    """``_calls._exchange`` with the bug: "a name we prepared stays prepared".
+
+    The session's note is the only truth: a statement the server forgot
+    (SQLSTATE 26000) raises to the caller instead of being prepared again.
+    """
+    encoding = conn.info.encoding
+    params = _params(call, args, encoding)
+    pgconn = conn.pgconn
+    if call.name not in conn.prepared_calls:
+        pgconn.send_prepare(call.name, call.text, param_types=call.types)
+        failure = _failure((yield), encoding)
+        if failure is not None and failure.sqlstate != "42P05":
+            raise failure
+        conn.prepared_calls.add(call.name)
+    pgconn.send_query_prepared(
+        call.name, params, param_formats=call.formats, result_format=call.result_format
+    )
+    results = yield
+    failure = _failure(results, encoding)
+    if failure is not None:
+        raise failure
+    return decode(results[-1], encoding)

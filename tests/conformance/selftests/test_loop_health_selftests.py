@@ -23,7 +23,12 @@ from tests.conformance.selftests._broken_sqlite import sqlite_locations
 from tests.conformance.selftests._support import FULL
 
 SELF_TESTED: frozenset[str] = frozenset(
-    {"async-loop-stall", "async-close-drains", "async-batch-many-loops"}
+    {
+        "async-loop-stall",
+        "async-close-drains",
+        "async-batch-many-loops",
+        "async-load-since-after-delete",
+    }
 )
 
 CHECKS: Final = sorted(SELF_TESTED)
@@ -78,3 +83,14 @@ def test_the_honest_async_store_passes(check_id: str, tmp_path: Path) -> None:
         Certification(sqlite_locations(SqliteStore, tmp_path), FULL), native_opener()
     )
     suite.check(check_id).run()
+
+
+@pytest.mark.clause("C4")
+@pytest.mark.clause("Y9")
+def test_an_async_load_since_with_a_count_cursor_fails_after_delete(
+    tmp_path: Path,
+) -> None:
+    """Y9: the re-created run's journal comes back as a tail, without restarted."""
+    detail = _failure(tmp_path, "async-load-since-after-delete", "count-cursor")
+    assert "(Y9" in detail, detail
+    assert "restarted=False" in detail, detail

@@ -2,7 +2,10 @@
 
 ``TableTopCursor`` fails ``load-since-in-flight-append`` (X10) and
 ``ClientClockLeases`` fails ``lease-times-on-server-clock`` (P5); the honest
-PostgresStore passes both over the same kind of fresh schemas.
+PostgresStore passes both over the same kind of fresh schemas. A pool that
+hands a connection back past its waiters fails ``pool-fairness`` (P29), and a
+prepared path that never prepares again fails ``forgotten-statements`` (P23),
+sync and asyncio.
 """
 
 from __future__ import annotations
@@ -14,13 +17,14 @@ import psycopg
 import pytest
 
 from rulvar_store.backend import LocationFactory, parse_store_url, resolve_backend
-from rulvar_store_postgres import PostgresStore
+from rulvar_store_postgres import PostgresStore, _calls
 from rulvar_store_postgres._async_pool import AsyncStorePool
 from rulvar_store_postgres._pool import StorePool
 from tests.conformance.selftests._broken_pg_paths import (
     ClientClockLeases,
     TableTopCursor,
     async_return_idle_past_waiters,
+    exchange_without_reprepare,
     return_idle_past_waiters,
 )
 from tests.conformance.selftests._broken_postgres import postgres_url, schema_locations
@@ -32,6 +36,8 @@ SELF_TESTED: frozenset[str] = frozenset(
         "lease-times-on-server-clock",
         "pool-serves-waiting-callers",
         "pool-serves-waiting-coroutines",
+        "store-reprepares-forgotten",
+        "async-store-reprepares-forgotten",
     }
 )
 
@@ -135,4 +141,35 @@ def test_the_honest_async_pool_serves_every_task(
     result = check_result(
         url_locations, "pool-fairness", "pool-serves-waiting-coroutines"
     )
+    assert result.status == "passed", result.error
+
+
+FORGOTTEN_CHECKS: Final = (
+    "store-reprepares-forgotten",
+    "async-store-reprepares-forgotten",
+)
+
+
+@pytest.mark.postgres
+@pytest.mark.clause("C4")
+@pytest.mark.clause("P23")
+@pytest.mark.parametrize("check_id", FORGOTTEN_CHECKS)
+def test_a_prepared_path_that_never_reprepares_fails_forgotten_statements(
+    check_id: str, url_locations: LocationFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """P23: after DEALLOCATE ALL in the session the calls fail with 26000."""
+    monkeypatch.setattr(_calls, "_exchange", exchange_without_reprepare)
+    detail = failure_of(url_locations, "forgotten-statements", check_id)
+    assert "(P23" in detail, detail
+    assert "does not exist" in detail, detail
+
+
+@pytest.mark.postgres
+@pytest.mark.clause("C4")
+@pytest.mark.parametrize("check_id", FORGOTTEN_CHECKS)
+def test_the_honest_store_reprepares_what_the_server_forgot(
+    check_id: str, url_locations: LocationFactory
+) -> None:
+    """No false positive, and no pass without a forget: the real store over the proxy."""
+    result = check_result(url_locations, "forgotten-statements", check_id)
     assert result.status == "passed", result.error
