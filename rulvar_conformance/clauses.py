@@ -59,6 +59,8 @@ CLAUSES: Final[dict[str, str]] = {
     "L11": "acquire takes a live lease over at once when its holder's process is provably dead (one host: pid, start time, boot id, pid namespace; PostgreSQL: the holder's liveness session is gone); a paused or unjudgeable holder is alive, and the fence still refuses a holder judged wrongly.",
     "L12": "A refused acquire's LeaseHeldError names the holder, its epoch and retry_after_ms, when the holder's lease expires unless renewed.",
     "L13": "A hold or lease keeper whose lease is lost (a renewal refused, or none before expiry) tells its work within ttl/3: ensure_owned raises LeaseLostError, its writes fail typed before any I/O, and an asyncio hold cancels its invocation.",
+    "L14": "A store's in_brief_lease(run, owner, work) (SQLite and PostgreSQL, sync and asyncio) is acquire, the work and release in ONE transaction with one commit: refused like acquire while another lease is live (holder, epoch, retry_after_ms), an expired lease or a provably dead holder's taken over, the epoch moved so every earlier lease is fenced out; every write of the work carries the brief lease and is fenced like any leased write; a failure anywhere, the work's own included, leaves nothing (the epoch included).",
+    "L15": "put_with_meta (a blob and its run's meta) and put_meta_and_release (the run's meta and the lease's release) are each ONE fenced transaction: both or neither, and a lease that is not live changes nothing.",
     # 4. Fenced writes
     "F1": "A declaring journal store fences leased put_meta and delete exactly like append.",
     "F2": "A lease guards only the run it names; any other run is refused before anything is touched.",

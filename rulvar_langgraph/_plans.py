@@ -80,6 +80,17 @@ def _inside(body: Callable[[Lease], Plan[T]]) -> Callable[[Lease, Any, Any], T]:
     return lambda lease, journal, blobs: drive(body(lease), journal, blobs)
 
 
+async def _adriven(
+    body: Callable[[Lease], Plan[T]], lease: Lease, journal: Any, blobs: Any
+) -> T:
+    return await adrive(body(lease), journal, blobs)
+
+
+def _ainside(body: Callable[[Lease], Plan[T]]) -> Callable[[Lease, Any, Any], Any]:
+    """The brief lease's work for a store that awaits it over awaited views."""
+    return partial(_adriven, body)
+
+
 def drive(plan: Plan[T], journal: Any, blobs: Any) -> T:
     """Run ``plan`` over sync stores; a store error is thrown back into the plan."""
     result: Any = None
@@ -124,12 +135,12 @@ async def adrive(plan: Plan[T], journal: Any, blobs: Any) -> T:
             if target == "brief":
                 run_id, owner, body = args
                 if _in_one_transaction(journal, blobs):
-                    # The work runs synchronously inside the store's transaction.
-                    result = await journal.in_brief_lease(
-                        run_id,
-                        owner,
-                        _inside(body),
-                    )
+                    # A store whose transaction is awaited (PostgreSQL) awaits
+                    # the work over awaited views; SQLite's runs it synchronously
+                    # on its writer thread, over sync views.
+                    awaited = getattr(journal, "brief_work_awaited", False) is True
+                    work = _ainside(body) if awaited else _inside(body)
+                    result = await journal.in_brief_lease(run_id, owner, work)
                 else:
                     plan_of = _brief_calls(run_id, owner, body)
                     result = await adrive(plan_of, journal, blobs)

@@ -179,6 +179,28 @@ class Plans:
         check_run_match(lease, run_id, "put_meta")
         return self._fenced("put_meta", self.sql.put_meta, (run_id, text), lease)
 
+    def put_with_meta(
+        self, ref: str, blob: BlobInput, meta: RunMeta, lease: Lease
+    ) -> Step[None]:
+        """A blob and its run's meta in ONE fenced call (L15): both or neither."""
+        _intake.require_lease(lease, "put_with_meta")
+        ref, blob_run = _intake.ref_for_write(ref, "put_with_meta")
+        run_id, text = _intake.meta_text(meta)
+        check_run_match(lease, blob_run, "put_with_meta")
+        check_run_match(lease, run_id, "put_with_meta")
+        data = _intake.blob_bytes(blob, "put_with_meta")  # copied now (D3)
+        head = (run_id, ref, data, text)
+        call = self.sql.put_with_meta
+        return self._fenced("put_with_meta", call, head, lease)
+
+    def put_meta_and_release(self, meta: RunMeta, lease: Lease) -> Step[None]:
+        """The run's meta and the lease's release in ONE fenced call (L15)."""
+        _intake.require_lease(lease, "put_meta_and_release")
+        run_id, text = _intake.meta_text(meta)
+        check_run_match(lease, run_id, "put_meta_and_release")
+        call = self.sql.put_meta_and_release
+        return self._fenced("put_meta_and_release", call, (run_id, text), lease)
+
     def get_meta(self, run_id: str) -> Step[RunMeta | None]:
         _intake.run_id_for_read(run_id, "get_meta")
 

@@ -286,6 +286,39 @@ BEGIN
   ON CONFLICT (ref) DO UPDATE SET run_id = EXCLUDED.run_id, data = EXCLUDED.data;{refused}
 END""",
         ),
+        # The saver's fused writes (L15): a thread's first checkpoint with its
+        # meta, and a hold's outcome with its release, each ONE fenced call.
+        _Function(
+            "rulvar_py_put_with_meta",
+            "p_run text, p_ref text, p_data bytea, p_payload text, p_owner text, "
+            "p_epoch bigint, p_now bigint",
+            f"""
+DECLARE
+  t bigint;
+BEGIN
+  {lock}{check_first}
+  INSERT INTO {q}.rulvar_blobs (ref, run_id, data) VALUES (p_ref, p_run, p_data)
+  ON CONFLICT (ref) DO UPDATE SET run_id = EXCLUDED.run_id, data = EXCLUDED.data;
+  INSERT INTO {q}.rulvar_meta (run_id, payload) VALUES (p_run, p_payload)
+  ON CONFLICT (run_id) DO UPDATE SET payload = EXCLUDED.payload;
+  RETURN {STATUS_OK};
+END""",
+        ),
+        _Function(
+            "rulvar_py_put_meta_and_release",
+            "p_run text, p_payload text, p_owner text, p_epoch bigint, p_now bigint",
+            f"""
+DECLARE
+  t bigint;
+BEGIN
+  {lock}{check_first}
+  INSERT INTO {q}.rulvar_meta (run_id, payload) VALUES (p_run, p_payload)
+  ON CONFLICT (run_id) DO UPDATE SET payload = EXCLUDED.payload;
+  DELETE FROM {q}.rulvar_leases
+  WHERE run_id = p_run AND owner = p_owner AND epoch = p_epoch;
+  RETURN {STATUS_OK};
+END""",
+        ),
         _Function(
             "rulvar_py_blob_delete",
             "p_run text, p_ref text, p_owner text, p_epoch bigint, p_now bigint",
@@ -435,6 +468,15 @@ $boot$;
         self.release = call("rulvar_py_release")
         self.blob_put = call("rulvar_py_blob_put")
         self.blob_delete = call("rulvar_py_blob_delete")
+        self.put_with_meta = call("rulvar_py_put_with_meta")
+        self.put_meta_and_release = call("rulvar_py_put_meta_and_release")
+        # A brief lease's end inside its own transaction (``_brief``): the row
+        # it took, owner and epoch pinned. Under the run's lock since the
+        # acquire, so nobody else can have replaced or extended it.
+        self.brief_release = (
+            f"DELETE FROM {q}.rulvar_leases "
+            "WHERE run_id = %s AND owner = %s AND epoch = %s"
+        )
         # The lease clock outside the functions (operator reads): an injected
         # now wins, else the server's clock in Unix ms.
         clock = "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
