@@ -221,6 +221,13 @@ class SaverCore(BaseCheckpointSaver[Any]):
             and callable(twin)
             and twin() is transcripts
         )
+        # An unheld put as ONE store call (the journal's brief_put, L16), over
+        # the journal's own blob twin for the same reason.
+        self._brief_put = (
+            callable(getattr(journal, "brief_put", None))
+            and callable(twin)
+            and twin() is transcripts
+        )
         # The leases of this saver's open holds, by run, and what each hold
         # knows of its thread: bounded by the holds open at once, never by the
         # threads the saver has touched.
@@ -431,6 +438,7 @@ class SaverCore(BaseCheckpointSaver[Any]):
                 self._cache(run_id, lease),
                 self._indexed,
                 self._fused,
+                self._brief_put,
             )
         )
 

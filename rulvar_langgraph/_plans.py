@@ -13,10 +13,11 @@ from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any, Literal, TypeAlias, TypeVar
+from typing import Any, Final, Literal, TypeAlias, TypeVar
 
 from rulvar_langgraph._hold_cache import NO_CHECKPOINT, HoldCache, TaskWrites
 from rulvar_langgraph._layout import (
+    CHECKPOINT_LEAF,
     META_NAME,
     META_TAG,
     CheckpointRecord,
@@ -323,6 +324,21 @@ def _latest(
     return newest, refs
 
 
+# A checkpoint's ref past its namespace's prefix (``split_ref``): its id, then
+# the leaf, or the id alone (the older layout); never a write's ref.
+CHECKPOINT_TAIL: Final = f"^[^/]+(/{CHECKPOINT_LEAF})?$"
+
+
+def _gone(run_id: str, checkpoint_ns: str, parent_id: str | None) -> ThreadGoneError:
+    return ThreadGoneError(
+        f"thread {thread_for_run(run_id)!r} has no checkpoint in namespace "
+        f"{checkpoint_ns!r} for this put to continue (parent "
+        f"{parent_id!r}): it was deleted; start it afresh without "
+        "a checkpoint_id, or hold it",
+        run_id,
+    )
+
+
 def put(
     run_id: str,
     checkpoint_ns: str,
@@ -333,6 +349,7 @@ def put(
     cache: HoldCache | None = None,
     indexed: bool = False,
     fused: bool = False,
+    brief_put: bool = False,
 ) -> Plan[None]:
     """Store one checkpoint: one fenced ``put``; nothing else names the newest.
 
@@ -343,8 +360,30 @@ def put(
     ``latest_id`` read. An unheld put that names a parent in a namespace
     without a checkpoint is a late write into a deleted thread and is refused
     (G13); under a hold the fence already refuses a pre-delete lease (G5).
+    With ``brief_put`` (the journal's ``brief_put``, L16) an unheld put is
+    all of that in one store call: the read, the G13 refusal and the
+    starting thread's meta happen inside it.
     """
     blob = encode_checkpoint(record)
+    if held is None and brief_put:
+        # ONE store call: the brief lease, the put, a starting thread's meta.
+        written = yield (
+            "journal",
+            "brief_put",
+            (
+                owner,
+                checkpoint_ref(run_id, checkpoint_ns, checkpoint_id),
+                blob,
+                checkpoint_prefix(run_id, checkpoint_ns),
+                CHECKPOINT_TAIL,
+                thread_meta(run_id),
+                checkpoint_ns == "",  # the root namespace's meta is the saver's own
+                record.parent_id is not None,
+            ),
+        )
+        if not written:
+            raise _gone(run_id, checkpoint_ns, record.parent_id)
+        return
 
     def body(lease: Lease) -> Plan[None]:
         known = None if cache is None else cache.latest.pop(checkpoint_ns, None)
@@ -353,13 +392,7 @@ def put(
         else:
             current = known or None  # NO_CHECKPOINT: the hold saw the namespace empty
         if current is None and held is None and record.parent_id is not None:
-            raise ThreadGoneError(
-                f"thread {thread_for_run(run_id)!r} has no checkpoint in namespace "
-                f"{checkpoint_ns!r} for this put to continue (parent "
-                f"{record.parent_id!r}): it was deleted; start it afresh without "
-                "a checkpoint_id, or hold it",
-                run_id,
-            )
+            raise _gone(run_id, checkpoint_ns, record.parent_id)
         ref = checkpoint_ref(run_id, checkpoint_ns, checkpoint_id)
         starts = current is None and checkpoint_ns == ""  # the root graph's namespace
         if starts and fused:

@@ -345,6 +345,23 @@ class AsyncPostgresStore(PostgresHandle, AsyncClosing, Observed):
                 await hit_off_loop(OPERATION_BRIEF, "after-commit")
                 return result
 
+    async def brief_put(
+        self,
+        owner: str,
+        ref: str,
+        blob: BlobInput,
+        under: str,
+        tail: str,
+        meta: RunMeta | None = None,
+        meta_replaces: bool = True,
+        need_prior: bool = False,
+    ) -> bool:
+        """``PostgresStore.brief_put``, awaited: one round trip (L16)."""
+        step = self._plans.brief_put(
+            owner, ref, blob, under, tail, meta, meta_replaces, need_prior
+        )
+        return await self._call(step)
+
     async def put_with_meta(
         self, ref: str, blob: BlobInput, meta: RunMeta, lease: Lease
     ) -> None:

@@ -463,6 +463,35 @@ class PostgresStore(PostgresHandle, Observed):
                 hit(OPERATION_BRIEF, "after-commit")
                 return result
 
+    def brief_put(
+        self,
+        owner: str,
+        ref: str,
+        blob: BlobInput,
+        under: str,
+        tail: str,
+        meta: RunMeta | None = None,
+        meta_replaces: bool = True,
+        need_prior: bool = False,
+    ) -> bool:
+        """One blob put under a brief lease of ``owner``, as ONE call (L16).
+
+        ``in_brief_lease`` with a fixed work, in one round trip: acquire (its
+        refusal, takeover and epoch bump), the put, and ``meta`` where no ref
+        was prior, then release. A ref counts as prior when it starts with
+        ``under`` (a prefix of the blob's run) and its rest matches the POSIX
+        regular expression ``tail``. ``need_prior``: with none prior, nothing
+        is written and the call returns ``False``; otherwise ``True``.
+        ``meta_replaces=False`` writes the meta only where the run has none.
+
+        Raises:
+            LeaseHeldError: another lease is live (holder, epoch, retry_after_ms).
+        """
+        step = self._plans.brief_put(
+            owner, ref, blob, under, tail, meta, meta_replaces, need_prior
+        )
+        return self._run(step)
+
     def put_with_meta(
         self, ref: str, blob: BlobInput, meta: RunMeta, lease: Lease
     ) -> None:

@@ -23,6 +23,7 @@ import pytest
 
 from rulvar_conformance import ManualClock
 from rulvar_store import (
+    InvalidArgumentError,
     Lease,
     LeaseHeldError,
     LeaseRunMismatchError,
@@ -353,14 +354,14 @@ def test_the_asyncio_store_offers_both(pg_url: str, schema: str) -> None:
 # -- the LangGraph saver over PostgreSQL ---------------------------------------
 
 
-@pytest.mark.clause("L14")
+@pytest.mark.clause("L16")
 def test_an_unheld_langgraph_put_is_one_commit(
     pg_url: str,
     schema: str,
     admin: psycopg.Connection[Any],
     recorded: list[tuple[str, str]],
 ) -> None:
-    """The saver's unheld put (brief lease, newest read, checkpoint) commits once."""
+    """The saver's unheld put (brief lease, newest read, checkpoint) is one call."""
     from langgraph.checkpoint.base import empty_checkpoint
 
     from rulvar_langgraph import RulvarSaver
@@ -370,14 +371,19 @@ def test_an_unheld_langgraph_put_is_one_commit(
         for step in range(3):
             recorded.clear()
             stored = saver.put(config, empty_checkpoint(), {"step": step}, {})
-            assert _commits(recorded) == ["in_brief_lease"]
+            assert _commits(recorded) == ["brief_put"]
             config = {
                 "configurable": {**config["configurable"], **stored["configurable"]}
             }
         held = saver.journal.acquire("t", "other")  # type: ignore[attr-defined]  # PG leases
         with pytest.raises(LeaseHeldError):
             saver.put(config, empty_checkpoint(), {"step": 9}, {})
+        with pytest.raises(LeaseHeldError):  # through in_brief_lease
+            saver.put_writes(config, [("ch", 1)], "task-1")
         saver.journal.release(held)  # type: ignore[attr-defined]  # PG leases
+        recorded.clear()
+        saver.put_writes(config, [("ch", 1)], "task-1")
+        assert _commits(recorded) == ["in_brief_lease"]
         found = saver.get_tuple({"configurable": {"thread_id": "t"}})
         assert found is not None
         assert found.metadata["step"] == 2
@@ -385,7 +391,7 @@ def test_an_unheld_langgraph_put_is_one_commit(
     assert rows == (0,)
 
 
-@pytest.mark.clause("L14")
+@pytest.mark.clause("L14", "L16")
 def test_an_unheld_async_langgraph_put_is_one_commit(
     pg_url: str, schema: str, recorded: list[tuple[str, str]]
 ) -> None:
@@ -401,7 +407,7 @@ def test_an_unheld_async_langgraph_put_is_one_commit(
                 stored = await saver.aput(
                     config, empty_checkpoint(), {"step": step}, {}
                 )
-                assert _commits(recorded) == ["in_brief_lease"]
+                assert _commits(recorded) == ["brief_put"]
                 config = {
                     "configurable": {
                         **config["configurable"],
@@ -414,5 +420,114 @@ def test_an_unheld_async_langgraph_put_is_one_commit(
             assert found is not None
             assert found.metadata["step"] == 2
             assert [write[1:] for write in found.pending_writes or []] == [("ch", 1)]
+
+    asyncio.run(main())
+
+
+# -- brief_put (L16) ---------------------------------------------------------------
+
+TAIL = "^[^/]+(/z)?$"  # a checkpoint's ref past its namespace: id, maybe its leaf
+
+
+def _brief_put(store: PostgresStore, ref: str, **options: Any) -> bool:
+    options.setdefault("meta", None)
+    return store.brief_put(
+        "brief",
+        ref,
+        b"data:" + ref.encode(),
+        options.pop("under", "run/c/n/"),
+        options.pop("tail", TAIL),
+        options.pop("meta"),
+        options.pop("meta_replaces", True),
+        options.pop("need_prior", False),
+    )
+
+
+@pytest.mark.clause("L16")
+def test_brief_put_is_an_acquire_a_put_and_a_release_in_one_call(
+    make_store: Callable[..., PostgresStore],
+    admin: psycopg.Connection[Any],
+    schema: str,
+    recorded: list[tuple[str, str]],
+) -> None:
+    """Refused while held (naming the holder), else the epoch moves and no row stays."""
+    clock = ManualClock()
+    store = make_store(ttl_ms=1_000, now=clock)
+    blobs = store.transcripts()
+    held = store.acquire("run", "holder")
+    with pytest.raises(LeaseHeldError) as refused:
+        _brief_put(store, "run/c/n/1/z", meta=_meta("run", "running"))
+    assert (refused.value.holder, refused.value.epoch) == ("holder", held.epoch)
+    assert refused.value.retry_after_ms == 1_000
+    assert blobs.get("run/c/n/1/z") is None
+    assert store.get_meta("run") is None
+    clock.advance(2_000)  # the holder stalled: its lease expired
+    recorded.clear()
+    assert _brief_put(store, "run/c/n/1/z", meta=_meta("run", "running"))
+    assert _commits(recorded) == ["brief_put"]
+    assert _lease_row(admin, schema) is None
+    assert blobs.get("run/c/n/1/z") == b"data:run/c/n/1/z"
+    assert store.get_meta("run") == _meta("run", "running")
+    with pytest.raises(LeaseHeldError):  # fenced out by the brief lease's epoch
+        blobs.put("run/c/n/1/z", b"stale", held)
+    assert store.acquire("run", "next").epoch == held.epoch + 2
+
+
+@pytest.mark.clause("L16")
+def test_brief_put_writes_the_meta_only_where_nothing_was_prior(
+    make_store: Callable[..., PostgresStore],
+) -> None:
+    store = make_store(ttl_ms=TTL_MS)
+    # A write's ref under the prefix is not a checkpoint: nothing counts as prior.
+    store.transcripts().put("run/c/n/1/w/task", b"write")
+    assert _brief_put(store, "run/c/n/1/z", meta=_meta("run", "first"))
+    assert store.get_meta("run") == _meta("run", "first")
+    # A checkpoint is prior now: the meta is left alone.
+    assert _brief_put(store, "run/c/n/2/z", meta=_meta("run", "second"))
+    assert store.get_meta("run") == _meta("run", "first")
+    # In another namespace nothing is prior, but meta_replaces=False keeps it.
+    assert _brief_put(
+        store,
+        "run/c/m/1/z",
+        under="run/c/m/",
+        meta=_meta("run", "third"),
+        meta_replaces=False,
+    )
+    assert store.get_meta("run") == _meta("run", "first")
+
+
+@pytest.mark.clause("L16")
+def test_brief_put_that_needs_a_prior_ref_and_finds_none_changes_nothing(
+    make_store: Callable[..., PostgresStore],
+    admin: psycopg.Connection[Any],
+    schema: str,
+) -> None:
+    store = make_store(ttl_ms=TTL_MS)
+    before = store.acquire("run", "w")
+    store.release(before)
+    assert not _brief_put(store, "run/c/n/1/z", need_prior=True, meta=_meta("run", "x"))
+    assert store.transcripts().list_refs("run") == []
+    assert store.get_meta("run") is None
+    assert _lease_row(admin, schema) is None
+    assert store.acquire("run", "next").epoch == before.epoch + 1  # unmoved
+    with pytest.raises(InvalidArgumentError):  # the prefix must be of the ref's run
+        _brief_put(store, "run/c/n/1/z", under="other/c/n/")
+
+
+@pytest.mark.clause("L16")
+def test_the_asyncio_brief_put(pg_url: str, schema: str) -> None:
+    async def main() -> None:
+        store = AsyncPostgresStore(pg_url, schema=schema, ttl_ms=TTL_MS)
+        try:
+            held = await store.acquire("run", "holder")
+            args = ("run/c/n/1/z", b"a", "run/c/n/", TAIL, _meta("run", "r"))
+            with pytest.raises(LeaseHeldError):
+                await store.brief_put("brief", *args)
+            await store.release(held)
+            assert await store.brief_put("brief", *args)
+            assert await store.get_meta("run") == _meta("run", "r")
+            assert await store.peek_lease("run") is None
+        finally:
+            await store.aclose()
 
     asyncio.run(main())
