@@ -311,10 +311,10 @@ class SaverCore(BaseCheckpointSaver[Any]):
         then ``failed``).
         """
         del self._holding[lease.run_id]
-        del self._caches[lease.run_id]
+        cache = self._caches.pop(lease.run_id)
         self._keepers.pop(lease.run_id, None)
         notes = self._notes.pop(lease.run_id)
-        return _plans.ended(lease, notes.outcome(raised), self._fused)
+        return _plans.ended(lease, notes.outcome(raised), self._fused, cache.meta)
 
     def _noting(
         self,

@@ -202,7 +202,10 @@ def release(lease: Lease) -> Plan[None]:
 
 
 def ended(
-    lease: Lease, outcome: dict[str, Any] | None, fused: bool = False
+    lease: Lease,
+    outcome: dict[str, Any] | None,
+    fused: bool = False,
+    known: RunMeta | None = None,
 ) -> Plan[None]:
     """End a hold: write its ``outcome`` into the thread's meta, then release.
 
@@ -213,14 +216,19 @@ def ended(
     listing then shows as ``incomplete`` (its ``checkpointId`` is older than
     the newest checkpoint): the write is best effort, the release is not.
     With ``fused`` (the store's ``put_meta_and_release``) the write and the
-    release are one transaction.
+    release are one transaction. ``known`` is the meta the hold itself wrote
+    (it started the thread): merged into without reading it back.
     """
     released = False
     try:
         if outcome is not None:
             with suppress(RulvarError):
-                meta = yield ("journal", "get_meta", (lease.run_id,))
-                base = meta if isinstance(meta, dict) else thread_meta(lease.run_id)
+                meta = known
+                if meta is None:
+                    meta = yield ("journal", "get_meta", (lease.run_id,))
+                base = (
+                    dict(meta) if isinstance(meta, dict) else thread_meta(lease.run_id)
+                )
                 base.pop("error", None)
                 written = {**base, **outcome, "updatedAt": _now()}
                 if fused:
@@ -395,9 +403,12 @@ def put(
             raise _gone(run_id, checkpoint_ns, record.parent_id)
         ref = checkpoint_ref(run_id, checkpoint_ns, checkpoint_id)
         starts = current is None and checkpoint_ns == ""  # the root graph's namespace
-        if starts and fused:
+        meta = thread_meta(run_id) if starts else None
+        if cache is not None and meta is not None:
+            cache.meta = None  # set again once the meta is surely written
+        if meta is not None and fused:
             # The thread starts: its checkpoint and its meta in one transaction.
-            yield ("journal", "put_with_meta", (ref, blob, thread_meta(run_id), lease))
+            yield ("journal", "put_with_meta", (ref, blob, meta, lease))
         else:
             yield ("blobs", "put", (ref, blob, lease))
         newest = current is None or checkpoint_id > current
@@ -411,7 +422,11 @@ def put(
                 # after losing every root checkpoint). Its meta holds nothing
                 # but the saver's own fields, so it is written, not read first.
                 if not fused:
-                    yield ("journal", "put_meta", (thread_meta(run_id), lease))
+                    yield ("journal", "put_meta", (meta, lease))
+                if cache is not None:
+                    # The hold's end merges into this, without a read: under
+                    # the hold only its holder writes with the lease.
+                    cache.meta = meta
             else:
                 yield from _ensure_meta(run_id, lease)
 
