@@ -43,6 +43,7 @@ __all__ = [
     "Found",
     "Plan",
     "ThreadGoneError",
+    "acquire_hold",
     "adrive",
     "copy_thread",
     "delete_for_run",
@@ -193,6 +194,30 @@ def _brief_calls(run_id: str, owner: str, body: Callable[[Lease], Plan[T]]) -> P
         # nothing left to give back; the write's outcome stands either way.
         with suppress(RulvarError):
             yield ("journal", "release", (lease,))
+
+
+def acquire_hold(
+    run_id: str, owner: str, prefetch: bool = False
+) -> Plan[tuple[Lease, str | None]]:
+    """A hold's acquire; with ``prefetch`` also its root namespace's newest checkpoint.
+
+    ``prefetch``: the journal's ``acquire_with_last_ref`` (one round trip on
+    PostgreSQL). The second value is what the hold then knows of the root
+    namespace's newest checkpoint (its id, or ``NO_CHECKPOINT``), or ``None``:
+    not known (no prefetch, or a greatest ref that is no checkpoint's, which
+    the first read then lists as ``_latest`` does).
+    """
+    if not prefetch:
+        lease: Lease = yield ("journal", "acquire", (run_id, owner))
+        return lease, None
+    prefix = checkpoint_prefix(run_id, "")
+    lease, ref = yield ("journal", "acquire_with_last_ref", (run_id, owner, prefix))
+    if ref is None:
+        return lease, NO_CHECKPOINT
+    parts = split_ref(ref)
+    if parts is not None and parts[0] in ("c", "oc"):
+        return lease, parts[2]
+    return lease, None
 
 
 def release(lease: Lease) -> Plan[None]:

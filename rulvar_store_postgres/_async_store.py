@@ -39,6 +39,7 @@ from rulvar_store.errors import (
     StoreUnavailableError,
 )
 from rulvar_store.ops import LeaseState
+from rulvar_store_postgres._acquire_read import acquire_with_last_ref_async
 from rulvar_store_postgres._async_pool import AsyncConn, make_async_pool
 from rulvar_store_postgres._brief import OPERATION as OPERATION_BRIEF
 from rulvar_store_postgres._brief import (
@@ -302,6 +303,20 @@ class AsyncPostgresStore(PostgresHandle, AsyncClosing, Observed):
     # ``in_brief_lease`` awaits its work, which gets awaited views (``_brief``);
     # SQLite's asyncio store runs a sync work on its writer thread instead.
     brief_work_awaited: Literal[True] = True
+
+    async def acquire_with_last_ref(
+        self, run_id: str, owner: str, prefix: str
+    ) -> tuple[Lease, str | None]:
+        """``PostgresStore.acquire_with_last_ref``, awaited: one round trip."""
+        settings = self._settings
+        key = (
+            None
+            if settings.readonly
+            else await liveness_key_async(settings.conninfo, settings.connect_timeout_s)
+        )
+        return await self._guarded(
+            "acquire", acquire_with_last_ref_async(self, run_id, owner, prefix, key)
+        )
 
     async def in_brief_lease(
         self, run_id: str, owner: str, work: AsyncBriefWork[T]

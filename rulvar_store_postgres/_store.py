@@ -27,6 +27,7 @@ from rulvar_store.backend import DurabilityReport, Observed, hit, instrumented
 from rulvar_store.errors import StoreBusyError, StoreUnavailableError
 from rulvar_store.ops import LeaseState
 from rulvar_store_postgres import _move_rows
+from rulvar_store_postgres._acquire_read import acquire_with_last_ref
 from rulvar_store_postgres._brief import OPERATION as OPERATION_BRIEF
 from rulvar_store_postgres._brief import BriefWork, Frame, WorkStarted, run_brief
 from rulvar_store_postgres._config import Settings
@@ -422,6 +423,16 @@ class PostgresStore(PostgresHandle, Observed):
         if settings.readonly:
             return None
         return liveness_key(settings.conninfo, settings.connect_timeout_s)
+
+    def acquire_with_last_ref(
+        self, run_id: str, owner: str, prefix: str
+    ) -> tuple[Lease, str | None]:
+        """``acquire`` and the blob twin's ``last_ref`` in ONE round trip (``_acquire_read``).
+
+        The same two calls, pipelined on one connection: the acquire exactly
+        as ``acquire`` (refusal, L11 takeover), then the read, after it.
+        """
+        return acquire_with_last_ref(self, run_id, owner, prefix)
 
     def in_brief_lease(self, run_id: str, owner: str, work: BriefWork[T]) -> T:
         """Acquire, ``work(lease, journal, blobs)`` and release in ONE transaction (L14).

@@ -531,3 +531,49 @@ def test_the_asyncio_brief_put(pg_url: str, schema: str) -> None:
             await store.aclose()
 
     asyncio.run(main())
+
+
+# -- acquire_with_last_ref: a hold's acquire and first read, one round trip ----------
+
+
+@pytest.mark.clause("L1", "L12", "T12")
+def test_acquire_with_last_ref_is_an_acquire_then_a_read(
+    make_store: Callable[..., PostgresStore],
+) -> None:
+    store = make_store(ttl_ms=TTL_MS)
+    blobs = store.transcripts()
+    store.get_meta("run")  # booted: the collation is known, the pipeline runs
+    lease, newest = store.acquire_with_last_ref("run", "w", "run/c/n/")
+    assert (lease.epoch, newest) == (1, None)
+    blobs.put("run/c/n/1/z", b"a", lease)
+    blobs.put("run/c/n/2/z", b"b", lease)
+    blobs.put("run/c/m/9/z", b"c", lease)
+    with pytest.raises(LeaseHeldError) as refused:
+        store.acquire_with_last_ref("run", "other", "run/c/n/")
+    assert (refused.value.holder, refused.value.epoch) == ("w", 1)
+    store.release(lease)
+    again, newest = store.acquire_with_last_ref("run", "w", "run/c/n/")
+    assert (again.epoch, newest) == (2, "run/c/n/2/z")
+    with pytest.raises(LeaseHeldError):  # the earlier lease is fenced out
+        blobs.put("run/c/n/3/z", b"stale", lease)
+
+
+@pytest.mark.clause("L1", "T12")
+def test_the_asyncio_acquire_with_last_ref(pg_url: str, schema: str) -> None:
+    async def main() -> None:
+        store = AsyncPostgresStore(pg_url, schema=schema, ttl_ms=TTL_MS)
+        try:
+            await store.get_meta("run")
+            lease, newest = await store.acquire_with_last_ref("run", "w", "run/c/n/")
+            assert (lease.epoch, newest) == (1, None)
+            await store.transcripts().put("run/c/n/1/z", b"a", lease)
+            with pytest.raises(LeaseHeldError) as refused:
+                await store.acquire_with_last_ref("run", "x", "run/c/n/")
+            assert refused.value.holder == "w"
+            await store.release(lease)
+            again, newest = await store.acquire_with_last_ref("run", "x", "run/c/n/")
+            assert (again.epoch, newest) == (2, "run/c/n/1/z")
+        finally:
+            await store.aclose()
+
+    asyncio.run(main())
