@@ -577,3 +577,36 @@ def test_the_asyncio_acquire_with_last_ref(pg_url: str, schema: str) -> None:
             await store.aclose()
 
     asyncio.run(main())
+
+
+@pytest.mark.clause("L14")
+def test_a_fault_before_the_brief_commit_leaves_nothing(
+    make_store: Callable[..., PostgresStore],
+    admin: psycopg.Connection[Any],
+    schema: str,
+) -> None:
+    """The failpoints of the one transaction: a fault at before-commit rolls back whole."""
+    store = make_store(ttl_ms=TTL_MS)
+    seen: list[str] = []
+
+    def hook(operation: str, point: Failpoint) -> None:
+        if operation == "in_brief_lease":
+            seen.append(point)
+            if point == "before-commit":
+                raise RuntimeError("killed before the commit")
+
+    def work(lease: Lease, journal: Any, twin: Any) -> None:
+        twin.put(REF, b"lost", lease)
+        journal.put_meta(_meta("run", "lost"), lease)
+
+    previous = set_failpoint_hook(hook)
+    try:
+        with pytest.raises(RuntimeError, match="killed before the commit"):
+            store.in_brief_lease("run", "brief", work)
+    finally:
+        set_failpoint_hook(previous)
+    assert seen == ["after-begin", "before-commit"]
+    assert store.transcripts().get(REF) is None
+    assert store.get_meta("run") is None
+    assert _lease_row(admin, schema) is None
+    assert store.acquire("run", "next").epoch == 1  # the epoch rolled back too
