@@ -121,7 +121,9 @@ class AsyncRulvarSaver(SaverCore, Observed):
         """
         run_id = run_for_thread(thread_id)
         since = time.monotonic()  # the lease expires ttl after this at the latest
-        lease = await self.journal.acquire(run_id, self.owner)
+        lease, latest = await self._run(
+            _plans.acquire_hold(run_id, self.owner, self._prefetch)
+        )
         cancel = CancelOnLoss()
         keeper = AsyncLeaseKeeper(
             self.journal.renew, lease, self._ttl_ms, on_lost=cancel, since=since
@@ -130,7 +132,7 @@ class AsyncRulvarSaver(SaverCore, Observed):
         raised: BaseException | None = None
         try:
             try:
-                yield self._hold_begun(thread_id, lease, config, keeper)
+                yield self._hold_begun(thread_id, lease, config, keeper, latest)
                 finished = True
             except BaseException as exc:  # the outcome the hold's end writes: failed
                 raised = exc

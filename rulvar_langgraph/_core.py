@@ -221,6 +221,20 @@ class SaverCore(BaseCheckpointSaver[Any]):
             and callable(twin)
             and twin() is transcripts
         )
+        # An unheld put as ONE store call (the journal's brief_put, L16), over
+        # the journal's own blob twin for the same reason.
+        self._brief_put = (
+            callable(getattr(journal, "brief_put", None))
+            and callable(twin)
+            and twin() is transcripts
+        )
+        # A hold's acquire and its first read (the root namespace's newest
+        # checkpoint) in one round trip where the journal offers it.
+        self._prefetch = (
+            callable(getattr(journal, "acquire_with_last_ref", None))
+            and callable(twin)
+            and twin() is transcripts
+        )
         # The leases of this saver's open holds, by run, and what each hold
         # knows of its thread: bounded by the holds open at once, never by the
         # threads the saver has touched.
@@ -286,10 +300,17 @@ class SaverCore(BaseCheckpointSaver[Any]):
         lease: Lease,
         config: RunnableConfig | None,
         keeper: Owned | None = None,
+        latest: str | None = None,
     ) -> RunnableConfig:
-        """Record the hold's lease; return the config its invocation writes with."""
+        """Record the hold's lease; return the config its invocation writes with.
+
+        ``latest``: what the acquire learned of the root namespace's newest
+        checkpoint (``_plans.acquire_hold``), if anything.
+        """
         self._holding[lease.run_id] = lease
-        self._caches[lease.run_id] = HoldCache(lease)
+        cache = self._caches[lease.run_id] = HoldCache(lease)
+        if latest is not None:
+            cache.latest[""] = latest
         self._notes[lease.run_id] = HoldNotes()
         if keeper is not None:
             self._keepers[lease.run_id] = keeper
@@ -304,10 +325,10 @@ class SaverCore(BaseCheckpointSaver[Any]):
         then ``failed``).
         """
         del self._holding[lease.run_id]
-        del self._caches[lease.run_id]
+        cache = self._caches.pop(lease.run_id)
         self._keepers.pop(lease.run_id, None)
         notes = self._notes.pop(lease.run_id)
-        return _plans.ended(lease, notes.outcome(raised), self._fused)
+        return _plans.ended(lease, notes.outcome(raised), self._fused, cache.meta)
 
     def _noting(
         self,
@@ -431,6 +452,7 @@ class SaverCore(BaseCheckpointSaver[Any]):
                 self._cache(run_id, lease),
                 self._indexed,
                 self._fused,
+                self._brief_put,
             )
         )
 

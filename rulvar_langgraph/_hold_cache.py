@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Final, TypeAlias
 
 from rulvar_langgraph._pending import PendingWrites
-from rulvar_store import Lease
+from rulvar_store import Lease, RunMeta
 
 __all__ = ["NO_CHECKPOINT", "HoldCache", "TaskWrites"]
 
@@ -60,6 +60,9 @@ class HoldCache:
     """Namespace -> its newest checkpoint's id (or ``NO_CHECKPOINT``)."""
     writes: dict[str, tuple[str, TaskWrites]] = field(default_factory=dict)
     """Namespace -> (checkpoint id, ALL its stored writes by task): the latest only."""
+    meta: RunMeta | None = None
+    """The thread's meta as this hold wrote it (a thread it started), so its end
+    merges its outcome without reading the meta back; ``None``: read it."""
     with_writes: set[tuple[str, str]] = field(default_factory=set)
     """(namespace, checkpoint id) pairs that have (or may have) stored writes: the
     hold's own, and those found above the newest checkpoint when it read a listing."""
@@ -108,3 +111,4 @@ class HoldCache:
         """
         self.latest.clear()
         self.writes.clear()
+        self.meta = None

@@ -13,10 +13,11 @@ from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any, Literal, TypeAlias, TypeVar
+from typing import Any, Final, Literal, TypeAlias, TypeVar
 
 from rulvar_langgraph._hold_cache import NO_CHECKPOINT, HoldCache, TaskWrites
 from rulvar_langgraph._layout import (
+    CHECKPOINT_LEAF,
     META_NAME,
     META_TAG,
     CheckpointRecord,
@@ -42,6 +43,7 @@ __all__ = [
     "Found",
     "Plan",
     "ThreadGoneError",
+    "acquire_hold",
     "adrive",
     "copy_thread",
     "delete_for_run",
@@ -78,6 +80,17 @@ def _in_one_transaction(journal: Any, blobs: Any) -> bool:
 def _inside(body: Callable[[Lease], Plan[T]]) -> Callable[[Lease, Any, Any], T]:
     """The brief lease's work: ``body`` driven over the transaction's own view."""
     return lambda lease, journal, blobs: drive(body(lease), journal, blobs)
+
+
+async def _adriven(
+    body: Callable[[Lease], Plan[T]], lease: Lease, journal: Any, blobs: Any
+) -> T:
+    return await adrive(body(lease), journal, blobs)
+
+
+def _ainside(body: Callable[[Lease], Plan[T]]) -> Callable[[Lease, Any, Any], Any]:
+    """The brief lease's work for a store that awaits it over awaited views."""
+    return partial(_adriven, body)
 
 
 def drive(plan: Plan[T], journal: Any, blobs: Any) -> T:
@@ -124,12 +137,12 @@ async def adrive(plan: Plan[T], journal: Any, blobs: Any) -> T:
             if target == "brief":
                 run_id, owner, body = args
                 if _in_one_transaction(journal, blobs):
-                    # The work runs synchronously inside the store's transaction.
-                    result = await journal.in_brief_lease(
-                        run_id,
-                        owner,
-                        _inside(body),
-                    )
+                    # A store whose transaction is awaited (PostgreSQL) awaits
+                    # the work over awaited views; SQLite's runs it synchronously
+                    # on its writer thread, over sync views.
+                    awaited = getattr(journal, "brief_work_awaited", False) is True
+                    work = _ainside(body) if awaited else _inside(body)
+                    result = await journal.in_brief_lease(run_id, owner, work)
                 else:
                     plan_of = _brief_calls(run_id, owner, body)
                     result = await adrive(plan_of, journal, blobs)
@@ -183,6 +196,30 @@ def _brief_calls(run_id: str, owner: str, body: Callable[[Lease], Plan[T]]) -> P
             yield ("journal", "release", (lease,))
 
 
+def acquire_hold(
+    run_id: str, owner: str, prefetch: bool = False
+) -> Plan[tuple[Lease, str | None]]:
+    """A hold's acquire; with ``prefetch`` also its root namespace's newest checkpoint.
+
+    ``prefetch``: the journal's ``acquire_with_last_ref`` (one round trip on
+    PostgreSQL). The second value is what the hold then knows of the root
+    namespace's newest checkpoint (its id, or ``NO_CHECKPOINT``), or ``None``:
+    not known (no prefetch, or a greatest ref that is no checkpoint's, which
+    the first read then lists as ``_latest`` does).
+    """
+    if not prefetch:
+        lease: Lease = yield ("journal", "acquire", (run_id, owner))
+        return lease, None
+    prefix = checkpoint_prefix(run_id, "")
+    lease, ref = yield ("journal", "acquire_with_last_ref", (run_id, owner, prefix))
+    if ref is None:
+        return lease, NO_CHECKPOINT
+    parts = split_ref(ref)
+    if parts is not None and parts[0] in ("c", "oc"):
+        return lease, parts[2]
+    return lease, None
+
+
 def release(lease: Lease) -> Plan[None]:
     """Give a hold's lease back; one that was superseded or deleted is already gone."""
     with suppress(LeaseHeldError):
@@ -190,7 +227,10 @@ def release(lease: Lease) -> Plan[None]:
 
 
 def ended(
-    lease: Lease, outcome: dict[str, Any] | None, fused: bool = False
+    lease: Lease,
+    outcome: dict[str, Any] | None,
+    fused: bool = False,
+    known: RunMeta | None = None,
 ) -> Plan[None]:
     """End a hold: write its ``outcome`` into the thread's meta, then release.
 
@@ -201,14 +241,19 @@ def ended(
     listing then shows as ``incomplete`` (its ``checkpointId`` is older than
     the newest checkpoint): the write is best effort, the release is not.
     With ``fused`` (the store's ``put_meta_and_release``) the write and the
-    release are one transaction.
+    release are one transaction. ``known`` is the meta the hold itself wrote
+    (it started the thread): merged into without reading it back.
     """
     released = False
     try:
         if outcome is not None:
             with suppress(RulvarError):
-                meta = yield ("journal", "get_meta", (lease.run_id,))
-                base = meta if isinstance(meta, dict) else thread_meta(lease.run_id)
+                meta = known
+                if meta is None:
+                    meta = yield ("journal", "get_meta", (lease.run_id,))
+                base = (
+                    dict(meta) if isinstance(meta, dict) else thread_meta(lease.run_id)
+                )
                 base.pop("error", None)
                 written = {**base, **outcome, "updatedAt": _now()}
                 if fused:
@@ -312,6 +357,21 @@ def _latest(
     return newest, refs
 
 
+# A checkpoint's ref past its namespace's prefix (``split_ref``): its id, then
+# the leaf, or the id alone (the older layout); never a write's ref.
+CHECKPOINT_TAIL: Final = f"^[^/]+(/{CHECKPOINT_LEAF})?$"
+
+
+def _gone(run_id: str, checkpoint_ns: str, parent_id: str | None) -> ThreadGoneError:
+    return ThreadGoneError(
+        f"thread {thread_for_run(run_id)!r} has no checkpoint in namespace "
+        f"{checkpoint_ns!r} for this put to continue (parent "
+        f"{parent_id!r}): it was deleted; start it afresh without "
+        "a checkpoint_id, or hold it",
+        run_id,
+    )
+
+
 def put(
     run_id: str,
     checkpoint_ns: str,
@@ -322,6 +382,7 @@ def put(
     cache: HoldCache | None = None,
     indexed: bool = False,
     fused: bool = False,
+    brief_put: bool = False,
 ) -> Plan[None]:
     """Store one checkpoint: one fenced ``put``; nothing else names the newest.
 
@@ -332,8 +393,30 @@ def put(
     ``latest_id`` read. An unheld put that names a parent in a namespace
     without a checkpoint is a late write into a deleted thread and is refused
     (G13); under a hold the fence already refuses a pre-delete lease (G5).
+    With ``brief_put`` (the journal's ``brief_put``, L16) an unheld put is
+    all of that in one store call: the read, the G13 refusal and the
+    starting thread's meta happen inside it.
     """
     blob = encode_checkpoint(record)
+    if held is None and brief_put:
+        # ONE store call: the brief lease, the put, a starting thread's meta.
+        written = yield (
+            "journal",
+            "brief_put",
+            (
+                owner,
+                checkpoint_ref(run_id, checkpoint_ns, checkpoint_id),
+                blob,
+                checkpoint_prefix(run_id, checkpoint_ns),
+                CHECKPOINT_TAIL,
+                thread_meta(run_id),
+                checkpoint_ns == "",  # the root namespace's meta is the saver's own
+                record.parent_id is not None,
+            ),
+        )
+        if not written:
+            raise _gone(run_id, checkpoint_ns, record.parent_id)
+        return
 
     def body(lease: Lease) -> Plan[None]:
         known = None if cache is None else cache.latest.pop(checkpoint_ns, None)
@@ -342,18 +425,15 @@ def put(
         else:
             current = known or None  # NO_CHECKPOINT: the hold saw the namespace empty
         if current is None and held is None and record.parent_id is not None:
-            raise ThreadGoneError(
-                f"thread {thread_for_run(run_id)!r} has no checkpoint in namespace "
-                f"{checkpoint_ns!r} for this put to continue (parent "
-                f"{record.parent_id!r}): it was deleted; start it afresh without "
-                "a checkpoint_id, or hold it",
-                run_id,
-            )
+            raise _gone(run_id, checkpoint_ns, record.parent_id)
         ref = checkpoint_ref(run_id, checkpoint_ns, checkpoint_id)
         starts = current is None and checkpoint_ns == ""  # the root graph's namespace
-        if starts and fused:
+        meta = thread_meta(run_id) if starts else None
+        if cache is not None and meta is not None:
+            cache.meta = None  # set again once the meta is surely written
+        if meta is not None and fused:
             # The thread starts: its checkpoint and its meta in one transaction.
-            yield ("journal", "put_with_meta", (ref, blob, thread_meta(run_id), lease))
+            yield ("journal", "put_with_meta", (ref, blob, meta, lease))
         else:
             yield ("blobs", "put", (ref, blob, lease))
         newest = current is None or checkpoint_id > current
@@ -367,7 +447,11 @@ def put(
                 # after losing every root checkpoint). Its meta holds nothing
                 # but the saver's own fields, so it is written, not read first.
                 if not fused:
-                    yield ("journal", "put_meta", (thread_meta(run_id), lease))
+                    yield ("journal", "put_meta", (meta, lease))
+                if cache is not None:
+                    # The hold's end merges into this, without a read: under
+                    # the hold only its holder writes with the lease.
+                    cache.meta = meta
             else:
                 yield from _ensure_meta(run_id, lease)
 

@@ -111,11 +111,13 @@ class RulvarSaver(SaverCore, Observed):
         """
         run_id = run_for_thread(thread_id)
         since = time.monotonic()  # the lease expires ttl after this at the latest
-        lease = self.journal.acquire(run_id, self.owner)  # type: ignore[attr-defined]  # check_stores saw acquire
+        lease, latest = self._run(
+            _plans.acquire_hold(run_id, self.owner, self._prefetch)
+        )
         keeper = LeaseKeeper(self.journal.renew, lease, self._ttl_ms, since=since)  # type: ignore[attr-defined]  # check_stores saw leases
         raised: BaseException | None = None
         try:
-            yield self._hold_begun(thread_id, lease, config, keeper)
+            yield self._hold_begun(thread_id, lease, config, keeper, latest)
         except BaseException as exc:  # the outcome the hold's end writes: failed
             raised = exc
             raise

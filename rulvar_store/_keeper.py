@@ -20,6 +20,9 @@ thinks a lease is live after the store stopped thinking so.
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
+import os
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -132,13 +135,63 @@ class _Owned:
             raise lost
 
 
+class _FirstRenewals:
+    """One process-wide thread that starts each keeper's own thread when its
+    first renewal is due.
+
+    Most holds end before their first renewal (ttl/3): a thread started and
+    joined for each cost about 150 us of a short invocation's few ms. A keeper
+    stopped before its first renewal now costs a heap entry, dropped when it
+    comes due. A keeper's renewals, once due, run on its own thread as before,
+    so one slow renewal never delays another keeper's.
+    """
+
+    def __init__(self) -> None:
+        self._wake = threading.Condition()
+        self._due: list[tuple[float, int, LeaseKeeper]] = []
+        self._order = itertools.count()
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+
+    def add(self, due: float, keeper: LeaseKeeper) -> None:
+        with self._wake:
+            if self._pid != os.getpid():  # first use, or a forked child's
+                self._pid = os.getpid()
+                self._due = []  # the parent's keepers renew in the parent only
+                self._thread = threading.Thread(
+                    target=self._run, name="rulvar-lease-keepers", daemon=True
+                )
+                self._thread.start()
+            heapq.heappush(self._due, (due, next(self._order), keeper))
+            if self._due[0][2] is keeper:
+                self._wake.notify()
+
+    def _run(self) -> None:
+        with self._wake:
+            while True:
+                while self._due and self._due[0][2].stopped:
+                    heapq.heappop(self._due)
+                if not self._due:
+                    self._wake.wait()
+                    continue
+                wait = self._due[0][0] - time.monotonic()
+                if wait > 0:
+                    self._wake.wait(wait)
+                    continue
+                heapq.heappop(self._due)[2]._begin()
+
+
+_FIRST_RENEWALS = _FirstRenewals()
+
+
 class LeaseKeeper(_Owned):
     """Renews ``lease`` every ttl/3 on a daemon thread until ``stop`` (L8, L10).
 
     ``renew`` is the store's ``renew``; ``ttl_ms`` its ``lease_ttl_ms``;
     ``since`` the ``time.monotonic()`` reading taken before the acquire (default:
     now). A refused renewal or a deadline passed without a renewal loses the
-    lease for good; ``on_lost`` then runs once, on the keeper's thread.
+    lease for good; ``on_lost`` then runs once, on the keeper's thread. That
+    thread starts when the first renewal is due (``_FirstRenewals``).
     """
 
     def __init__(
@@ -154,10 +207,25 @@ class LeaseKeeper(_Owned):
         self._tenancy.on_lost = on_lost
         self._renew = renew
         self._stop = threading.Event()
-        self._thread = threading.Thread(
-            target=self._run, name=f"rulvar-lease-{lease.run_id}", daemon=True
-        )
-        self._thread.start()
+        self._starting = threading.Lock()
+        self._thread: threading.Thread | None = None
+        _FIRST_RENEWALS.add(time.monotonic() + self._tenancy.next_delay(False), self)
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
+    def _begin(self) -> None:
+        """The first renewal is due: start the keeper's thread, unless stopped."""
+        with self._starting:
+            if self._stop.is_set():
+                return
+            self._thread = threading.Thread(
+                target=self._run,
+                name=f"rulvar-lease-{self._tenancy.lease.run_id}",
+                daemon=True,
+            )
+            self._thread.start()
 
     @classmethod
     def over(cls, store: Any, lease: Lease, **options: Any) -> LeaseKeeper:
@@ -165,8 +233,9 @@ class LeaseKeeper(_Owned):
         return cls(store.renew, lease, store.lease_ttl_ms, **options)
 
     def _run(self) -> None:
+        # Started when the first renewal is due: attempt at once, then wait.
         tenancy, failed = self._tenancy, False
-        while not self._stop.wait(tenancy.next_delay(failed)):
+        while not self._stop.is_set():
             if tenancy.check() is not None:
                 break
             started = time.monotonic()
@@ -180,17 +249,21 @@ class LeaseKeeper(_Owned):
                     tenancy.failed(exc)
                     break
                 failed = True  # busy or unreachable: retry until the deadline
-                continue
-            failed = False
-            tenancy.renewed(started)
+            else:
+                failed = False
+                tenancy.renewed(started)
+            if self._stop.wait(tenancy.next_delay(failed)):
+                break
         if not self._stop.is_set():
             tenancy.tell()
 
     def stop(self) -> None:
         """End the renewals (the lease stays as it is: release it yourself)."""
         self._stop.set()
-        if self._thread is not threading.current_thread():
-            self._thread.join()
+        with self._starting:
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
 
     def __enter__(self) -> LeaseKeeper:
         return self

@@ -20,7 +20,7 @@ refuses an append whose seq is already stored).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from typing import Any, Literal, TypeVar, final
 
 from rulvar_store import (
@@ -39,7 +39,15 @@ from rulvar_store.errors import (
     StoreUnavailableError,
 )
 from rulvar_store.ops import LeaseState
+from rulvar_store_postgres._acquire_read import acquire_with_last_ref_async
 from rulvar_store_postgres._async_pool import AsyncConn, make_async_pool
+from rulvar_store_postgres._brief import OPERATION as OPERATION_BRIEF
+from rulvar_store_postgres._brief import (
+    AsyncBriefWork,
+    Frame,
+    WorkStarted,
+    run_brief_async,
+)
 from rulvar_store_postgres._config import Settings
 from rulvar_store_postgres._errors import mutation_result, translated
 from rulvar_store_postgres._get_under import get_under_step
@@ -151,6 +159,9 @@ class AsyncPostgresStore(PostgresHandle, AsyncClosing, Observed):
     # -- the executor ------------------------------------------------------------
 
     async def _call(self, step: Step[T]) -> T:
+        return await self._guarded(step.operation, self._run(step))
+
+    async def _guarded(self, operation: str, call: Coroutine[Any, Any, T]) -> T:
         """Run a plan in the caller's task; a cancel waits for the call's end (Y2).
 
         A caller cancelled meanwhile stays in the call until it is over,
@@ -158,11 +169,15 @@ class AsyncPostgresStore(PostgresHandle, AsyncClosing, Observed):
         outside any transaction, and only then gets ``CancelledError``
         (``_uncancelled``).
         """
-        self._fork.check(step.operation)
-        self._refuse_if_closed(step.operation)
+        try:
+            self._fork.check(operation)
+            self._refuse_if_closed(operation)
+        except BaseException:
+            call.close()  # never awaited: no "never awaited" warning
+            raise
         self._running += 1
         try:
-            return await Uncancelled(self._run(step))
+            return await Uncancelled(call)
         finally:
             self._running -= 1
             ended = self._all_ended
@@ -282,6 +297,95 @@ class AsyncPostgresStore(PostgresHandle, AsyncClosing, Observed):
     async def renew(self, lease: Lease) -> None:
         """Extend a live lease to now + ttl (L8); a dead one raises (L6)."""
         await self._call(self._plans.renew(lease))
+
+    # -- fused writes (L14, L15): the sync store's, awaited ---------------------
+
+    # ``in_brief_lease`` awaits its work, which gets awaited views (``_brief``);
+    # SQLite's asyncio store runs a sync work on its writer thread instead.
+    brief_work_awaited: Literal[True] = True
+
+    async def acquire_with_last_ref(
+        self, run_id: str, owner: str, prefix: str
+    ) -> tuple[Lease, str | None]:
+        """``PostgresStore.acquire_with_last_ref``, awaited: one round trip."""
+        settings = self._settings
+        key = (
+            None
+            if settings.readonly
+            else await liveness_key_async(settings.conninfo, settings.connect_timeout_s)
+        )
+        return await self._guarded(
+            "acquire", acquire_with_last_ref_async(self, run_id, owner, prefix, key)
+        )
+
+    async def in_brief_lease(
+        self, run_id: str, owner: str, work: AsyncBriefWork[T]
+    ) -> T:
+        """``PostgresStore.in_brief_lease``: ``await work(lease, journal, blobs)`` inside.
+
+        The whole transaction runs in the caller's task and a cancel waits
+        for its end (Y2), committed whole or rolled back.
+        """
+        settings = self._settings
+        key = (
+            None
+            if settings.readonly
+            else await liveness_key_async(settings.conninfo, settings.connect_timeout_s)
+        )
+        frame = Frame.of(self._plans, run_id, owner, key)
+        return await self._guarded(OPERATION_BRIEF, self._brief(frame, work))
+
+    async def _brief(self, frame: Frame, work: AsyncBriefWork[T]) -> T:
+        await self._ensure_booted(OPERATION_BRIEF)
+        where, secrets = self._settings.where, self._settings.secrets
+        attempt = 0
+        with interrupts_deferred():
+            while True:
+                started = WorkStarted()
+                try:
+                    with translated(OPERATION_BRIEF, where, secrets):
+                        async with self._pool.checkout() as conn:
+                            result = await run_brief_async(
+                                conn, self._plans, frame, work, where, secrets, started
+                            )
+                except StoreBusyError as exc:
+                    if started.started:
+                        raise
+                    await asyncio.sleep(self._busy_delay(exc, attempt))
+                    attempt += 1
+                    continue
+                except StoreUnavailableError as exc:
+                    self._note_unavailable(exc)
+                    raise
+                await hit_off_loop(OPERATION_BRIEF, "after-commit")
+                return result
+
+    async def brief_put(
+        self,
+        owner: str,
+        ref: str,
+        blob: BlobInput,
+        under: str,
+        tail: str,
+        meta: RunMeta | None = None,
+        meta_replaces: bool = True,
+        need_prior: bool = False,
+    ) -> bool:
+        """``PostgresStore.brief_put``, awaited: one round trip (L16)."""
+        step = self._plans.brief_put(
+            owner, ref, blob, under, tail, meta, meta_replaces, need_prior
+        )
+        return await self._call(step)
+
+    async def put_with_meta(
+        self, ref: str, blob: BlobInput, meta: RunMeta, lease: Lease
+    ) -> None:
+        """A blob and its run's meta in ONE fenced transaction (L15)."""
+        await self._call(self._plans.put_with_meta(ref, blob, meta, lease))
+
+    async def put_meta_and_release(self, meta: RunMeta, lease: Lease) -> None:
+        """Write the run's meta and release ``lease`` in ONE fenced transaction (L15)."""
+        await self._call(self._plans.put_meta_and_release(meta, lease))
 
     async def release(self, lease: Lease) -> None:
         """Give a live lease up; a dead one raises (L6). The epoch stays (L4)."""

@@ -62,7 +62,13 @@ DRIVER_OFFERS_PREPARED_PATH: Final = all(
 )
 
 # The argument types of the operation functions, as PostgreSQL type oids.
-_OIDS: Final = {"text": 25, "numeric": 1700, "bigint": 20, "bytea": 17}
+_OIDS: Final = {
+    "text": 25,
+    "numeric": 1700,
+    "bigint": 20,
+    "bytea": 17,
+    "boolean": 16,  # its text form: str(True) reads as true
+}
 # SQLSTATE invalid_sql_statement_name: "prepared statement ... does not exist".
 _FORGOTTEN: Final = "26000"
 # SQLSTATE duplicate_prepared_statement: the name is taken in this session.

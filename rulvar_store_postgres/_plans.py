@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Final, Generic, Literal, TypeVar
+from typing import Any, Final, Generic, Literal, TypeVar, cast
 
 from psycopg.rows import RowFactory, scalar_row, tuple_row
 
@@ -32,15 +32,21 @@ from rulvar_store.backend import (
     check_run_match,
     finite_seq,
     held_by,
+    last_ref_args,
     load_listing,
     load_record,
     load_records,
     meta_matches_filter,
     not_live_lease,
     parse_cursor,
+    prefix_upper_bound,
     refuse_if_moved,
 )
-from rulvar_store.errors import JournalOrderViolation, LeaseHeldError
+from rulvar_store.errors import (
+    InvalidArgumentError,
+    JournalOrderViolation,
+    LeaseHeldError,
+)
 from rulvar_store.ops import LeaseState
 from rulvar_store_postgres._schema import STATUS_HELD, STATUS_OK, STATUS_ORDER, Sql
 
@@ -179,6 +185,28 @@ class Plans:
         check_run_match(lease, run_id, "put_meta")
         return self._fenced("put_meta", self.sql.put_meta, (run_id, text), lease)
 
+    def put_with_meta(
+        self, ref: str, blob: BlobInput, meta: RunMeta, lease: Lease
+    ) -> Step[None]:
+        """A blob and its run's meta in ONE fenced call (L15): both or neither."""
+        _intake.require_lease(lease, "put_with_meta")
+        ref, blob_run = _intake.ref_for_write(ref, "put_with_meta")
+        run_id, text = _intake.meta_text(meta)
+        check_run_match(lease, blob_run, "put_with_meta")
+        check_run_match(lease, run_id, "put_with_meta")
+        data = _intake.blob_bytes(blob, "put_with_meta")  # copied now (D3)
+        head = (run_id, ref, data, text)
+        call = self.sql.put_with_meta
+        return self._fenced("put_with_meta", call, head, lease)
+
+    def put_meta_and_release(self, meta: RunMeta, lease: Lease) -> Step[None]:
+        """The run's meta and the lease's release in ONE fenced call (L15)."""
+        _intake.require_lease(lease, "put_meta_and_release")
+        run_id, text = _intake.meta_text(meta)
+        check_run_match(lease, run_id, "put_meta_and_release")
+        call = self.sql.put_meta_and_release
+        return self._fenced("put_meta_and_release", call, (run_id, text), lease)
+
     def get_meta(self, run_id: str) -> Step[RunMeta | None]:
         _intake.run_id_for_read(run_id, "get_meta")
 
@@ -266,6 +294,67 @@ class Plans:
 
         args = (run_id, owner, self.ttl_ms, self.clock(), liveness)
         return Step("acquire", "mutate", self.sql.acquire, args, granted)
+
+    def brief_put(
+        self,
+        owner: str,
+        ref: str,
+        blob: BlobInput,
+        under: str,
+        tail: str,
+        meta: RunMeta | None,
+        meta_replaces: bool,
+        need_prior: bool,
+    ) -> Step[bool]:
+        """Acquire, one blob put (and maybe the run's meta) and release in ONE call (L16).
+
+        ``under`` is a prefix of refs of the blob's run and ``tail`` a POSIX
+        regular expression: a stored ref counts as prior when it starts with
+        ``under`` and the rest matches ``tail``. The value is whether one was
+        stored before the put. The value is whether the put was done: with
+        ``need_prior`` and no prior ref, nothing is written and the epoch
+        does not move (``False``). ``meta`` is written
+        only when none was prior: replacing the stored meta, or only where
+        the run has none (``meta_replaces=False``).
+        """
+        ref, run_id = _intake.ref_for_write(ref, "brief_put")
+        _intake.owner_for_write(owner, "brief_put")
+        _, under = last_ref_args(run_id, under)
+        _intake.text_for_read(tail, "brief_put", "tail")
+        text = None
+        if meta is not None:
+            meta_run, text = _intake.meta_text(meta)
+            if meta_run != run_id:
+                raise InvalidArgumentError(
+                    f"brief_put: meta names run {meta_run!r}, the ref's run is "
+                    f"{run_id!r}",
+                    "brief_put",
+                    "meta",
+                )
+        data = _intake.blob_bytes(blob, "brief_put")  # copied now (D3)
+        bound = prefix_upper_bound(under)
+        assert bound is not None  # the prefix holds a '/', which can be raised
+
+        def done(epoch: int) -> bool | Step[bool]:
+            if epoch < 0:  # held: the refusal names the holder (L12), and raises
+                return cast(Step[bool], self._refusal(run_id, -epoch))
+            return epoch > 0
+
+        args = (
+            run_id,
+            owner,
+            self.clock(),
+            ref,
+            data,
+            under,
+            bound,
+            bool(self.refs_bytewise),
+            tail,
+            text,
+            meta_replaces,
+            need_prior,
+        )
+        return Step("brief_put", "mutate", self.sql.brief_put, args, done)
 
     def _refusal(self, run_id: str, epoch: int) -> Step[Lease]:
         """The L1 refusal naming the holder and its expiry, read after the call."""

@@ -122,6 +122,31 @@ def _functions(q: str, schema: str) -> tuple[_Function, ...]:
     # digest decides at boot whether the functions are dropped and re-created,
     # which a schema shared with running older writers should not see for a
     # comment.
+    # The acquire's verdict on the run's lease row, shared by every function
+    # that takes a lease (acquire, and the brief lease of brief_put).
+    held_check = f"""  SELECT owner, epoch, expires_at INTO live FROM {q}.rulvar_leases WHERE run_id = p_run;
+  IF FOUND AND live.expires_at > t THEN
+    -- L11: the live lease of a dead holder is taken over at once. Its process
+    -- held the liveness lock its lease recorded for as long as it ran; a lock
+    -- nobody holds means the server ended that session. No record (the
+    -- reference's lease, another epoch) or a held lock: the holder lives.
+    -- Only a record this very server made (not one a failover's promotion
+    -- inherited from a former primary, where the holder's session was).
+    SELECT liveness INTO holder_key FROM {q}.rulvar_py_lease_holders
+    WHERE run_id = p_run AND epoch = live.epoch
+      AND server_started = pg_postmaster_start_time();
+    IF holder_key IS NULL OR NOT pg_try_advisory_xact_lock(holder_key) THEN
+      RETURN -live.epoch;  -- held: the live holder's epoch, negated
+    END IF;
+  END IF;"""
+    next_epoch = f"""  -- The counter lives apart from the lease row and survives release, expiry
+  -- and delete (L3-L5); never go below an epoch the lease row still carries.
+  INSERT INTO {q}.rulvar_epochs AS e (run_id, epoch)
+  VALUES (p_run, coalesce(live.epoch, 0) + 1)
+  ON CONFLICT (run_id) DO UPDATE
+    SET epoch = greatest(e.epoch, coalesce(live.epoch, 0)) + 1
+  RETURNING epoch INTO next_epoch;
+"""
     return (
         _Function(
             "rulvar_py_append",
@@ -194,29 +219,8 @@ DECLARE
   holder_key bigint;
 BEGIN
   {lock}
-  SELECT owner, epoch, expires_at INTO live FROM {q}.rulvar_leases WHERE run_id = p_run;
-  IF FOUND AND live.expires_at > t THEN
-    -- L11: the live lease of a dead holder is taken over at once. Its process
-    -- held the liveness lock its lease recorded for as long as it ran; a lock
-    -- nobody holds means the server ended that session. No record (the
-    -- reference's lease, another epoch) or a held lock: the holder lives.
-    -- Only a record this very server made (not one a failover's promotion
-    -- inherited from a former primary, where the holder's session was).
-    SELECT liveness INTO holder_key FROM {q}.rulvar_py_lease_holders
-    WHERE run_id = p_run AND epoch = live.epoch
-      AND server_started = pg_postmaster_start_time();
-    IF holder_key IS NULL OR NOT pg_try_advisory_xact_lock(holder_key) THEN
-      RETURN -live.epoch;  -- held: the live holder's epoch, negated
-    END IF;
-  END IF;
-  -- The counter lives apart from the lease row and survives release, expiry
-  -- and delete (L3-L5); never go below an epoch the lease row still carries.
-  INSERT INTO {q}.rulvar_epochs AS e (run_id, epoch)
-  VALUES (p_run, coalesce(live.epoch, 0) + 1)
-  ON CONFLICT (run_id) DO UPDATE
-    SET epoch = greatest(e.epoch, coalesce(live.epoch, 0)) + 1
-  RETURNING epoch INTO next_epoch;
-  IF live.owner IS NULL THEN
+{held_check}
+{next_epoch}  IF live.owner IS NULL THEN
     INSERT INTO {q}.rulvar_leases (run_id, owner, epoch, expires_at)
     VALUES (p_run, p_owner, next_epoch, t + p_ttl_ms);
   ELSE
@@ -286,6 +290,90 @@ BEGIN
   ON CONFLICT (ref) DO UPDATE SET run_id = EXCLUDED.run_id, data = EXCLUDED.data;{refused}
 END""",
         ),
+        # The saver's fused writes (L15): a thread's first checkpoint with its
+        # meta, and a hold's outcome with its release, each ONE fenced call.
+        _Function(
+            "rulvar_py_put_with_meta",
+            "p_run text, p_ref text, p_data bytea, p_payload text, p_owner text, "
+            "p_epoch bigint, p_now bigint",
+            f"""
+DECLARE
+  t bigint;
+BEGIN
+  {lock}{check_first}
+  INSERT INTO {q}.rulvar_blobs (ref, run_id, data) VALUES (p_ref, p_run, p_data)
+  ON CONFLICT (ref) DO UPDATE SET run_id = EXCLUDED.run_id, data = EXCLUDED.data;
+  INSERT INTO {q}.rulvar_meta (run_id, payload) VALUES (p_run, p_payload)
+  ON CONFLICT (run_id) DO UPDATE SET payload = EXCLUDED.payload;
+  RETURN {STATUS_OK};
+END""",
+        ),
+        _Function(
+            "rulvar_py_put_meta_and_release",
+            "p_run text, p_payload text, p_owner text, p_epoch bigint, p_now bigint",
+            f"""
+DECLARE
+  t bigint;
+BEGIN
+  {lock}{check_first}
+  INSERT INTO {q}.rulvar_meta (run_id, payload) VALUES (p_run, p_payload)
+  ON CONFLICT (run_id) DO UPDATE SET payload = EXCLUDED.payload;
+  DELETE FROM {q}.rulvar_leases
+  WHERE run_id = p_run AND owner = p_owner AND epoch = p_epoch;
+  RETURN {STATUS_OK};
+END""",
+        ),
+        _Function(
+            "rulvar_py_brief_put",
+            "p_run text, p_owner text, p_now bigint, p_ref text, p_data bytea, "
+            "p_under text, p_bound text, p_bytewise boolean, p_tail text, "
+            "p_meta text, p_meta_replaces boolean, p_need_prior boolean",
+            f"""
+DECLARE
+  t bigint;
+  live record;
+  next_epoch bigint;
+  holder_key bigint;
+  prior boolean;
+BEGIN
+  {lock}
+  -- L16: acquire, one blob put and release in one call. The acquire's own
+  -- verdict first (a live lease refuses, a dead holder's is taken over).
+{held_check}
+  -- Whether a ref under p_under whose rest matches p_tail was stored before
+  -- this put: by the key's range where it orders like bytes (``_last_ref``),
+  -- else through the run index.
+  IF p_bytewise THEN
+    prior := EXISTS (SELECT 1 FROM {q}.rulvar_blobs
+      WHERE ref >= p_under AND ref < p_bound
+        AND substr(ref, length(p_under) + 1) ~ p_tail);
+  ELSE
+    prior := EXISTS (SELECT 1 FROM {q}.rulvar_blobs
+      WHERE run_id = p_run AND starts_with(ref, p_under)
+        AND substr(ref, length(p_under) + 1) ~ p_tail);
+  END IF;
+  IF p_need_prior AND NOT prior THEN
+    RETURN 0;  -- nothing to continue: nothing written, the epoch unmoved
+  END IF;
+{next_epoch}
+  -- The brief lease starts and ends inside this call: the row it replaced
+  -- (an expired lease, or a dead holder's) goes, as its release would.
+  DELETE FROM {q}.rulvar_leases WHERE run_id = p_run;
+  DELETE FROM {q}.rulvar_py_lease_holders WHERE run_id = p_run;
+  INSERT INTO {q}.rulvar_blobs (ref, run_id, data) VALUES (p_ref, p_run, p_data)
+  ON CONFLICT (ref) DO UPDATE SET run_id = EXCLUDED.run_id, data = EXCLUDED.data;
+  IF NOT prior AND p_meta IS NOT NULL THEN
+    IF p_meta_replaces THEN
+      INSERT INTO {q}.rulvar_meta (run_id, payload) VALUES (p_run, p_meta)
+      ON CONFLICT (run_id) DO UPDATE SET payload = EXCLUDED.payload;
+    ELSE
+      INSERT INTO {q}.rulvar_meta (run_id, payload) VALUES (p_run, p_meta)
+      ON CONFLICT (run_id) DO NOTHING;
+    END IF;
+  END IF;
+  RETURN next_epoch;
+END""",
+        ),
         _Function(
             "rulvar_py_blob_delete",
             "p_run text, p_ref text, p_owner text, p_epoch bigint, p_now bigint",
@@ -302,7 +390,7 @@ END""",
 
 
 def _function_ddl(q: str, fn: _Function) -> str:
-    returns = {"rulvar_py_acquire": "bigint"}
+    returns = {"rulvar_py_acquire": "bigint", "rulvar_py_brief_put": "bigint"}
     head = (
         f"CREATE FUNCTION {q}.{fn.name}({fn.args}) "
         f"RETURNS {returns.get(fn.name, 'integer')}"
@@ -435,6 +523,16 @@ $boot$;
         self.release = call("rulvar_py_release")
         self.blob_put = call("rulvar_py_blob_put")
         self.blob_delete = call("rulvar_py_blob_delete")
+        self.put_with_meta = call("rulvar_py_put_with_meta")
+        self.put_meta_and_release = call("rulvar_py_put_meta_and_release")
+        self.brief_put = call("rulvar_py_brief_put")
+        # A brief lease's end inside its own transaction (``_brief``): the row
+        # it took, owner and epoch pinned. Under the run's lock since the
+        # acquire, so nobody else can have replaced or extended it.
+        self.brief_release = (
+            f"DELETE FROM {q}.rulvar_leases "
+            "WHERE run_id = %s AND owner = %s AND epoch = %s"
+        )
         # The lease clock outside the functions (operator reads): an injected
         # now wins, else the server's clock in Unix ms.
         clock = "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"

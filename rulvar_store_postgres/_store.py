@@ -15,11 +15,21 @@ import time
 from collections.abc import Sequence
 from typing import Any, Final, Literal, TypeVar, final
 
-from rulvar_store import JournalEntry, JournalTail, Lease, RunFilter, RunMeta
+from rulvar_store import (
+    BlobInput,
+    JournalEntry,
+    JournalTail,
+    Lease,
+    RunFilter,
+    RunMeta,
+)
 from rulvar_store.backend import DurabilityReport, Observed, hit, instrumented
 from rulvar_store.errors import StoreBusyError, StoreUnavailableError
 from rulvar_store.ops import LeaseState
 from rulvar_store_postgres import _move_rows
+from rulvar_store_postgres._acquire_read import acquire_with_last_ref
+from rulvar_store_postgres._brief import OPERATION as OPERATION_BRIEF
+from rulvar_store_postgres._brief import BriefWork, Frame, WorkStarted, run_brief
 from rulvar_store_postgres._config import Settings
 from rulvar_store_postgres._errors import mutation_result, translated
 from rulvar_store_postgres._handle import PostgresHandle
@@ -405,6 +415,111 @@ class PostgresStore(PostgresHandle, Observed):
     def renew(self, lease: Lease) -> None:
         """Extend a live lease to now + ttl (L8); a dead one raises (L6)."""
         self._run(self._plans.renew(lease))
+
+    # -- fused writes (L14, L15) -----------------------------------------------
+
+    def _liveness(self) -> int | None:
+        settings = self._settings
+        if settings.readonly:
+            return None
+        return liveness_key(settings.conninfo, settings.connect_timeout_s)
+
+    def acquire_with_last_ref(
+        self, run_id: str, owner: str, prefix: str
+    ) -> tuple[Lease, str | None]:
+        """``acquire`` and the blob twin's ``last_ref`` in ONE round trip (``_acquire_read``).
+
+        The same two calls, pipelined on one connection: the acquire exactly
+        as ``acquire`` (refusal, L11 takeover), then the read, after it.
+        """
+        return acquire_with_last_ref(self, run_id, owner, prefix)
+
+    def in_brief_lease(self, run_id: str, owner: str, work: BriefWork[T]) -> T:
+        """Acquire, ``work(lease, journal, blobs)`` and release in ONE transaction (L14).
+
+        The acquire's own semantics (L1-L3, L11, L12): refused with
+        ``LeaseHeldError`` naming the holder while another lease is live; an
+        expired lease, or one whose holder provably died, is taken over and
+        the epoch moves, fencing out every earlier lease. The work's reads and
+        writes run inside the transaction (``_brief``), every write fenced by
+        the brief lease. A failure anywhere, the work's own included, rolls
+        all of it back. One commit; a busy run (its lock not free in time) is
+        retried whole as long as the work has not started.
+        """
+        frame = Frame.of(self._plans, run_id, owner, self._liveness())
+        self._fork.check(OPERATION_BRIEF)
+        self._ensure_booted(OPERATION_BRIEF)
+        where, secrets = self._settings.where, self._settings.secrets
+        attempt = 0
+        with interrupts_deferred():
+            while True:
+                started = WorkStarted()
+                try:
+                    with (
+                        translated(OPERATION_BRIEF, where, secrets),
+                        self._pool.checkout() as conn,
+                    ):
+                        result = run_brief(
+                            conn, self._plans, frame, work, where, secrets, started
+                        )
+                except StoreBusyError as exc:
+                    if started.started:
+                        raise
+                    time.sleep(self._busy_delay(exc, attempt))
+                    attempt += 1
+                    continue
+                except StoreUnavailableError as exc:
+                    self._note_unavailable(exc)
+                    raise
+                hit(OPERATION_BRIEF, "after-commit")
+                return result
+
+    def brief_put(
+        self,
+        owner: str,
+        ref: str,
+        blob: BlobInput,
+        under: str,
+        tail: str,
+        meta: RunMeta | None = None,
+        meta_replaces: bool = True,
+        need_prior: bool = False,
+    ) -> bool:
+        """One blob put under a brief lease of ``owner``, as ONE call (L16).
+
+        ``in_brief_lease`` with a fixed work, in one round trip: acquire (its
+        refusal, takeover and epoch bump), the put, and ``meta`` where no ref
+        was prior, then release. A ref counts as prior when it starts with
+        ``under`` (a prefix of the blob's run) and its rest matches the POSIX
+        regular expression ``tail``. ``need_prior``: with none prior, nothing
+        is written and the call returns ``False``; otherwise ``True``.
+        ``meta_replaces=False`` writes the meta only where the run has none.
+
+        Raises:
+            LeaseHeldError: another lease is live (holder, epoch, retry_after_ms).
+        """
+        step = self._plans.brief_put(
+            owner, ref, blob, under, tail, meta, meta_replaces, need_prior
+        )
+        return self._run(step)
+
+    def put_with_meta(
+        self, ref: str, blob: BlobInput, meta: RunMeta, lease: Lease
+    ) -> None:
+        """A blob and its run's meta in ONE fenced transaction (L15): both or neither.
+
+        A thread's first checkpoint and its meta. ``lease`` is required and
+        must be live; the blob's run and the meta's run must be the lease's.
+        """
+        self._run(self._plans.put_with_meta(ref, blob, meta, lease))
+
+    def put_meta_and_release(self, meta: RunMeta, lease: Lease) -> None:
+        """Write the run's meta and release ``lease`` in ONE fenced transaction (L15).
+
+        A hold's end: its outcome and its release. A lease that is not live
+        changes nothing and raises ``LeaseHeldError``.
+        """
+        self._run(self._plans.put_meta_and_release(meta, lease))
 
     def release(self, lease: Lease) -> None:
         """Give a live lease up; a dead one raises (L6). The epoch stays (L4)."""

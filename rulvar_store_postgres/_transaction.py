@@ -41,7 +41,14 @@ from rulvar_store_postgres._pool import Conn
 from rulvar_store_postgres._primary import ReplicationUnconfirmed
 from rulvar_store_postgres._schema import BEGIN, COMMIT
 
-__all__ = ["confirmed", "hit_off_loop", "run_mutation", "run_mutation_async"]
+__all__ = [
+    "commit_observed",
+    "commit_observed_async",
+    "confirmed",
+    "hit_off_loop",
+    "run_mutation",
+    "run_mutation_async",
+]
 
 
 def confirmed(
@@ -94,11 +101,11 @@ def run_mutation(
         with suppress(psycopg.Error):
             conn.rollback()
         raise
-    _commit_observed(conn, operation)
+    commit_observed(conn, operation)
     return confirmed(conn, row)
 
 
-def _commit_observed(conn: Conn, operation: str) -> None:
+def commit_observed(conn: Conn, operation: str) -> None:
     """COMMIT in two halves with ``after-send`` between: sent, reply not yet read.
 
     A client that dies at ``after-send`` leaves the outcome to the server alone
@@ -175,6 +182,12 @@ async def run_mutation_async(
         with suppress(psycopg.Error):
             await conn.rollback()
         raise
+    await commit_observed_async(conn, operation)
+    return confirmed(conn, row)
+
+
+async def commit_observed_async(conn: AsyncConn, operation: str) -> None:
+    """``commit_observed`` for an asyncio connection."""
     pgconn = conn.pgconn
     pgconn.send_query(COMMIT)
     await conn.wait(generators.send(pgconn))
@@ -184,4 +197,3 @@ async def run_mutation_async(
         # Read even when the hook raised, so the connection goes back clean.
         results = await conn.wait(generators.fetch_many(pgconn))
     _check_commit(results, conn.info.encoding)
-    return confirmed(conn, row)

@@ -35,7 +35,7 @@ def _counted_commits(store: SqliteStore) -> int:
     return store._door.batches
 
 
-@pytest.mark.clause("G24")
+@pytest.mark.clause("G24", "L15")
 def test_put_meta_and_release_is_one_transaction_and_frees_the_run(
     tmp_path: Path,
 ) -> None:
@@ -51,7 +51,7 @@ def test_put_meta_and_release_is_one_transaction_and_frees_the_run(
         assert store.acquire("run", "next").epoch == lease.epoch + 1
 
 
-@pytest.mark.clause("G24")
+@pytest.mark.clause("G24", "L15")
 def test_a_superseded_lease_changes_nothing_with_either(tmp_path: Path) -> None:
     """Both refused whole once a successor holds the run: meta, blob, lease row unchanged."""
     clock = ManualClock()
@@ -75,7 +75,7 @@ def test_a_superseded_lease_changes_nothing_with_either(tmp_path: Path) -> None:
         assert (state.owner, state.epoch, state.live) == ("b", live.epoch, True)
 
 
-@pytest.mark.clause("G24")
+@pytest.mark.clause("G24", "L15")
 def test_put_with_meta_lands_both_or_neither(tmp_path: Path) -> None:
     with open_store(f"sqlite:///{tmp_path / 'f.db'}") as opened:
         store, blobs = opened.journal, opened.transcripts
@@ -114,7 +114,7 @@ def test_the_asyncio_store_offers_both(tmp_path: Path) -> None:
     asyncio.run(main())
 
 
-@pytest.mark.clause("G25")
+@pytest.mark.clause("G25", "L14")
 def test_a_brief_lease_in_one_transaction_is_refused_while_held(tmp_path: Path) -> None:
     """G25: a live lease of another worker refuses it before the work runs."""
     ran: list[bool] = []
@@ -130,7 +130,7 @@ def test_a_brief_lease_in_one_transaction_is_refused_while_held(tmp_path: Path) 
         assert (state.owner, state.epoch) == ("holder", held.epoch)
 
 
-@pytest.mark.clause("G25")
+@pytest.mark.clause("G25", "L14")
 def test_a_brief_lease_fences_out_earlier_leases_and_leaves_no_row(
     tmp_path: Path,
 ) -> None:
@@ -161,7 +161,7 @@ def test_a_brief_lease_fences_out_earlier_leases_and_leaves_no_row(
         assert store.acquire("run", "next").epoch == epoch + 1
 
 
-@pytest.mark.clause("G25")
+@pytest.mark.clause("G25", "L14")
 def test_a_brief_lease_is_all_or_nothing(tmp_path: Path) -> None:
     """G25: work that fails after a write, or writes with another lease, leaves nothing."""
     with open_store(f"sqlite:///{tmp_path / 'f.db'}") as opened:
@@ -187,7 +187,7 @@ def test_a_brief_lease_is_all_or_nothing(tmp_path: Path) -> None:
         assert store.peek_lease("run") is None
 
 
-@pytest.mark.clause("G25")
+@pytest.mark.clause("G25", "L14")
 def test_an_unheld_langgraph_put_on_sqlite_is_one_commit(tmp_path: Path) -> None:
     """G25: the saver's unheld put (brief lease, newest read, checkpoint) commits once."""
     from langgraph.checkpoint.base import empty_checkpoint
