@@ -41,6 +41,9 @@ class CallKind:
         run_id: the run the call is about, from its arguments (or ``None``).
         lease: the presented lease, from its arguments.
         tally: extra counters a successful call moves (a saver's writes).
+        succeeded: the lock-free counters (``TICKED``) a successful call moves:
+            ``calls``, and the leases it takes and gives back (a brief lease
+            does both).
     """
 
     name: str
@@ -49,11 +52,12 @@ class CallKind:
     run_id: Pick
     lease: Pick | None = None
     tally: Callable[[tuple[Any, ...], dict[str, Any]], Mapping[str, int]] | None = None
+    succeeded: tuple[str, ...] = ("calls",)
 
     @property
     def writes(self) -> bool:
         """Whether its outcome can be unknown after a lost connection."""
-        return self.surface is not None or self.name == "acquire"
+        return self.surface is not None or "leases_acquired" in self.succeeded
 
 
 def _text(pick: Pick) -> Pick:
@@ -90,11 +94,18 @@ def _batch_run(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
     return _run_of_ref(first[0]) if isinstance(first, tuple) and first else None
 
 
+def _brief_put_run(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+    return _run_of_ref(argument(1, "ref")(args, kwargs))
+
+
 def _no_run(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     return None
 
 
 _RUN = _text(argument(0, "run_id"))
+_ACQUIRED: Final = ("calls", "leases_acquired")
+_RELEASED: Final = ("calls", "leases_released")
+_BRIEF: Final = ("calls", "leases_acquired", "leases_released")
 
 
 def _table(*kinds: CallKind) -> Mapping[str, CallKind]:
@@ -105,9 +116,30 @@ JOURNAL_CALLS: Final = _table(
     CallKind("append", "journal", "journal", _RUN, argument(2, "lease")),
     CallKind("put_meta", "journal", "meta", _meta_run, argument(1, "lease")),
     CallKind("delete", "journal", "run-delete", _RUN, argument(1, "lease")),
-    CallKind("acquire", "journal", None, _RUN),
+    CallKind("acquire", "journal", None, _RUN, succeeded=_ACQUIRED),
     CallKind("renew", "journal", "lease", _lease_run, argument(0, "lease")),
-    CallKind("release", "journal", "lease", _lease_run, argument(0, "lease")),
+    CallKind(
+        "release",
+        "journal",
+        "lease",
+        _lease_run,
+        argument(0, "lease"),
+        succeeded=_RELEASED,
+    ),
+    # The fused calls some stores offer (a LangGraph saver uses them where
+    # present): each counts once, with the leases it takes and gives back.
+    CallKind("put_with_meta", "journal", "blob", _ref_run, argument(3, "lease")),
+    CallKind(
+        "put_meta_and_release",
+        "journal",
+        "meta",
+        _meta_run,
+        argument(1, "lease"),
+        succeeded=_RELEASED,
+    ),
+    CallKind("acquire_with_last_ref", "journal", None, _RUN, succeeded=_ACQUIRED),
+    CallKind("in_brief_lease", "journal", None, _RUN, succeeded=_BRIEF),
+    CallKind("brief_put", "journal", None, _brief_put_run, succeeded=_BRIEF),
     CallKind("load", "journal", None, _RUN),
     CallKind("load_since", "journal", None, _RUN),
     CallKind("get_meta", "journal", None, _RUN),

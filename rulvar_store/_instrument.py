@@ -28,7 +28,7 @@ import linecache
 from collections.abc import Callable, Mapping
 from contextlib import suppress
 from contextvars import ContextVar
-from typing import Any, Literal, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 from rulvar_store._call_kinds import BLOB_CALLS, JOURNAL_CALLS, CallKind
 from rulvar_store._telemetry import (
@@ -113,9 +113,11 @@ def {name}(__rv_self{comma}{declared}):
     return __rv_result
 """
 
-_TICKS = {
-    "acquire": ("calls", "acquired"),
-    "release": ("calls", "released"),
+# The telemetry object's attribute holding each lock-free counter.
+_TICK_ATTRIBUTES: Final = {
+    "calls": "calls_tick",
+    "leases_acquired": "acquired_tick",
+    "leases_released": "released_tick",
 }
 
 
@@ -133,7 +135,7 @@ def _counting_wrapper(
     uncounted (one look at the marker)."""
     declared, passed, defaults = _signature_text(fn)
     ticks = "\n".join(
-        f"    next(__rv_tel.{tick}_tick)" for tick in _TICKS.get(kind.name, ("calls",))
+        f"    next(__rv_tel.{_TICK_ATTRIBUTES[counter]})" for counter in kind.succeeded
     )
     comma = ", " if declared else ""
     source = _COUNTING_SOURCE.format(

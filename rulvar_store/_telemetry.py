@@ -188,7 +188,7 @@ class _Telemetry:
         """Count one finished call (OpenTelemetry reads the counts when it collects)."""
         if error is None and kind.tally is None:
             # The common case: only the call's own counters, no lock taken.
-            self.stats.tick(_SUCCESS.get(kind.name, _CALL))
+            self.stats.tick(kind.succeeded)
             return
         stats = self.stats
         for counter, surface, amount in _events(kind, error):
@@ -201,25 +201,16 @@ class _Telemetry:
                 stats.add(counter, amount)
 
 
-_CALL: Final = ("calls",)
-_SUCCESS: Final = {
-    "acquire": ("calls", "leases_acquired"),
-    "release": ("calls", "leases_released"),
-}
-
-
 def _events(
     kind: CallKind, error: BaseException | None
 ) -> list[tuple[str, str | None, int]]:
     """The counters one call moves: ``(counter, fence surface or None, amount)``."""
-    events: list[tuple[str, str | None, int]] = [("calls", None, 1)]
     if error is None:
-        if kind.name == "acquire":
-            events.append(("leases_acquired", None, 1))
-        elif kind.name == "release":
-            events.append(("leases_released", None, 1))
-        return events
-    events.append(("errors", None, 1))
+        return [(counter, None, 1) for counter in kind.succeeded]
+    events: list[tuple[str, str | None, int]] = [
+        ("calls", None, 1),
+        ("errors", None, 1),
+    ]
     if isinstance(error, LeaseHeldError) and not isinstance(
         error, LeaseRunMismatchError
     ):

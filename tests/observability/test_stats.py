@@ -40,11 +40,12 @@ class Clock:
         return self.ms
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgresql"])
-def leasable_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "memory":
+def _url_of(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[str]:
+    if backend == "memory":
         yield "memory://"
-    elif request.param == "sqlite":
+    elif backend == "sqlite":
         yield f"sqlite:///{tmp_path}/runs.db"
     else:
         import psycopg
@@ -54,6 +55,17 @@ def leasable_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         yield f"{base}?schema={schema}"
         with psycopg.connect(base, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgresql"])
+def leasable_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    yield from _url_of(request.param, request, tmp_path)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def fused_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A store with the fused calls (a brief lease in one transaction, ...)."""
+    yield from _url_of(request.param, request, tmp_path)
 
 
 def test_every_store_reports_the_same_counters(
@@ -102,6 +114,33 @@ def test_counters_follow_leases_refusals_and_releases(leasable_url: str) -> None
         assert figures["leases_taken_over"] is None  # not told by the server function
     else:
         assert figures["leases_taken_over"] == 0
+
+
+def test_fused_calls_count_their_leases_and_refusals(fused_url: str) -> None:
+    """A brief lease in one transaction counts a lease taken and given back; a
+    fused write refused for a stale lease counts under its surface."""
+    with open_store(fused_url) as opened:
+        journal: Any = opened.journal
+        meta = {"runId": "run-1", "status": "running"}
+
+        def work(lease: Lease, inside: Any, blobs: Any) -> int:
+            blobs.put("run-1/x", b"1", lease)
+            return lease.epoch
+
+        epoch = journal.in_brief_lease("run-1", "a", work)
+        lease = journal.acquire("run-1", "b")
+        journal.put_with_meta("run-1/y", b"2", meta, lease)
+        journal.put_meta_and_release(meta, lease)  # releases it
+        with pytest.raises(LeaseHeldError):
+            journal.put_with_meta("run-1/z", b"3", meta, lease)
+        with pytest.raises(LeaseHeldError):
+            journal.put_meta_and_release(meta, lease)
+        figures = journal.stats()
+    assert lease.epoch == epoch + 1
+    assert figures["leases_acquired"] == 2
+    assert figures["leases_released"] == 2
+    assert figures["stale_writes_refused_by_surface"] == {"blob": 1, "meta": 1}
+    assert figures["calls"] == 6
 
 
 def test_a_takeover_of_an_expired_lease_is_counted() -> None:
