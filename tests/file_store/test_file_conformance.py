@@ -69,11 +69,14 @@ def test_file_backend_certifies_with_exactly_its_declared_capabilities(
     assert [r.error for r in results if r.status == "failed"] == []
     # Only checks that do not apply are not run: T7 (a file journal has no twin),
     # the owner and ttl rules of a store without leases, and checks of promises
-    # the file store does not make: a pool, a held COMMIT (no before-commit
-    # failpoint), a durability setting, a SQLite database file.
+    # the file store does not make: a pool, prepared statements on a PostgreSQL
+    # session, a held COMMIT (no before-commit failpoint), a durability
+    # setting, a SQLite database file.
     assert [r.check_id for r in results if r.status == "not-run"] == [
         "pool-serves-waiting-callers",
         "pool-serves-waiting-coroutines",
+        "store-reprepares-forgotten",
+        "async-store-reprepares-forgotten",
         "data-transcripts-twin",
         "args-owners",
         "args-ttl",
