@@ -35,6 +35,7 @@ from rulvar_store_postgres._pool import (
     no_connection_made,
     pool_options,
     session_for,
+    session_settings,
     set_aside,
 )
 from rulvar_store_postgres._primary import PROBE, PROBE_EVERY_S, Cluster, NotPrimary
@@ -306,10 +307,12 @@ def make_async_pool(
 ) -> AsyncStorePool:
     """Build (not open) the pool of one async store (see ``make_pool``)."""
     session = session_for(settings)
+    settings_text = session_settings(settings).encode()
     cluster = cluster_for(settings)
 
     async def configure(conn: AsyncConn) -> None:
         # No parameters: one simple-protocol round trip, the probe's answer last.
+        conn.session_settings = settings_text
         cursor = await conn.execute(session)
         while cursor.nextset():
             pass

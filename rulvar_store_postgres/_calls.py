@@ -12,7 +12,8 @@ them) and a blob as binary ``bytea``.
 
 The server may forget a statement behind the connection's back (``DEALLOCATE
 ALL``, ``DISCARD ALL``): its call then fails with SQLSTATE 26000 before running
-anything, and is prepared again and sent once more. A new connection (the pool
+anything, and is prepared again and sent once more, after the session's
+settings (which ``DISCARD ALL`` resets too) are set again. A new connection (the pool
 replaced a lost one) starts with nothing prepared. Where preparing cannot be
 used (``prepared_statements=false`` for a pooler that does not keep them, an
 armed failpoint hook, a call with no fixed text) the cursor path of
@@ -183,8 +184,16 @@ def _exchange(
         if failure.sqlstate != _FORGOTTEN or retried:
             raise failure
         # Forgotten by the server: nothing ran; prepare again, send again.
+        # DISCARD ALL (a pooler's reset, an administrator) also reset the
+        # session's settings (lock_timeout, plan_cache_mode, read-only): they
+        # are set again first, whichever reset it was.
         conn.prepared_calls.discard(call.name)
         retried = True
+        if conn.session_settings is not None:
+            pgconn.send_query(conn.session_settings)
+            failure = _failure((yield), encoding)
+            if failure is not None:
+                raise failure
 
 
 def run_prepared(

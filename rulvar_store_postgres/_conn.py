@@ -71,6 +71,9 @@ class StoreConnection(_Notes, psycopg.Connection[TupleRow]):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.prepared_calls: set[bytes] = set()  # names prepared in this session
+        # The SETs the pool gave this session, sent again when the server shows
+        # it reset the session (``_calls``: a forgotten statement).
+        self.session_settings: bytes | None = None
         self.idle_poller: select.poll | None = None  # see ``_pool.closed_by_server``
         self.add_notice_handler(self.note)
 
@@ -90,6 +93,9 @@ class AsyncStoreConnection(_Notes, psycopg.AsyncConnection[TupleRow]):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.prepared_calls: set[bytes] = set()  # names prepared in this session
+        # The SETs the pool gave this session, sent again when the server shows
+        # it reset the session (``_calls``: a forgotten statement).
+        self.session_settings: bytes | None = None
         self.idle_poller: select.poll | None = None  # see ``_pool.closed_by_server``
         self.add_notice_handler(self.note)
 

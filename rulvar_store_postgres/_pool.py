@@ -63,6 +63,7 @@ __all__ = [
     "no_connection_made",
     "pool_options",
     "session_for",
+    "session_settings",
     "set_aside",
 ]
 
@@ -547,16 +548,21 @@ def _idle_poller(
     return poller
 
 
-def session_for(settings: Settings) -> str:
-    """The session settings of a new pool's connections (read-only ones refuse
-    writes); the pool logs libpq's messages, so its passwords are masked first."""
-    mask_in_logs(settings.secrets)
-    setup = session_setup(
+def session_settings(settings: Settings) -> str:
+    """The SETs every session of a store's pool gets (read-only ones refuse writes)."""
+    return session_setup(
         settings.lock_timeout_ms,
         settings.idle_in_transaction_timeout_ms,
         settings.readonly,
     )
-    return f"{setup}; {PROBE}"
+
+
+def session_for(settings: Settings) -> str:
+    """What a new pooled connection runs first: its settings, then the probe of
+    the server it reached; the pool logs libpq's messages, so its passwords are
+    masked first."""
+    mask_in_logs(settings.secrets)
+    return f"{session_settings(settings)}; {PROBE}"
 
 
 def make_pool(
@@ -564,10 +570,12 @@ def make_pool(
 ) -> StorePool:
     """Build (not open) the pool of one store; ``ready`` readies each new connection."""
     session = session_for(settings)
+    settings_text = session_settings(settings).encode()
     cluster = cluster_for(settings)
 
     def configure(conn: Conn) -> None:
         # No parameters: one simple-protocol round trip, the probe's answer last.
+        conn.session_settings = settings_text
         cursor = conn.execute(session)
         while cursor.nextset():
             pass

@@ -14,7 +14,9 @@ sent has been answered) and before the client's next message, gets one simple
 client's session, and the proxy swallows its replies through their
 ReadyForQuery, so the client sees nothing but the statements it prepared gone.
 ``forgotten`` counts the injections the server ran, ``refused`` keeps the
-errors of any it refused.
+errors of any it refused, and ``answers`` the first column of each row an
+injected query returned (``ask(sql)`` injects a query to read the session's
+state, such as its settings, the same way).
 
 The proxy answers SSL and GSS encryption requests with "no" itself, so the
 stream stays readable: a client that requires encryption cannot connect
@@ -91,6 +93,7 @@ class ForgettingProxy:
         self._sessions: list[_Session] = []
         self.forgotten = 0
         self.refused: list[str] = []
+        self.answers: list[str | None] = []
         self._threads = [threading.Thread(target=self._accept, daemon=True)]
         self._threads[0].start()
 
@@ -108,6 +111,10 @@ class ForgettingProxy:
         for session in sessions:
             with session.lock:
                 session.armed = message
+
+    def ask(self, sql: str) -> None:
+        """Like ``forget``, for a query whose rows are kept in ``answers``."""
+        self.forget(sql)
 
     def close(self) -> None:
         """Close the listener and every forwarded connection; join the pumps."""
@@ -222,10 +229,14 @@ class ForgettingProxy:
             if session.swallow == 0:
                 return False
             kind = message[:1]
-            if kind in (b"C", b"E"):
+            if kind == b"D":
+                with self._lock:
+                    self.answers.append(_first_column(message))
+            elif kind in (b"C", b"E"):
                 with self._lock:
                     if kind == b"C":
-                        self.forgotten += 1
+                        # An ``ask`` completes as SELECT: read, not forgotten.
+                        self.forgotten += not message[5:].startswith(b"SELECT")
                     else:
                         text = message[5:].replace(b"\0", b" ")
                         self.refused.append(text.decode(errors="replace"))
@@ -233,6 +244,14 @@ class ForgettingProxy:
                 session.swallow -= 1
                 session.idle = message[5:6] == b"I"
             return True
+
+
+def _first_column(row: bytes) -> str | None:
+    """The first value of a DataRow message (text format), ``None`` for SQL NULL."""
+    if int.from_bytes(row[5:7], "big") == 0:
+        return None
+    size = int.from_bytes(row[7:11], "big", signed=True)
+    return None if size < 0 else row[11 : 11 + size].decode(errors="replace")
 
 
 def _recv_exact(sock: socket.socket, size: int) -> bytes:

@@ -12,7 +12,10 @@ through a ``ForgettingProxy``, warms it with one round of every surface
 hot blob reads), then runs rounds in which, before EACH call, every server
 session of the handle is made to forget its prepared statements at its next
 moment of rest (``DEALLOCATE ALL``, as an admin does, and in the middle round
-``DISCARD ALL``, a pooler's reset). Every call must succeed and the data must read back whole.
+``DISCARD ALL``, a pooler's reset). Every call must succeed and the data must read back whole,
+and the sessions' own settings (``pg_settings`` whose source is the session:
+the store's ``SET``s, which ``DISCARD ALL`` resets too) must read after the
+rounds as they read after the warm round (P24).
 ``async-store-reprepares-forgotten`` does the same through
 ``open_store_async`` (a URL location). A location without a route (an embedded
 store) does not run them, nor a location other than a PostgreSQL URL (the
@@ -49,6 +52,11 @@ ROUNDS: Final = 3
 FORGETTING: Final = ("DEALLOCATE ALL", "DISCARD ALL")
 """What the server runs in the session: rounds 1 and 3 deallocate, round 2
 discards (as PgBouncer's reset does)."""
+SESSION_SETTINGS: Final = (
+    "SELECT coalesce(string_agg(name || '=' || setting, ',' ORDER BY name), '') "
+    "FROM pg_settings WHERE source = 'session'"
+)
+"""What a session set for itself (not the server's or the role's defaults)."""
 RUN: Final = "forgotten-statements-run"
 OWNER: Final = "forgetting-holder"
 
@@ -85,7 +93,12 @@ def _bound(target: Any, call: Call, lease: Any) -> Any:
     return partial(method, *args)
 
 
-def _judge(proxy: ForgettingProxy, failures: list[str], said: list[str]) -> None:
+def _judge(
+    proxy: ForgettingProxy,
+    failures: list[str],
+    said: list[str],
+    settings: tuple[list[str | None], list[str | None]],
+) -> None:
     require(
         not failures,
         f"{len(failures)} call(s) failed after the server forgot the session's "
@@ -99,9 +112,20 @@ def _judge(proxy: ForgettingProxy, failures: list[str], said: list[str]) -> None
             "the proxy found no moment of rest to inject into (a client that "
             "requires TLS, or no server session): nothing was forgotten"
         )
+    before, after = settings
+    if not before or not after:
+        not_run("the proxy read no session settings (no moment of rest to ask in)")
+    require(
+        set(after) <= set(before),
+        f"the sessions' own settings after the rounds {sorted(set(after), key=str)} "
+        f"differ from those after the warm round {sorted(set(before), key=str)} "
+        "(P24: a session the server reset, DISCARD ALL, gets the store's "
+        "settings again before it serves a call)",
+    )
     said.append(
         f"the server forgot the session's prepared statements {proxy.forgotten} "
-        f"times ({' / '.join(FORGETTING)}); every call served"
+        f"times ({' / '.join(FORGETTING)}); every call served, the sessions' "
+        "settings kept"
     )
 
 
@@ -142,7 +166,10 @@ def _sync_store(locations: LocationFactory, said: list[str]) -> None:
                 journal: Any = opened.journal
                 blobs = opened.transcripts
                 lease = journal.acquire(RUN, OWNER)
+                before: list[str | None] = []
                 for number in range(ROUNDS + 1):
+                    if number == 1:  # warm: every session made has its settings
+                        before = _settings_read(proxy, journal, failures)
                     for call in _calls(number):
                         run = _bound(
                             journal if call[1] == "journal" else blobs, call, lease
@@ -155,6 +182,7 @@ def _sync_store(locations: LocationFactory, said: list[str]) -> None:
                             run()
                         except Exception as exc:  # reported, not raised
                             failures.append(_named(number, call, exc))
+                after = _settings_read(proxy, journal, failures)
                 if not failures:
                     failures += _check_data(
                         journal.load(RUN), blobs.get(f"{RUN}/b/{ROUNDS}")
@@ -166,7 +194,7 @@ def _sync_store(locations: LocationFactory, said: list[str]) -> None:
                     failures.append(f"release: {type(exc).__name__}: {exc}")
             finally:
                 opened.close()
-            _judge(proxy, failures, said)
+            _judge(proxy, failures, said, (before, after))
     finally:
         location.remove()
 
@@ -180,14 +208,17 @@ def _async_store(locations: LocationFactory, said: list[str]) -> None:
             return
         with ForgettingProxy(route.address) as proxy:
             opener = _postgres_opener(route.via(*proxy.address))
-            failures = asyncio.run(_async_rounds(opener, proxy))
-            _judge(proxy, failures, said)
+            failures, settings = asyncio.run(_async_rounds(opener, proxy))
+            _judge(proxy, failures, said, settings)
     finally:
         location.remove()
 
 
-async def _async_rounds(opener: UrlOpener, proxy: ForgettingProxy) -> list[str]:
+async def _async_rounds(
+    opener: UrlOpener, proxy: ForgettingProxy
+) -> tuple[list[str], tuple[list[str | None], list[str | None]]]:
     failures: list[str] = []
+    before: list[str | None] = []
     async with open_store_async(
         opener.url, **opener.options_for(60_000, None, False)
     ) as opened:
@@ -195,6 +226,8 @@ async def _async_rounds(opener: UrlOpener, proxy: ForgettingProxy) -> list[str]:
         blobs = opened.transcripts
         lease = await journal.acquire(RUN, OWNER)
         for number in range(ROUNDS + 1):
+            if number == 1:
+                before = await _settings_read_async(proxy, journal, failures)
             for call in _calls(number):
                 run = _bound(journal if call[1] == "journal" else blobs, call, lease)
                 if run is None:
@@ -207,6 +240,7 @@ async def _async_rounds(opener: UrlOpener, proxy: ForgettingProxy) -> list[str]:
                         await outcome
                 except Exception as exc:  # reported, not raised
                     failures.append(_named(number, call, exc))
+        after = await _settings_read_async(proxy, journal, failures)
         if not failures:
             failures += _check_data(
                 await journal.load(RUN), await blobs.get(f"{RUN}/b/{ROUNDS}")
@@ -216,7 +250,34 @@ async def _async_rounds(opener: UrlOpener, proxy: ForgettingProxy) -> list[str]:
             await journal.release(lease)
         except Exception as exc:
             failures.append(f"release: {type(exc).__name__}: {exc}")
-    return failures
+    return failures, (before, after)
+
+
+def _settings_read(
+    proxy: ForgettingProxy, journal: Any, failures: list[str]
+) -> list[str | None]:
+    """The settings the sessions set for themselves, read at the rest before a
+    ``get_meta`` (whose failure is reported, not raised)."""
+    proxy.answers.clear()
+    proxy.ask(SESSION_SETTINGS)
+    try:
+        journal.get_meta(RUN)
+    except Exception as exc:
+        failures.append(f"get_meta (settings read): {type(exc).__name__}: {exc}")
+    return list(proxy.answers)
+
+
+async def _settings_read_async(
+    proxy: ForgettingProxy, journal: Any, failures: list[str]
+) -> list[str | None]:
+    """``_settings_read`` through the asyncio store."""
+    proxy.answers.clear()
+    proxy.ask(SESSION_SETTINGS)
+    try:
+        await journal.get_meta(RUN)
+    except Exception as exc:
+        failures.append(f"get_meta (settings read): {type(exc).__name__}: {exc}")
+    return list(proxy.answers)
 
 
 def _named(number: int, call: Call, exc: BaseException) -> str:
@@ -233,14 +294,15 @@ def forgotten_statements_conformance(certification: Certification) -> Conformanc
             _noted(
                 "store-reprepares-forgotten",
                 "the server forgets the session's prepared statements before each "
-                "call (DEALLOCATE ALL, DISCARD ALL): every call is served",
-                ("P23",),
+                "call (DEALLOCATE ALL, DISCARD ALL): every call is served, the "
+                "sessions' settings kept",
+                ("P23", "P24"),
                 partial(_sync_store, certification.locations),
             ),
             _noted(
                 "async-store-reprepares-forgotten",
                 "the same through the asyncio store (open_store_async)",
-                ("P23", "Y1"),
+                ("P23", "P24", "Y1"),
                 partial(_async_store, certification.locations),
             ),
         ),

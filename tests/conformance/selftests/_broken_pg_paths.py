@@ -11,6 +11,9 @@
   the session has prepared; a statement the server forgot (``DEALLOCATE
   ALL``) fails the call instead of being prepared again (patched into
   ``rulvar_store_postgres._calls._exchange``, so sync and asyncio alike).
+- ``exchange_reprepares_without_settings``: prepares a forgotten statement
+  again, but a session ``DISCARD ALL`` reset keeps the server's defaults
+  (``lock_timeout`` 0: a call may wait on a run's lock forever).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ __all__ = [
     "ClientClockLeases",
     "TableTopCursor",
     "async_return_idle_past_waiters",
+    "exchange_reprepares_without_settings",
     "exchange_without_reprepare",
     "return_idle_past_waiters",
 ]
@@ -145,3 +149,36 @@ def exchange_without_reprepare(
     if failure is not None:
         raise failure
     return decode(results[-1], encoding)
+
+
+def exchange_reprepares_without_settings(
+    conn: Any, call: Any, args: Sequence[Any], decode: Any
+) -> Generator[None, Any, Any]:
+    """``_calls._exchange`` with the bug: "a forgotten statement is all DISCARD
+    ALL took": it prepares again and sends again, the session's settings left
+    at the server's defaults."""
+    encoding = conn.info.encoding
+    params = _params(call, args, encoding)
+    pgconn = conn.pgconn
+    retried = False
+    while True:
+        if call.name not in conn.prepared_calls:
+            pgconn.send_prepare(call.name, call.text, param_types=call.types)
+            failure = _failure((yield), encoding)
+            if failure is not None and failure.sqlstate != "42P05":
+                raise failure
+            conn.prepared_calls.add(call.name)
+        pgconn.send_query_prepared(
+            call.name,
+            params,
+            param_formats=call.formats,
+            result_format=call.result_format,
+        )
+        results = yield
+        failure = _failure(results, encoding)
+        if failure is None:
+            return decode(results[-1], encoding)
+        if failure.sqlstate != "26000" or retried:
+            raise failure
+        conn.prepared_calls.discard(call.name)
+        retried = True

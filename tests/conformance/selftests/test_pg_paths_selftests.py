@@ -24,6 +24,7 @@ from tests.conformance.selftests._broken_pg_paths import (
     ClientClockLeases,
     TableTopCursor,
     async_return_idle_past_waiters,
+    exchange_reprepares_without_settings,
     exchange_without_reprepare,
     return_idle_past_waiters,
 )
@@ -162,6 +163,21 @@ def test_a_prepared_path_that_never_reprepares_fails_forgotten_statements(
     detail = failure_of(url_locations, "forgotten-statements", check_id)
     assert "(P23" in detail, detail
     assert "does not exist" in detail, detail
+
+
+@pytest.mark.postgres
+@pytest.mark.clause("C4")
+@pytest.mark.clause("P24")
+@pytest.mark.parametrize("check_id", FORGOTTEN_CHECKS)
+def test_a_store_that_reprepares_but_keeps_a_reset_sessions_defaults_fails(
+    check_id: str, url_locations: LocationFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """P24: after DISCARD ALL the calls are served, but lock_timeout and the
+    rest of the store's SETs are gone from the session."""
+    monkeypatch.setattr(_calls, "_exchange", exchange_reprepares_without_settings)
+    detail = failure_of(url_locations, "forgotten-statements", check_id)
+    assert "(P24" in detail, detail
+    assert "lock_timeout=" in detail, detail
 
 
 @pytest.mark.postgres
