@@ -374,6 +374,7 @@ def import_archive(
 
 
 def _skip(run: ArchiveRun) -> None:
+    """Read past a run not imported: the archive is one stream, read in order."""
     run.meta_text()
     for _ in run.entry_texts():
         pass

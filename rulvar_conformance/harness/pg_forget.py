@@ -219,7 +219,7 @@ class ForgettingProxy:
                 if passed:
                     session.client.sendall(b"".join(passed))
         except OSError:
-            pass
+            pass  # either side closed: stop
         finally:
             _close_pair(session)
 

@@ -321,6 +321,8 @@ def _ms(value: float | None) -> str:
 
 
 def _takeovers(latency: TakeoverLatency) -> str:
+    if latency.count == 0:
+        return "no killed writer held a run another writer then took"
     return (
         f"first ask after the kill to grant: mean {_ms(latency.ask_mean)} ms, max "
         f"{_ms(latency.ask_max)} ms, {latency.refused} asks refused in between "

@@ -16,6 +16,7 @@ import shutil
 import tempfile
 import time
 from functools import partial
+from pathlib import Path
 from typing import Any, Final
 
 from rulvar_conformance.harness.certification import Certification, SuiteSpec
@@ -83,8 +84,7 @@ def _server_clock(locations: LocationFactory) -> None:
             heard.append(message)
             if message[0] == "held":  # tried while the holder still lives
                 outcome.append(attempt(partial(journal.acquire, RUN, "correct-host")))
-            with open(tried, "w"):  # the holder may end now
-                pass
+            Path(tried).touch()  # the holder may end now
             return False
 
         try:

@@ -10,6 +10,7 @@ import textwrap
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -365,8 +366,7 @@ def test_boot_storm_eight_processes_two_rounds(
             time.sleep(
                 0.2
             )  # let the interpreters start; the go file releases them together
-            with open(go, "w"):
-                pass
+            Path(go).touch()
             failures = []
             for child in children:
                 try:
