@@ -22,6 +22,7 @@ from rulvar_langgraph._core import STRIPES, SaverCore
 from rulvar_langgraph._hold import CancelOnLoss
 from rulvar_langgraph._layout import run_for_thread
 from rulvar_langgraph._plans import Plan, T
+from rulvar_langgraph._queued import InFlightWrites
 from rulvar_langgraph._telemetry import ASYNC_SAVER_CALLS, traced_saver
 from rulvar_store import (
     AsyncJournalStore,
@@ -60,6 +61,8 @@ class AsyncRulvarSaver(SaverCore, Observed):
         self.transcripts = transcripts
         self._locks = [asyncio.Lock() for _ in range(STRIPES)]
         self.loop = asyncio.get_running_loop()
+        flush = getattr(transcripts, "flush_queued", None) if self._queue_puts else None
+        self._in_flight = InFlightWrites(flush or _nothing_to_flush, asyncio_saver=True)
 
     def _check_api(self, journal: object, transcripts: object) -> None:
         if not (is_async_store(journal) and is_async_store(transcripts)):
@@ -96,9 +99,16 @@ class AsyncRulvarSaver(SaverCore, Observed):
     async def _run(self, plan: Plan[T]) -> T:
         return await _plans.adrive(plan, self.journal, self.transcripts)
 
+    def _thread_lock(self, run_id: str) -> asyncio.Lock:
+        """The lock that serializes this saver's work on ``run_id``'s thread."""
+        return self._locks[self._stripe(run_id)]
+
     async def _run_locked(self, run_id: str, plan: Plan[T]) -> T:
-        async with self._locks[self._stripe(run_id)]:
-            return await self._run(plan)
+        # Its queued writes land before the thread is read (``_queued``).
+        async with self._thread_lock(run_id):
+            return await _plans.adrive(
+                plan, self.journal, self.transcripts, self._in_flight.areader(run_id)
+            )
 
     # --- ownership ----------------------------------------------------------------
 
@@ -192,9 +202,30 @@ class AsyncRulvarSaver(SaverCore, Observed):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        await self._run_locked(
-            *self._put_writes_plan(config, writes, task_id, task_path)
-        )
+        run_id, plan = self._put_writes_plan(config, writes, task_id, task_path)
+        async with self._thread_lock(run_id):
+            reader = self._in_flight.areader(run_id)
+            queued = await _plans.adrive(plan, self.journal, self.transcripts, reader)
+            if queued is None:
+                return
+            landed = self._in_flight.add(run_id)
+        # Awaited outside the thread's lock, so the step's checkpoint,
+        # following at once, can carry the queued write.
+        await self._await_queued(run_id, queued, landed)
+
+    async def _await_queued(self, run_id: str, queued: Any, landed: Any) -> None:
+        """Await a queued write of a hold; a failed one is forgotten by its memory."""
+        try:
+            accompanied = await self.transcripts.await_put(queued)  # type: ignore[attr-defined]  # _queue_puts saw it
+        except BaseException:
+            self._in_flight.done(run_id, landed)
+            async with self._thread_lock(run_id):
+                self._queued_write_failed(run_id)
+            raise
+        self._in_flight.done(run_id, landed)
+        if not accompanied:  # nothing follows this hold's writes: stop waiting
+            async with self._thread_lock(run_id):
+                self._queued_write_alone(run_id)
 
     async def adelete_thread(self, thread_id: str) -> None:
         await self._run_locked(*self._delete_thread_plan(thread_id))
@@ -285,3 +316,7 @@ class AsyncRulvarSaver(SaverCore, Observed):
         self, thread_ids: Sequence[str], *, strategy: str = "keep_latest"
     ) -> None:
         self._call(self.aprune(thread_ids, strategy=strategy))
+
+
+async def _nothing_to_flush() -> None:
+    """The flush of a blob store that queues no writes."""

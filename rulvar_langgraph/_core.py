@@ -228,6 +228,13 @@ class SaverCore(BaseCheckpointSaver[Any]):
             and callable(twin)
             and twin() is transcripts
         )
+        # A hold's task writes queued to share the COMMIT of the step's
+        # checkpoint that follows them, where the blob store queues writes
+        # (a sync store's ``queue_put``; asyncio stores offer none).
+        self._queue_puts = all(
+            callable(getattr(transcripts, name, None))
+            for name in ("queue_put", "await_put", "flush_queued")
+        )
         # A hold's acquire and its first read (the root namespace's newest
         # checkpoint) in one round trip where the journal offers it.
         self._prefetch = (
@@ -278,6 +285,24 @@ class SaverCore(BaseCheckpointSaver[Any]):
         """The memory of this saver's hold of the thread, if ``lease`` is that hold's."""
         cache = self._caches.get(run_id)
         return cache if cache is not None and cache.lease == lease else None
+
+    def _queued_write_failed(self, run_id: str) -> None:
+        """A queued write of the thread's hold failed: its memory counted it landed.
+
+        Called under the thread's lock.
+        """
+        cache = self._caches.get(run_id)
+        if cache is not None:
+            cache.clear()
+
+    def _queued_write_alone(self, run_id: str) -> None:
+        """A queued write waited in vain: the hold writes the rest at once.
+
+        Called under the thread's lock.
+        """
+        cache = self._caches.get(run_id)
+        if cache is not None:
+            cache.queue_writes = False
 
     def _forgetting(self, run_id: str | None, plan: Plan[T]) -> Plan[T]:
         """Run ``plan``, then clear the holds' memory of ``run_id`` (``None``: every run).
@@ -336,15 +361,20 @@ class SaverCore(BaseCheckpointSaver[Any]):
         ns: str,
         lease: Lease | None,
         note: Callable[[HoldNotes], None],
-    ) -> Callable[[Plan[None]], Plan[None]]:
-        """Wrap a root-namespace write of this saver's hold so its notes learn of it once it landed."""
+    ) -> Callable[[Plan[T]], Plan[T]]:
+        """Wrap a root-namespace write of this saver's hold so its notes learn of it once it landed.
+
+        A queued write (``_plans.put_writes``) is noted once queued: if it then
+        fails, its error reaches the invocation, whose outcome is then failed.
+        """
         notes = self._notes.get(run_id)
         if ns != "" or notes is None or lease != self._holding.get(run_id):
             return lambda plan: plan
 
-        def noted(plan: Plan[None]) -> Plan[None]:
-            yield from plan
+        def noted(plan: Plan[T]) -> Plan[T]:
+            result = yield from plan
             note(notes)
+            return result
 
         return noted
 
@@ -462,7 +492,7 @@ class SaverCore(BaseCheckpointSaver[Any]):
         writes: Sequence[tuple[str, Any]],
         task_id: str,
         task_path: str,
-    ) -> Locked:
+    ) -> tuple[str, Plan[Any]]:
         run_id, ns, checkpoint_id = self._address(config)
         stored = self._writes(writes, task_id, task_path)
         lease = self._lease(run_id, config)
@@ -476,6 +506,7 @@ class SaverCore(BaseCheckpointSaver[Any]):
             self.owner,
             self._cache(run_id, lease),
             self._whole,
+            self._queue_puts,
         )
         channels = [channel for channel, _ in writes]
         noted = self._noting(

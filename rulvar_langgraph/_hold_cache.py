@@ -63,6 +63,10 @@ class HoldCache:
     meta: RunMeta | None = None
     """The thread's meta as this hold wrote it (a thread it started), so its end
     merges its outcome without reading the meta back; ``None``: read it."""
+    queue_writes: bool = True
+    """Whether the hold's task writes wait for the write that follows them
+    (the step's checkpoint) to share its COMMIT: on until one waits in vain,
+    as under a caller that writes one call after another."""
     with_writes: set[tuple[str, str]] = field(default_factory=set)
     """(namespace, checkpoint id) pairs that have (or may have) stored writes: the
     hold's own, and those found above the newest checkpoint when it read a listing."""

@@ -8,7 +8,7 @@ operation and differ only in how a call is awaited.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -93,8 +93,37 @@ def _ainside(body: Callable[[Lease], Plan[T]]) -> Callable[[Lease, Any, Any], An
     return partial(_adriven, body)
 
 
-def drive(plan: Plan[T], journal: Any, blobs: Any) -> T:
-    """Run ``plan`` over sync stores; a store error is thrown back into the plan."""
+# The writes a store runs through its one write door, behind any write queued
+# before them (``queue_put``): they need not wait for a queued write to land.
+# Every other call may read, and a reader must see the queued writes.
+ORDERED_WRITES: Final = frozenset(
+    {
+        "acquire",
+        "append",
+        "delete",
+        "put",
+        "put_many",
+        "put_meta",
+        "put_meta_and_release",
+        "put_with_meta",
+        "queue_put",
+        "release",
+    }
+)
+
+
+def drive(
+    plan: Plan[T],
+    journal: Any,
+    blobs: Any,
+    before_read: Callable[[], None] | None = None,
+) -> T:
+    """Run ``plan`` over sync stores; a store error is thrown back into the plan.
+
+    ``before_read`` runs before each call that may read (not in
+    ``ORDERED_WRITES``, a brief lease in one transaction aside): the sync
+    saver lands its queued writes there.
+    """
     result: Any = None
     error: BaseException | None = None
     while True:
@@ -114,16 +143,24 @@ def drive(plan: Plan[T], journal: Any, blobs: Any) -> T:
                         _inside(body),
                     )
                 else:
-                    result = drive(_brief_calls(run_id, owner, body), journal, blobs)
+                    calls = _brief_calls(run_id, owner, body)
+                    result = drive(calls, journal, blobs, before_read)
             else:
+                if before_read is not None and method not in ORDERED_WRITES:
+                    before_read()
                 store = journal if target == "journal" else blobs
                 result = getattr(store, method)(*args)
         except Exception as exc:  # thrown into the plan, which re-raises or cleans up
             error = exc
 
 
-async def adrive(plan: Plan[T], journal: Any, blobs: Any) -> T:
-    """Run ``plan`` over asyncio stores (same SPI, ``async def``)."""
+async def adrive(
+    plan: Plan[T],
+    journal: Any,
+    blobs: Any,
+    before_read: Callable[[], Awaitable[None]] | None = None,
+) -> T:
+    """Run ``plan`` over asyncio stores (same SPI, ``async def``); ``before_read`` as ``drive``'s."""
     result: Any = None
     error: BaseException | None = None
     while True:
@@ -145,8 +182,10 @@ async def adrive(plan: Plan[T], journal: Any, blobs: Any) -> T:
                     result = await journal.in_brief_lease(run_id, owner, work)
                 else:
                     plan_of = _brief_calls(run_id, owner, body)
-                    result = await adrive(plan_of, journal, blobs)
+                    result = await adrive(plan_of, journal, blobs, before_read)
             else:
+                if before_read is not None and method not in ORDERED_WRITES:
+                    await before_read()
                 store = journal if target == "journal" else blobs
                 result = await getattr(store, method)(*args)
         # CancelledError too: a brief lease taken by the plan is still released.
@@ -475,7 +514,8 @@ def put_writes(
     owner: str,
     cache: HoldCache | None = None,
     whole: bool = False,
-) -> Plan[None]:
+    queue: bool = False,
+) -> Plan[Any]:
     """Merge ``new`` into the task's writes blob on the checkpoint; one fenced write.
 
     Only this task's blob is written, so the cost stays flat however many
@@ -485,10 +525,17 @@ def put_writes(
     checkpoint by task, so writes to it read nothing; a hold that does not
     know the checkpoint reads all its writes once (``get_under``, T13, where
     the store has it), outside a hold the task's own blob is read.
+
+    ``queue`` (a hold's write, over a store with ``queue_put``): the write is
+    queued to share the COMMIT of the write that follows it (the step's
+    checkpoint), and the plan returns the queued put for the caller to await
+    once it let go of the thread's lock; the hold's memory counts it landed
+    already, and the caller clears that memory if it then fails. Otherwise
+    the plan returns ``None`` once the write landed.
     """
     ref = task_writes_ref(run_id, checkpoint_ns, checkpoint_id, task_id)
 
-    def body(lease: Lease) -> Plan[None]:
+    def body(lease: Lease) -> Plan[Any]:
         known = None if cache is None else cache.writes.pop(checkpoint_ns, None)
         tasks: TaskWrites | None = None
         if known is not None and known[0] == checkpoint_id:
@@ -506,9 +553,15 @@ def put_writes(
         if cache is not None:
             # Before the write: a write of unknown outcome may have landed.
             cache.writing(checkpoint_ns, checkpoint_id)
-        yield ("blobs", "put", (ref, pending.blob(), lease))
+        queued = held is not None and cache is not None and queue and cache.queue_writes
+        queued_put = yield (
+            "blobs",
+            "queue_put" if queued else "put",
+            (ref, pending.blob(), lease),
+        )
         if cache is not None and tasks is not None:
             cache.writes[checkpoint_ns] = (checkpoint_id, tasks)
+        return queued_put if queued else None
 
     return (yield from _leased(run_id, held, owner, body))
 

@@ -22,6 +22,7 @@ from rulvar_langgraph import _plans
 from rulvar_langgraph._core import STRIPES, SaverCore
 from rulvar_langgraph._layout import run_for_thread
 from rulvar_langgraph._plans import Plan, T
+from rulvar_langgraph._queued import InFlightWrites
 from rulvar_langgraph._telemetry import SAVER_CALLS, traced_saver
 from rulvar_store import (
     JournalStore,
@@ -57,6 +58,8 @@ class RulvarSaver(SaverCore, Observed):
         self.journal = journal
         self.transcripts = transcripts
         self._locks = [threading.Lock() for _ in range(STRIPES)]
+        flush = getattr(transcripts, "flush_queued", None) if self._queue_puts else None
+        self._in_flight = InFlightWrites(flush or _nothing_to_flush)
 
     @classmethod
     @contextmanager
@@ -86,11 +89,18 @@ class RulvarSaver(SaverCore, Observed):
     def _run(self, plan: Plan[T]) -> T:
         return _plans.drive(plan, self.journal, self.transcripts)
 
+    def _thread_lock(self, run_id: str) -> threading.Lock:
+        """The lock that serializes this saver's work on ``run_id``'s thread."""
+        return self._locks[self._stripe(run_id)]
+
     def _run_locked(self, run_id: str, plan: Plan[T]) -> T:
         # One saver serializes its own writes per thread: a brief lease would
-        # refuse a sibling's concurrent acquire, and put_writes reads then writes.
-        with self._locks[self._stripe(run_id)]:
-            return self._run(plan)
+        # refuse a sibling's concurrent acquire, and put_writes reads then writes
+        # (its queued writes land before the thread is read: ``_queued``).
+        with self._thread_lock(run_id):
+            return _plans.drive(
+                plan, self.journal, self.transcripts, self._in_flight.reader(run_id)
+            )
 
     # --- ownership ----------------------------------------------------------------
 
@@ -167,7 +177,30 @@ class RulvarSaver(SaverCore, Observed):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        self._run_locked(*self._put_writes_plan(config, writes, task_id, task_path))
+        run_id, plan = self._put_writes_plan(config, writes, task_id, task_path)
+        with self._thread_lock(run_id):
+            reader = self._in_flight.reader(run_id)
+            queued = _plans.drive(plan, self.journal, self.transcripts, reader)
+            if queued is None:
+                return
+            landed = self._in_flight.add(run_id)
+        # Awaited outside the thread's lock, so the step's checkpoint,
+        # following at once, can share the queued write's COMMIT.
+        self._await_queued(run_id, queued, landed)
+
+    def _await_queued(self, run_id: str, queued: Any, landed: Any) -> None:
+        """Wait for a queued write of a hold; a failed one is forgotten by its memory."""
+        try:
+            accompanied = self.transcripts.await_put(queued)  # type: ignore[attr-defined]  # _queue_puts saw it
+        except BaseException:
+            self._in_flight.done(run_id, landed)
+            with self._thread_lock(run_id):
+                self._queued_write_failed(run_id)
+            raise
+        self._in_flight.done(run_id, landed)
+        if not accompanied:  # nothing follows this hold's writes: stop waiting
+            with self._thread_lock(run_id):
+                self._queued_write_alone(run_id)
 
     def delete_thread(self, thread_id: str) -> None:
         self._run_locked(*self._delete_thread_plan(thread_id))
@@ -240,3 +273,7 @@ class RulvarSaver(SaverCore, Observed):
         self, thread_ids: Sequence[str], *, strategy: str = "keep_latest"
     ) -> None:
         await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
+
+
+def _nothing_to_flush() -> None:
+    """The flush of a blob store that queues no writes."""

@@ -98,6 +98,14 @@ def _brief_put_run(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
     return _run_of_ref(argument(1, "ref")(args, kwargs))
 
 
+def _queued_run(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+    return _run_of_ref(getattr(argument(0, "queued")(args, kwargs), "ref", None))
+
+
+def _queued_lease(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    return getattr(argument(0, "queued")(args, kwargs), "lease", None)
+
+
 def _no_run(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     return None
 
@@ -152,6 +160,8 @@ JOURNAL_CALLS: Final = _table(
 BLOB_CALLS: Final = _table(
     CallKind("put", "blobs", "blob", _ref_run, argument(2, "lease")),
     CallKind("put_many", "blobs", "blob", _batch_run, argument(1, "lease")),
+    # A queued put (where a store offers it) counts once, when awaited.
+    CallKind("await_put", "blobs", "blob", _queued_run, _queued_lease),
     CallKind("delete", "blobs", "blob-delete", _ref_run, argument(1, "lease")),
     CallKind("get", "blobs", None, _ref_run),
     CallKind("list_refs", "blobs", None, _RUN),

@@ -20,7 +20,10 @@ refuses an append whose seq is already stored).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Coroutine, Sequence
+from contextlib import suppress
+from functools import partial
 from typing import Any, Literal, TypeVar, final
 
 from rulvar_store import (
@@ -56,10 +59,17 @@ from rulvar_store_postgres._interrupts import interrupts_deferred
 from rulvar_store_postgres._last_ref import alearn_collation, last_ref_step
 from rulvar_store_postgres._liveness import liveness_key_async
 from rulvar_store_postgres._plans import READ_ROWS, Step
+from rulvar_store_postgres._queued import (
+    QueuedPut,
+    QueuedPuts,
+    acarried,
+    by_lease,
+    last_writes,
+)
 from rulvar_store_postgres._reads import awarm_reads, read_prepared_async
 from rulvar_store_postgres._telemetry_target import pool_figures, postgres_target
 from rulvar_store_postgres._transaction import hit_off_loop, run_mutation_async
-from rulvar_store_postgres._transcripts import put_many_step
+from rulvar_store_postgres._transcripts import QUEUE_LINGER_S, put_many_step
 from rulvar_store_postgres._uncancelled import Uncancelled
 
 __all__ = ["AsyncPostgresFencedTranscriptStore", "AsyncPostgresStore"]
@@ -410,6 +420,7 @@ class AsyncPostgresFencedTranscriptStore(AsyncClosing, Observed):
     def __init__(self, store: AsyncPostgresStore) -> None:
         self._store = store
         self._closed = False
+        self._queued = QueuedPuts()
 
     def __repr__(self) -> str:
         return f"AsyncPostgresFencedTranscriptStore({self._store!r})"
@@ -422,9 +433,84 @@ class AsyncPostgresFencedTranscriptStore(AsyncClosing, Observed):
         return self._store
 
     async def put(self, ref: str, blob: BlobInput, lease: Lease | None = None) -> None:
-        """Store ``blob`` under ``ref`` (T1); a leased put is fenced on the ref's run."""
+        """Store ``blob`` under ``ref`` (T1); a leased put is fenced on the ref's run.
+
+        Puts queued under the same lease (``queue_put``) ride along, as on the
+        sync store: one ``put_many`` statement carries them, then this one.
+        """
         store = self._open("blob put")
-        await store._call(store._plans.blob_put(ref, blob, lease))
+        step = store._plans.blob_put(ref, blob, lease)
+        riders = self._queued.take(lease)
+        if riders:
+            await self._send(riders, (ref, bytes(blob)))
+        else:
+            await store._call(step)
+
+    async def queue_put(
+        self,
+        ref: str,
+        blob: BlobInput,
+        lease: Lease | None = None,
+        linger_s: float = QUEUE_LINGER_S,
+    ) -> QueuedPut:
+        """Queue ``put`` to ride the next ``put`` under the same lease (the sync store's twin).
+
+        Raises:
+            InvalidArgumentError: a bad ref, blob or lease, here.
+        """
+        store = self._open("blob put")
+        store._plans.blob_put(ref, blob, lease)  # its checks, now
+        data = bytes(blob)  # copied now: a later mutation must not leak in (D3)
+        queued = QueuedPut(
+            ref, data, lease, time.monotonic() + linger_s, asyncio.Event()
+        )
+        if lease is None:  # nothing to ride with: sent now
+            await acarried([queued], partial(self.put, ref, data))
+            return queued
+        return self._queued.queue(queued)
+
+    async def await_put(self, queued: QueuedPut) -> bool:
+        """Return once a queued put is durable (or raise as ``put``).
+
+        Returns whether a put came within the linger to carry it. A cancelled
+        waiter's put is never sent unless a put took it already.
+        """
+        decided = queued.decided
+        assert isinstance(decided, asyncio.Event)  # queued by this asyncio store
+        try:
+            try:
+                await asyncio.wait_for(decided.wait(), queued.left_s())
+            except TimeoutError:
+                riders = self._queued.expired(queued)
+                with suppress(Exception):  # each rider's error is its waiter's
+                    await self._send(riders)
+                await decided.wait()
+        except BaseException:
+            self._queued.withdraw(queued)
+            raise
+        if queued.error is not None:
+            raise queued.error
+        return queued.accompanied
+
+    async def flush_queued(self) -> None:
+        """Send every queued put now (a reader must see them)."""
+        for riders in by_lease(self._queued.take_all()):
+            with suppress(Exception):  # each rider's error is its waiter's
+                await self._send(riders)
+
+    async def _send(self, riders: list[QueuedPut], *tail: tuple[str, bytes]) -> None:
+        """Send queued puts of one lease (then ``tail``) as ONE statement."""
+        if not riders:
+            return
+        store = self._store
+
+        async def send() -> None:
+            items = last_writes(riders, *tail)
+            many = put_many_step(store._plans, items, riders[0].lease)
+            assert many is not None  # riders is not empty
+            await store._call(many)
+
+        await acarried(riders, send)
 
     async def put_many(self, items: BlobBatch, lease: Lease | None = None) -> None:
         """Store every ``(ref, blob)`` of one run in ONE fenced transaction (T11)."""

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
-from typing import TYPE_CHECKING, Literal, final
+import time
+from contextlib import suppress
+from functools import lru_cache, partial
+from threading import Event
+from typing import TYPE_CHECKING, Final, Literal, final
 
 from rulvar_store import BlobBatch, BlobInput, Lease
 from rulvar_store.backend import Observed, blob_batch, instrumented, not_live_lease
@@ -11,6 +14,13 @@ from rulvar_store.errors import StoreClosedError
 from rulvar_store_postgres._get_under import get_under_step
 from rulvar_store_postgres._last_ref import last_ref_step
 from rulvar_store_postgres._plans import Plans, Step
+from rulvar_store_postgres._queued import (
+    QueuedPut,
+    QueuedPuts,
+    by_lease,
+    carried,
+    last_writes,
+)
 from rulvar_store_postgres._schema import (
     LOCK_SEED,
     STATUS_OK,
@@ -21,7 +31,12 @@ from rulvar_store_postgres._telemetry_target import postgres_target
 if TYPE_CHECKING:
     from rulvar_store_postgres._store import PostgresStore
 
-__all__ = ["PostgresFencedTranscriptStore", "put_many_step"]
+__all__ = ["QUEUE_LINGER_S", "PostgresFencedTranscriptStore", "put_many_step"]
+
+# How long a queued put waits for the put that carries it: a LangGraph step's
+# checkpoint follows its task's writes after well under a millisecond (a
+# 90th percentile of 0.9 ms on 2 shared cores), so 2 ms catches nearly all.
+QUEUE_LINGER_S: Final = 0.002
 
 
 @lru_cache(maxsize=64)
@@ -93,6 +108,7 @@ class PostgresFencedTranscriptStore(Observed):
     def __init__(self, store: PostgresStore) -> None:
         self._store = store
         self._closed = False
+        self._queued = QueuedPuts()
 
     def __repr__(self) -> str:
         return f"PostgresFencedTranscriptStore({self._store!r})"
@@ -107,9 +123,88 @@ class PostgresFencedTranscriptStore(Observed):
             )
 
     def put(self, ref: str, blob: BlobInput, lease: Lease | None = None) -> None:
-        """Store ``blob`` under ``ref`` (T1); a leased put is fenced on the ref's run."""
+        """Store ``blob`` under ``ref`` (T1); a leased put is fenced on the ref's run.
+
+        Puts queued under the same lease (``queue_put``) ride along: one
+        ``put_many`` statement carries them first, then this one.
+        """
         self._ensure_open("blob put")
-        self._store._run(self._store._plans.blob_put(ref, blob, lease))
+        step = self._store._plans.blob_put(ref, blob, lease)
+        riders = self._queued.take(lease)
+        if riders:
+            self._send(riders, (ref, bytes(blob)))
+        else:
+            self._store._run(step)
+
+    def queue_put(
+        self,
+        ref: str,
+        blob: BlobInput,
+        lease: Lease | None = None,
+        linger_s: float = QUEUE_LINGER_S,
+    ) -> QueuedPut:
+        """Queue ``put`` to ride the next ``put`` under the same lease (one round trip).
+
+        For a write nobody waits on at once (a LangGraph task's writes, which
+        the step's checkpoint follows): a put under the same lease within
+        ``linger_s`` sends both in one statement; else ``await_put`` sends it
+        alone. Finish it with ``await_put``, which returns once it is
+        durable, as ``put`` would. An unleased put is sent at once.
+
+        Raises:
+            InvalidArgumentError: a bad ref, blob or lease, here.
+        """
+        self._ensure_open("blob put")
+        self._store._plans.blob_put(ref, blob, lease)  # its checks, now
+        data = bytes(blob)  # copied now: a later mutation must not leak in (D3)
+        queued = QueuedPut(ref, data, lease, time.monotonic() + linger_s, Event())
+        if lease is None:  # nothing to ride with: sent now
+            carried([queued], partial(self.put, ref, data))
+            return queued
+        return self._queued.queue(queued)
+
+    def await_put(self, queued: QueuedPut) -> bool:
+        """Return once a queued put is durable (or raise as ``put``).
+
+        Returns whether a put came within the linger to carry it. An
+        interrupted waiter's put is never sent unless a put took it already.
+        """
+        decided = queued.decided
+        assert isinstance(decided, Event)  # queued by this sync store
+        try:
+            if not decided.wait(queued.left_s()):
+                riders = self._queued.expired(queued)
+                with suppress(Exception):  # each rider's error is its waiter's
+                    self._send(riders)
+                decided.wait()
+        except BaseException:
+            self._queued.withdraw(queued)
+            raise
+        if queued.error is not None:
+            raise queued.error
+        return queued.accompanied
+
+    def flush_queued(self) -> None:
+        """Send every queued put now (a reader must see them).
+
+        A queued put's error goes to its own ``await_put``, not to the flusher.
+        """
+        for riders in by_lease(self._queued.take_all()):
+            with suppress(Exception):  # each rider's error is its waiter's
+                self._send(riders)
+
+    def _send(self, riders: list[QueuedPut], *tail: tuple[str, bytes]) -> None:
+        """Send queued puts of one lease (then ``tail``) as ONE statement."""
+        if not riders:
+            return
+
+        def send() -> None:
+            items = last_writes(riders, *tail)
+            many = put_many_step(self._store._plans, items, riders[0].lease)
+            assert many is not None  # riders is not empty
+            self._store._run(many)
+
+        carried(riders, send)
 
     def put_many(self, items: BlobBatch, lease: Lease | None = None) -> None:
         """Store every ``(ref, blob)`` of one run in ONE fenced transaction (T11).

@@ -46,6 +46,15 @@ a transaction instead:
    A leader that finds callers queued behind its batch hands leadership to
    the first of them.
 
+A write nobody waits for at once (a LangGraph task's writes, which the graph
+saves in the background while it computes the step's checkpoint) may be
+QUEUED instead (``queue``): it leads only after lingering up to ``linger_s``
+for company. The first ``submit`` (or asyncio ``enqueue``) to arrive meanwhile
+takes the lead over at once and carries it in its batch, so the two share one
+COMMIT and one WAL flush; with nobody arriving it commits alone at the
+deadline. ``Queued.wait`` returns only once the write is decided, exactly as
+``submit`` would, so it is acknowledged only when durable.
+
 Operations of one batch execute in queue order, each seeing the ones before it,
 as if run one after another; each caller's operation runs between its call and
 its return, so the history stays linearizable. Busy handling is unchanged: the
@@ -80,9 +89,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable
 from contextlib import suppress
-from typing import Any, ClassVar, TypeVar, final
+from typing import Any, ClassVar, Generic, TypeVar, final
 
 import apsw
 
@@ -100,7 +110,7 @@ from rulvar_store_sqlite._transaction import (
     run_batch,
 )
 
-__all__ = ["GroupCommitter", "OwnedRLock"]
+__all__ = ["GroupCommitter", "OwnedRLock", "Queued"]
 
 T = TypeVar("T")
 
@@ -198,6 +208,9 @@ class GroupCommitter:
         # The queued operation told to lead the next batch (woken, not yet
         # leading); an interrupted heir passes leadership on (_withdraw).
         self._heir: Operation[Any] | None = None
+        # A queued write leading only once its linger is over (``queue``): the
+        # next submitted write takes the lead over from it.
+        self._lingering: Operation[Any] | None = None
         # Transactions run and operations carried, for benchmarks and tests.
         self.batches = 0
         self.operations = 0
@@ -336,6 +349,51 @@ class GroupCommitter:
         """The caller's own ``after-commit`` failpoint, once its outcome is known."""
         hit(op.name, "after-commit")
 
+    def queue(self, op: Operation[T], linger_s: float) -> Queued[T]:
+        """Queue ``op`` to share the next arriving write's COMMIT; ``wait`` for it.
+
+        Call ``wait`` on the result: it returns ``op``'s result (or raises its
+        error) once decided. The first write submitted within ``linger_s``
+        carries ``op`` in its batch; with none, ``op`` commits alone then. A
+        queue behind a running batch joins it as any write would. Queued
+        operations keep their order against every later write of the store.
+        """
+        self.fork.check(op.name)
+        if not self.grouping or self.lock.held_here():
+            with self.lock:
+                self._decide([op], _no_more)
+            return Queued(self, op, None)
+        with self._mutex:
+            self._queue.append(op)
+            lead = not self._leading
+            self._leading = True
+            if lead:
+                self._lingering = op
+        return Queued(self, op, time.monotonic() + linger_s if lead else None)
+
+    def flush(self) -> None:
+        """Commit a lingering queued write now (a reader must see it); else nothing.
+
+        Takes the lead over as an arriving write would, and returns once that
+        batch is decided. A queued write behind a running batch is carried by
+        that batch or the next without help.
+        """
+        self.fork.check("flush")
+        with self._mutex:
+            take = self._lingering is not None
+            self._lingering = None
+        if take:
+            self._lead(None)
+
+    def _arrived(self) -> bool:
+        """A write just queued: whether it takes the lead (the caller holds ``_mutex``)."""
+        if self._lingering is not None:
+            self._lingering = None  # its linger ends: this write's batch carries it
+            return True
+        lead = not self._leading
+        self._leading = True
+        return lead
+
     def enqueue(self, op: Operation[Any]) -> None:
         """Queue an asyncio caller's ``op``; the worker thread leads if nobody does.
 
@@ -345,8 +403,7 @@ class GroupCommitter:
         self.ensure_open(op.name)
         with self._mutex:
             self._queue.append(op)
-            lead = not self._leading
-            self._leading = True
+            lead = self._arrived()
             if lead:
                 self._heir = op
         if lead:
@@ -392,8 +449,11 @@ class GroupCommitter:
         """Decide ``op`` in the next batch, leading it if nobody leads."""
         with self._mutex:
             self._queue.append(op)
-            lead = not self._leading
-            self._leading = True
+            lead = self._arrived()
+        self._await(op, lead)
+
+    def _await(self, op: Operation[Any], lead: bool) -> None:
+        """Lead ``op``'s batch, or sleep until it is decided or leadership is handed over."""
         try:
             if not lead:
                 op.wait()
@@ -407,6 +467,29 @@ class GroupCommitter:
             self._withdraw(op)
             raise
 
+    def _linger(self, op: Operation[Any], deadline: float) -> bool:
+        """A queued leader's wait: until a write takes the lead over, or the deadline.
+
+        Returns whether a write came in time to take the lead over.
+        """
+        try:
+            woken = op.wait_until(deadline)
+        except BaseException:
+            self._withdraw(op)
+            raise
+        if not woken:
+            with self._mutex:
+                lead = self._lingering is op
+                self._lingering = None if lead else self._lingering
+            if lead:  # nobody came: it commits alone
+                self._await(op, lead=True)
+                return False
+        elif op.done:
+            return True
+        # Taken over (or handed the lead after an interrupted leader).
+        self._await(op, lead=woken)
+        return True
+
     def _withdraw(self, op: Operation[Any]) -> None:
         """Forget an interrupted caller's queued operation (it never runs).
 
@@ -416,6 +499,9 @@ class GroupCommitter:
         with self._mutex:
             if op in self._queue:
                 self._queue.remove(op)
+            if self._lingering is op:  # it led, lingering: pass the lead on
+                self._lingering = None
+                self._heir = op
             if self._heir is not op:
                 return
             heir = self._heir = self._queue[0] if self._queue else None
@@ -574,3 +660,31 @@ def _resolve(ops: list[Operation[Any]]) -> None:
         op.loop_woken = True
         if op.resume is not None and not op.resume[1].done():
             op.resume[1].set_result(None)
+
+
+@final
+class Queued(Generic[T]):
+    """A write queued by ``GroupCommitter.queue``: ``wait`` for its outcome."""
+
+    __slots__ = ("_deadline", "_door", "_op", "accompanied")
+
+    def __init__(
+        self, door: GroupCommitter, op: Operation[T], deadline: float | None
+    ) -> None:
+        self._door = door
+        self._op = op
+        self._deadline = deadline  # set while it leads, lingering
+        # Whether a write arrived within the linger (True when it never led).
+        self.accompanied = True
+
+    def wait(self) -> T:
+        """Return the write's result, or raise its error, once it is decided (durable)."""
+        op = self._op
+        if not op.done:
+            if self._deadline is not None:
+                self.accompanied = self._door._linger(op, self._deadline)
+            else:
+                self._door._await(op, lead=False)
+        result = op.outcome()
+        hit(op.name, "after-commit")
+        return result

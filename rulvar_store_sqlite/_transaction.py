@@ -14,6 +14,7 @@ import asyncio
 import contextvars
 import copy
 import threading
+import time
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from typing import Any, Final, Generic, TypeVar, final
@@ -127,6 +128,15 @@ class Operation(Generic[T]):
         """
         while not self._wake.acquire(timeout=_WAIT_SLICE_S):
             pass
+
+    def wait_until(self, deadline: float) -> bool:
+        """``wait`` until the ``time.monotonic()`` ``deadline``; False: not woken by then."""
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if self._wake.acquire(timeout=min(left, _WAIT_SLICE_S)):
+                return True
 
     def wake(self) -> None:
         """Let the waiting thread go on; a second wake is a no-op.

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal, final
+from dataclasses import dataclass
+from typing import Final, Literal, final
 
 import apsw
 
@@ -19,14 +20,30 @@ from rulvar_store.backend import (
     prefix_upper_bound,
 )
 from rulvar_store_sqlite import _sql as sql
-from rulvar_store_sqlite._group_commit import GroupCommitter
+from rulvar_store_sqlite._group_commit import GroupCommitter, Queued
 from rulvar_store_sqlite._store import sqlite_target
 from rulvar_store_sqlite._transaction import Operation, one_statement
 
 FenceFor = Callable[[Lease | None], Callable[[], None] | None]
 """The store's lease check for a write: ``None`` for an unleased one."""
 
-__all__ = ["SqliteFencedTranscriptStore"]
+__all__ = ["QUEUE_LINGER_S", "QueuedPut", "SqliteFencedTranscriptStore"]
+
+# How long a queued put waits for a write to share its COMMIT. A LangGraph
+# step's checkpoint follows its task's writes after a median 0.2 ms and a
+# 90th percentile 0.9 ms (4-node graph, 2 shared cores): 2 ms catches nearly
+# all, and a lone queued put is late by no more.
+QUEUE_LINGER_S: Final = 0.002
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class QueuedPut:
+    """A put queued by ``queue_put``: pass it to ``await_put``."""
+
+    ref: str
+    lease: Lease | None
+    queued: Queued[None]
 
 
 @final
@@ -73,6 +90,46 @@ class SqliteFencedTranscriptStore(Observed):
             one_statement(sql.UPSERT_BLOB, (ref, run_id, data)),
             atomic=True,
         )
+
+    def queue_put(
+        self,
+        ref: str,
+        blob: bytes | bytearray | memoryview,
+        lease: Lease | None = None,
+        linger_s: float = QUEUE_LINGER_S,
+    ) -> QueuedPut:
+        """Queue ``put`` to share the COMMIT of the next write of this store.
+
+        For a write nobody waits on at once (a LangGraph task's writes, which
+        the step's checkpoint follows within a millisecond): the first write
+        submitted within ``linger_s`` carries it in its transaction, one WAL
+        flush for both; with none it commits alone then. Queued writes keep
+        their order against every later write of the store. Finish it with
+        ``await_put``, which returns once it is durable, as ``put`` would.
+
+        Raises:
+            InvalidArgumentError: a bad ref, blob or lease (``_intake`` rules),
+                here; ``await_put`` raises the write's own errors.
+        """
+        op = self._put_op(ref, blob, lease)
+        return QueuedPut(ref, lease, self._door.queue(op, linger_s))
+
+    def await_put(self, queued: QueuedPut) -> bool:
+        """Wait for a ``queue_put`` write: return once durable, or raise as ``put``.
+
+        Returns whether a write came within the linger to share its COMMIT: a
+        caller whose writes wait in vain should go back to ``put``.
+
+        Raises:
+            LeaseHeldError: the lease names another run (F2) or is not live.
+            StoreBusyError, StoreUnavailableError: as ``put``.
+        """
+        queued.queued.wait()
+        return queued.queued.accompanied
+
+    def flush_queued(self) -> None:
+        """Commit now a queued put still lingering for company (before a read that must see it)."""
+        self._door.flush()
 
     def put_many(self, items: BlobBatch, lease: Lease | None = None) -> None:
         """Store every ``(ref, blob)`` of one run in ONE fenced transaction (T11).

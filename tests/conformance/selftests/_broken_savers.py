@@ -7,6 +7,7 @@ wrong; everything else is the honest saver over a real store.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
@@ -15,7 +16,6 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from rulvar_conformance.suites.langgraph_orders import Savers
 from rulvar_langgraph import AsyncRulvarSaver, RulvarSaver
 from rulvar_langgraph._hold_cache import HoldCache, TaskWrites
-from rulvar_langgraph._plans import Plan, T
 from rulvar_store import AsyncOpenedStore, Lease, OpenedStore
 
 __all__ = ["BROKEN_SAVERS", "broken_savers"]
@@ -90,8 +90,8 @@ class UnlockedAsyncRulvarSaver(AsyncRulvarSaver):
     """No per-thread lock: concurrent tasks of one hold race its memory and
     each task's read-modify-write of its writes blob."""
 
-    async def _run_locked(self, run_id: str, plan: Plan[T]) -> T:
-        return await self._run(plan)
+    def _thread_lock(self, run_id: str) -> asyncio.Lock:
+        return asyncio.Lock()  # a new one each time: it excludes nobody
 
 
 def _pair(sync: type[RulvarSaver], asyncio_cls: type[AsyncRulvarSaver]) -> Savers:
