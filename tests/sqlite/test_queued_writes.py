@@ -17,6 +17,7 @@ import pytest
 
 from rulvar_store import Lease, LeaseHeldError
 from rulvar_store_sqlite import SqliteStore
+from rulvar_store_sqlite._transaction import Operation
 
 LONG_LINGER_S = 30.0  # longer than any test: only company or a flush ends it
 
@@ -134,3 +135,31 @@ def test_queued_puts_of_many_threads_all_land(store: SqliteStore) -> None:
     refs = blobs.list_refs("r1")
     assert len(refs) == 160
     assert all(blobs.get(ref) == ref.encode() for ref in refs)
+
+
+def test_an_interrupted_lingering_put_never_runs_and_blocks_nobody(
+    store: SqliteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Q14 with Q19: a queued writer interrupted while it lingers takes its write
+    back (it never lands) and gives up the lead, so later writes do not hang."""
+    blobs = store.transcripts()
+    lease = store.acquire("r1", "me")
+    queued = blobs.queue_put("r1/w/a", b"interrupted", lease, linger_s=LONG_LINGER_S)
+
+    def interrupted(self: Operation[object], deadline: float) -> bool:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Operation, "wait_until", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        blobs.await_put(queued)
+    monkeypatch.undo()
+    done = threading.Event()
+
+    def later() -> None:
+        blobs.put("r1/c/1", b"later", lease)
+        done.set()
+
+    threading.Thread(target=later, daemon=True).start()
+    assert done.wait(timeout=LONG_LINGER_S / 2)
+    assert blobs.get("r1/w/a") is None
+    assert blobs.get("r1/c/1") == b"later"
