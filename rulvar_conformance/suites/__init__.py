@@ -45,6 +45,7 @@ REGISTERED: Final = (
     "first_opens",
     "file_machinery",
     "replaced_file",
+    "queued_writes",
     "kill_points",
     "power_loss",
     "disk_faults",

@@ -129,6 +129,12 @@ BACKEND_GATED: Final = frozenset(
         # URL that takes pool_max_size, a PostgreSQL URL. Every other store gets
         # them as not run.
         "replaced-file/file-replaced-every-write",
+        # A blob store offering queue_put (SQLite, PostgreSQL): Q19's queue.
+        "queued-writes/queued-rides-next-put",
+        "queued-writes/queued-keeps-order",
+        "queued-writes/queued-flush-lands-now",
+        "queued-writes/queued-awaited-is-landed",
+        "queued-writes/queued-superseded-refused",
         "server-clock/lease-times-on-server-clock",
         "pool-fairness/pool-serves-waiting-callers",
         "pool-fairness/pool-serves-waiting-coroutines",
