@@ -14,8 +14,9 @@ doing, never a race with the linger running out.
 - a put queued under a superseded lease is refused at ``await_put`` (F2, L6)
   and changes nothing.
 
-A store without ``queue_put`` has nothing to check here: every check is
-reported not run.
+The suite runs for stores with fenced blobs; one without ``queue_put`` has
+nothing to check here, and every check is reported not run (a promise only some
+backends make).
 """
 
 from __future__ import annotations
@@ -193,7 +194,7 @@ def queued_writes_conformance(certification: Certification) -> ConformanceSuite:
 SPEC: Final = SuiteSpec(
     "queued-writes",
     queued_writes_conformance,
-    None,
+    "fenced_transcripts",
     True,
     "queued blob puts (queue_put): carried by the next put, in order, landed "
     "when flushed or awaited, fenced (Q19)",

@@ -344,9 +344,9 @@ def _takeover_round(h: Handles, caps: Caps, round_no: int, rng: random.Random) -
     late = late_successes(victims, taken_at)
     require(
         not late,
-        f"expected every write of the old lease that began after another handle's "
-        f"takeover returned to be refused, observed {len(late)} succeed while "
-        f"{BYSTANDERS} other threads of the same handle wrote (L6, L7, X7)",
+        f"expected every write of the superseded lease that began after another "
+        f"handle's takeover returned to be refused, observed {len(late)} succeed "
+        f"while {BYSTANDERS} other threads of the same handle wrote (L6, L7, X7)",
     )
     after = state_of(h.c, victim.run_id, caps)
     require(

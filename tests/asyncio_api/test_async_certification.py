@@ -38,6 +38,8 @@ EXPLAINED = (
     "never calls rulvar_store.backend.hit",
     "does not declare shares_across_loops",
     "reports no durability setting",
+    # Queued puts (Q19) are offered on the sync blob twins only.
+    "offers no queued puts",
 )
 
 

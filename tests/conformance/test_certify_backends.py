@@ -54,6 +54,7 @@ GATED: tuple[str, ...] = (
     "takes no pool_max_size option",
     "no pool option to set",
     "reports no durability setting",
+    "offers no queued puts",
 )
 
 
