@@ -13,7 +13,9 @@ the repetition; the summary prints each repetition's ratio and the median.
   small chained checkpoint: ``RulvarSaver`` inside a hold against ``SqliteSaver``
   / ``AsyncSqliteSaver`` (WAL, synchronous=FULL, read back) and ``PostgresSaver``
   / ``AsyncPostgresSaver`` (synchronous_commit read back). Our unheld ``put``
-  (a brief lease around the write) is printed too.
+  (a brief lease around the write) is printed too, and each sync call's client
+  CPU (the calling thread's, in µs), where ours pays its fence check, group-commit
+  door and argument checks. ``--only puts`` runs these alone.
 - One worker's whole invocations of a real 4-node graph, one after another, each
   on a new thread (``durability="sync"``, so every step's checkpoint is written
   before the next): ours inside a hold (acquire, the invocation's writes, the
@@ -199,23 +201,37 @@ async def async_invocation_figures(side: Side, invocations: int) -> dict[str, fl
 
 
 def interleaved(
-    variants: dict[str, Op], ops: int, chunks: int = 10
+    variants: dict[str, Op],
+    ops: int,
+    chunks: int = 10,
+    cpu_us: dict[str, float] | None = None,
 ) -> dict[str, float]:
-    """Ops/s of every variant in rotating chunks; cyclic GC between chunks."""
+    """Ops/s of every variant in rotating chunks; cyclic GC between chunks.
+
+    ``cpu_us``, when given, receives each variant's CPU per op in µs: the calling
+    thread's (``time.thread_time``), where a sync saver with one caller does its
+    work, its commit's leader included.
+    """
     spent = dict.fromkeys(variants, 0.0)
+    cpu = dict.fromkeys(variants, 0.0)
     names, size, done = list(variants), max(1, ops // chunks), 0
     gc.disable()
     try:
         for turn in range(chunks):
             for name in names[turn % len(names) :] + names[: turn % len(names)]:
                 gc.collect()
-                began = time.perf_counter()
+                began, began_cpu = time.perf_counter(), time.thread_time()
                 for i in range(done, done + size):
                     variants[name](i)
                 spent[name] += time.perf_counter() - began
+                cpu[name] += time.thread_time() - began_cpu
             done += size
     finally:
         gc.enable()
+    if cpu_us is not None:
+        cpu_us.update(
+            {name: 1e6 * used / (chunks * size) for name, used in cpu.items()}
+        )
     return {name: chunks * size / seconds for name, seconds in spent.items()}
 
 
@@ -500,16 +516,26 @@ def sync_figures(side: Side, ops: int) -> dict[str, float]:
             them = Chain(theirs, thread_config(theirs_thread))
             mine.put(-1)
             them.put(-1)
+            put_cpu: dict[str, float] = {}
+            writes_cpu: dict[str, float] = {}
             puts = interleaved(
-                {"ours": mine.put, "brief": brief.put, "theirs": them.put}, ops
+                {"ours": mine.put, "brief": brief.put, "theirs": them.put},
+                ops,
+                cpu_us=put_cpu,
             )
             writes = interleaved(
-                {"ours": mine.put_writes, "theirs": them.put_writes}, ops
+                {"ours": mine.put_writes, "theirs": them.put_writes},
+                ops,
+                cpu_us=writes_cpu,
             )
     return {
         "put": puts["ours"] / puts["theirs"],
         "put (unheld, brief lease)": puts["brief"] / puts["theirs"],
         "put_writes": writes["ours"] / writes["theirs"],
+        "put, client CPU ours, held (us)": put_cpu["ours"],
+        "put, client CPU theirs (us)": put_cpu["theirs"],
+        "put_writes, client CPU ours, held (us)": writes_cpu["ours"],
+        "put_writes, client CPU theirs (us)": writes_cpu["theirs"],
     }
 
 
@@ -628,7 +654,7 @@ def run_side(
             print(f"  rep {rep + 1}: async saver served by {served_by}")
     for name, values in ratios.items():
         shown = ", ".join(f"{v:.2f}" for v in values)
-        unit = "" if "(ms)" in name else "x"
+        unit = "" if "(ms)" in name or "(us)" in name else "x"
         if "(time ratio)" in name:  # ours' time / theirs': at most 1.0x is the target
             unit = "x time"
         print(f"  {name:48s} median {statistics.median(values):7.2f}{unit}  [{shown}]")
