@@ -138,9 +138,9 @@ def loop_thread() -> EventLoopThread:
 
 
 def _forwarder(name: str) -> Callable[..., Any]:
-    def forward(self: _Facade, *args: Any) -> Any:
+    def forward(self: _Facade, *args: Any, **kwargs: Any) -> Any:
         method = getattr(self.async_store, name)
-        return self.loop.call(lambda: method(*args))
+        return self.loop.call(lambda: method(*args, **kwargs))
 
     forward.__name__ = name
     return forward
@@ -164,6 +164,8 @@ class _Facade:
 _JOURNAL_CALLS: Final = ("append", "load", "put_meta", "list_runs", "delete")
 _OPTIONAL_CALLS: Final = ("get_meta", "acquire", "renew", "release", "load_since")
 _BLOB_CALLS: Final = ("put", "get", "list_refs", "delete")
+# Queued puts (Q19), offered together or not at all.
+_QUEUED_CALLS: Final = ("queue_put", "await_put", "flush_queued")
 
 
 @cache
@@ -171,6 +173,10 @@ def _facade_class(calls: tuple[str, ...]) -> type[_Facade]:
     """A facade class offering exactly ``calls`` (optional abilities are found by name)."""
     namespace = {name: _forwarder(name) for name in calls}
     return type("SyncFacade", (_Facade,), namespace)
+
+
+def _queues_puts(blobs: object) -> bool:
+    return all(callable(getattr(blobs, name, None)) for name in _QUEUED_CALLS)
 
 
 def facade_opened(opened: AsyncOpenedStore, loop: EventLoopThread) -> OpenedStore:
@@ -186,6 +192,7 @@ def facade_opened(opened: AsyncOpenedStore, loop: EventLoopThread) -> OpenedStor
         + (("put_many",) if has_batch_put(opened.transcripts) else ())
         + (("last_ref",) if has_last_ref(opened.transcripts) else ())
         + (("get_under",) if has_get_under(opened.transcripts) else ())
+        + (_QUEUED_CALLS if _queues_puts(opened.transcripts) else ())
     )
     blobs = _facade_class(blob_calls)(opened.transcripts, loop)
     return OpenedStore(

@@ -38,7 +38,8 @@ EXPLAINED = (
     "never calls rulvar_store.backend.hit",
     "does not declare shares_across_loops",
     "reports no durability setting",
-    # Queued puts (Q19) are offered on the sync blob twins only.
+    # Queued puts (Q19): the asyncio PostgreSQL store offers them; memory's and
+    # SQLite's asyncio blob stores do not.
     "offers no queued puts",
 )
 

@@ -3,6 +3,14 @@
 Each is the real ``SqliteStore`` with a door (``GroupCommitter``) that gets one
 piece of queueing wrong; every other write, and every queued put the defect
 does not touch, behaves as the honest door's.
+
+Two more defects of the asyncio PostgreSQL store's queue, patched in by the
+self-tests (its classes are final):
+
+- ``async_put_leaving_the_queue``: ``put`` sends itself alone, so a put queued
+  under its lease waits out its linger instead of riding along;
+- ``first_write_stays``: the rider batch keeps a ref's FIRST write, so a queued
+  put wins over the later put of the same ref.
 """
 
 from __future__ import annotations
@@ -10,6 +18,9 @@ from __future__ import annotations
 import time
 from typing import Any, Generic, TypeVar, cast
 
+from rulvar_store import BlobInput, Lease
+from rulvar_store_postgres._async_store import AsyncPostgresFencedTranscriptStore
+from rulvar_store_postgres._queued import QueuedPut
 from rulvar_store_sqlite import SqliteStore
 from rulvar_store_sqlite._group_commit import GroupCommitter, Queued
 from rulvar_store_sqlite._transaction import Operation
@@ -20,6 +31,8 @@ __all__ = [
     "FlushIgnored",
     "QueueKeptApart",
     "UnfencedQueue",
+    "async_put_leaving_the_queue",
+    "first_write_stays",
 ]
 
 T = TypeVar("T")
@@ -119,3 +132,23 @@ class UnfencedQueue(SqliteStore):
     """A queued put skips the fence check in its transaction."""
 
     _door_type = _UnfencedQueueDoor
+
+
+async def async_put_leaving_the_queue(
+    self: AsyncPostgresFencedTranscriptStore,
+    ref: str,
+    blob: BlobInput,
+    lease: Lease | None = None,
+) -> None:
+    """The asyncio PostgreSQL ``put``, sent alone: its lease's queued puts stay queued."""
+    store = self._open("blob put")
+    await store._call(store._plans.blob_put(ref, blob, lease))
+
+
+def first_write_stays(
+    riders: list[QueuedPut], *tail: tuple[str, bytes]
+) -> list[tuple[str, bytes]]:
+    """``last_writes`` backwards: a ref's first write (a queued put) is the one kept."""
+    kept = dict(tail)
+    kept.update({rider.ref: rider.blob for rider in riders})
+    return list(kept.items())

@@ -2,7 +2,9 @@
 
 Every broken store is the real SqliteStore with one piece of its queued puts
 wrong (``_broken_queued``); the honest SQLite and PostgreSQL stores pass the
-whole suite over the same kind of locations.
+whole suite over the same kind of locations. The suite's asyncio twin runs over
+the asyncio PostgreSQL store's own queue: two defects patched into it are caught
+there too.
 """
 
 from __future__ import annotations
@@ -13,7 +15,12 @@ from typing import Final
 import pytest
 
 from rulvar_conformance import Certification, certification_suites
+from rulvar_conformance.harness.async_certify import async_suites
+from rulvar_conformance.harness.certification import by_url
+from rulvar_conformance.harness.kit import ConformanceFailure
 from rulvar_store.backend import parse_store_url, resolve_backend
+from rulvar_store_postgres import _async_store
+from rulvar_store_postgres._async_store import AsyncPostgresFencedTranscriptStore
 from rulvar_store_sqlite import SqliteStore
 from tests.conformance.selftests import _broken_queued as broken
 from tests.conformance.selftests._broken_postgres import postgres_url
@@ -80,3 +87,55 @@ def test_the_honest_postgres_store_passes_the_queued_writes_suite() -> None:
             Certification(locations, FULL), ["queued-writes"]
         )
         suite.run()
+
+
+def _async_postgres_failure(check_id: str) -> str:
+    """Run ``check_id`` of the asyncio twin over PostgreSQL; it must fail."""
+    parsed = parse_store_url(postgres_url())
+    backend = resolve_backend(parsed)
+    assert backend.certify is not None
+    with backend.certify(parsed) as locations:
+        # By URL, as `rulvar check URL` does: the native asyncio store opens.
+        certification = by_url(locations, parsed, backend)
+        suite = async_suites(certification, ["queued-writes"])[0]
+        assert suite.name == "queued-writes (async)"
+        try:
+            suite.check(check_id).run()
+        except ConformanceFailure as failure:
+            return failure.detail
+    raise AssertionError(f"{check_id} passed against the broken asyncio store")
+
+
+# (check, the patched-in defect: its owner, attribute and stand-in, the failure's words)
+ASYNC_CASES: Final = [
+    (
+        "queued-rides-next-put",
+        (AsyncPostgresFencedTranscriptStore, "put", broken.async_put_leaving_the_queue),
+        "did not carry it",
+    ),
+    (
+        "queued-keeps-order",
+        (_async_store, "last_writes", broken.first_write_stays),
+        "landed after the later put",
+    ),
+]
+
+
+@pytest.mark.postgres
+@pytest.mark.clause("C4")
+@pytest.mark.clause("Q19")
+@pytest.mark.parametrize(
+    ("check_id", "defect", "expected"),
+    ASYNC_CASES,
+    ids=[f"{check}-{defect[2].__name__}" for check, defect, _ in ASYNC_CASES],
+)
+def test_an_async_queueing_defect_fails_its_check(
+    monkeypatch: pytest.MonkeyPatch,
+    check_id: str,
+    defect: tuple[object, str, object],
+    expected: str,
+) -> None:
+    """Q19 on the asyncio path: a defect of the asyncio PostgreSQL queue is caught."""
+    monkeypatch.setattr(*defect)
+    detail = _async_postgres_failure(check_id)
+    assert expected in detail, detail
