@@ -307,6 +307,7 @@ def check_command(
         from rulvar_conformance.harness.certification import by_url
         from rulvar_conformance.harness.certify import (
             certification_suites,
+            named_but_not_declared,
             stuck_threads,
         )
 
@@ -331,8 +332,14 @@ def check_command(
             except KeyError as exc:
                 raise click.UsageError(str(exc.args[0])) from exc
             # Only once the selection is known good: a usage error comes alone.
+            left_out = named_but_not_declared(certification, suites_wanted)
             if not as_json:
                 click.echo(f"certifying {parsed.redacted} ({backend.name})")
+                for name, capability in left_out:
+                    click.echo(
+                        f"  left out: {name} checks the {capability!r} capability, "
+                        f"which {backend.name} stores do not declare"
+                    )
             from rulvar_cli._durability import durability_line, durability_of
 
             durability = durability_of(locations)  # P20: async, sync or quorum
@@ -376,6 +383,10 @@ def check_command(
             "failed": len(failed),
             "not_run": len(not_run),
             "durability": durability,
+            "left_out": [
+                {"suite": name, "capability": capability}
+                for name, capability in left_out
+            ],
             "results": [_result_row(result) for result in results],
             # What the checks' stores counted in this process (--isolate: none).
             "store_stats": stats_since(counted_before, process_stats()),

@@ -43,6 +43,7 @@ __all__ = [
     "RunBudget",
     "SuiteSpec",
     "certification_suites",
+    "named_but_not_declared",
     "probe_capabilities",
     "run_suites",
     "stuck_threads",
@@ -91,6 +92,24 @@ def certification_suites(
         spec.build(certification)
         for spec in _selected(suite_specs(), selection)
         if spec.capability is None or spec.capability in certification.capabilities
+    ]
+
+
+def named_but_not_declared(
+    certification: Certification, selection: Iterable[str]
+) -> list[tuple[str, str]]:
+    """Suites named in ``selection`` (not ``"all"``) that the certification leaves out.
+
+    Each as ``(suite, capability)``: the capability the backend does not declare,
+    so that a user who asked for the suite by name is told why nothing ran.
+    """
+    names = set(selection) - {ALL_SUITES}
+    return [
+        (spec.name, spec.capability)
+        for spec in suite_specs()
+        if spec.name in names
+        and spec.capability is not None
+        and spec.capability not in certification.capabilities
     ]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -82,3 +83,31 @@ def test_not_run_rows_show_their_reason_in_the_table() -> None:
     assert row["status"] == "not-run"
     assert row["clauses"] == [{"id": "D16", "text": CLAUSES["D16"]}]
     assert "fail-fast handle" in row["reason"]
+
+
+@pytest.mark.clause("C4")
+def test_a_named_suite_the_store_does_not_promise_is_said_left_out(
+    tmp_path: Path,
+) -> None:
+    """file:// has no leases: `--suite leasable` says why nothing ran, in both forms."""
+    url = f"file://{tmp_path / 'runs'}"
+    done = subprocess.run(
+        [sys.executable, "-m", "rulvar_cli", "check", url, "--suite", "leasable",
+         "--suite", "journal"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (
+        "left out: leasable checks the 'leases' capability, which file stores do "
+        "not declare"
+    ) in done.stdout
+    assert "left out: journal" not in done.stdout  # it ran
+    assert " failed, 0 not run across 1 suite" in done.stdout
+    as_json = subprocess.run(
+        [sys.executable, "-m", "rulvar_cli", "check", url, "--suite", "leasable",
+         "--json"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    payload = json.loads(as_json.stdout)
+    assert payload["left_out"] == [{"suite": "leasable", "capability": "leases"}]
+    assert payload["results"] == []
