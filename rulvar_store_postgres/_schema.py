@@ -335,6 +335,7 @@ DECLARE
   next_epoch bigint;
   holder_key bigint;
   prior boolean;
+  first_ref text;
 BEGIN
   {lock}
   -- L16: acquire, one blob put and release in one call. The acquire's own
@@ -342,11 +343,22 @@ BEGIN
 {held_check}
   -- Whether a ref under p_under whose rest matches p_tail was stored before
   -- this put: by the key's range where it orders like bytes (``_last_ref``),
-  -- else through the run index.
+  -- else through the run index. In the range, its first ref first: one index
+  -- probe (ORDER BY with LIMIT 1 and no filter is an index scan under any
+  -- plan), and almost always a checkpoint of the thread. Only if it is not is
+  -- the rest searched: an EXISTS over the whole range lets the planner collect
+  -- every ref of the range in a bitmap first, so each put would cost
+  -- O(checkpoints of the thread).
   IF p_bytewise THEN
-    prior := EXISTS (SELECT 1 FROM {q}.rulvar_blobs
-      WHERE ref >= p_under AND ref < p_bound
-        AND substr(ref, length(p_under) + 1) ~ p_tail);
+    SELECT ref INTO first_ref FROM {q}.rulvar_blobs
+      WHERE ref >= p_under AND ref < p_bound ORDER BY ref LIMIT 1;
+    prior := first_ref IS NOT NULL
+      AND substr(first_ref, length(p_under) + 1) ~ p_tail;
+    IF first_ref IS NOT NULL AND NOT prior THEN
+      prior := EXISTS (SELECT 1 FROM {q}.rulvar_blobs
+        WHERE ref > first_ref AND ref < p_bound
+          AND substr(ref, length(p_under) + 1) ~ p_tail);
+    END IF;
   ELSE
     prior := EXISTS (SELECT 1 FROM {q}.rulvar_blobs
       WHERE run_id = p_run AND starts_with(ref, p_under)
