@@ -8,6 +8,10 @@ URL defaults to ``RULVAR_TEST_POSTGRES_URL``, then
 Per repetition every variant of a figure runs in alternating chunks (load swings
 on a shared machine hit all alike) and the ratio ours / theirs is taken inside
 the repetition; the summary prints each repetition's ratio and the median.
+Before the sync figures' clocks start each side writes past SQLite's first WAL
+checkpoint (``WARM_WRITES`` puts, ``WARM_INVOCATIONS`` invocations): the steady
+state of a long-running worker, not the first minutes of a new WAL file, whose
+growing flushes cost both sides alike and bring every ratio towards 1.
 
 - ``put`` / ``put_writes`` (sync) and ``aput`` / ``aput_writes`` (asyncio) of a
   small chained checkpoint: ``RulvarSaver`` inside a hold against ``SqliteSaver``
@@ -15,7 +19,9 @@ the repetition; the summary prints each repetition's ratio and the median.
   / ``AsyncPostgresSaver`` (synchronous_commit read back). Our unheld ``put``
   (a brief lease around the write) is printed too, and each sync call's client
   CPU (the calling thread's, in µs), where ours pays its fence check, group-commit
-  door and argument checks. ``--only puts`` runs these alone.
+  door and argument checks. Unheld puts on threads that already hold 2,000
+  checkpoints, ours against theirs: ours must not slow as a thread grows.
+  ``--only puts`` runs these alone.
 - One worker's whole invocations of a real 4-node graph, one after another, each
   on a new thread (``durability="sync"``, so every step's checkpoint is written
   before the next): ours inside a hold (acquire, the invocation's writes, the
@@ -81,6 +87,11 @@ AOp = Callable[[int], Awaitable[object]]
 CONCURRENT = 16
 CPU_MS: list[float] = []  # the last concurrent_graphs runs' CPU ms per invocation
 SHORT, LONG = 20, 2_000
+# Writes (and invocations) each side makes before its clock starts, so that every
+# SQLite database is past its first WAL checkpoint (1,000 pages): a new WAL file
+# grows with each commit and a growing file's flush costs more, which hides the
+# per-call differences a long-running worker, whose WAL is recycled, sees.
+WARM_WRITES, WARM_INVOCATIONS = 1_500, 150
 
 
 class Chain:
@@ -158,7 +169,8 @@ def invocation_figures(side: Side, invocations: int) -> dict[str, float]:
             config = thread_config(f"tinv-{tag}-{i}")
             their_graph.invoke({"trail": []}, config, durability="sync")
 
-        for warm in range(3):  # imports, the executor's threads, prepared statements
+        # Imports, the executor's threads, prepared statements, a recycled WAL.
+        for warm in range(WARM_INVOCATIONS):
             held(-1 - warm)
             unheld(-1 - warm)
             plain(-1 - warm)
@@ -190,7 +202,7 @@ async def async_invocation_figures(side: Side, invocations: int) -> dict[str, fl
             config = thread_config(f"atinv-{tag}-{i}")
             await their_graph.ainvoke({"trail": []}, config, durability="sync")
 
-        for warm in range(3):
+        for warm in range(WARM_INVOCATIONS):
             await held(-1 - warm)
             await plain(-1 - warm)
         rates = await ainterleaved({"held": held, "theirs": plain}, invocations)
@@ -514,8 +526,10 @@ def sync_figures(side: Side, ops: int) -> dict[str, float]:
             mine = Chain(ours, dict(held))
             brief = Chain(ours, thread_config(f"brief-{secrets.token_hex(3)}"))
             them = Chain(theirs, thread_config(theirs_thread))
-            mine.put(-1)
-            them.put(-1)
+            for warm in range(-WARM_WRITES, 0):
+                mine.put(warm)
+                brief.put(warm)
+                them.put(warm)
             put_cpu: dict[str, float] = {}
             writes_cpu: dict[str, float] = {}
             puts = interleaved(
@@ -536,6 +550,30 @@ def sync_figures(side: Side, ops: int) -> dict[str, float]:
         "put, client CPU theirs (us)": put_cpu["theirs"],
         "put_writes, client CPU ours, held (us)": writes_cpu["ours"],
         "put_writes, client CPU theirs (us)": writes_cpu["theirs"],
+    }
+
+
+def long_thread_figures(side: Side, ops: int) -> dict[str, float]:
+    """Unheld puts on threads that already hold LONG checkpoints, ours / theirs.
+
+    Each unheld put of ours asks whether its thread had a checkpoint before (a
+    new thread's meta is written with the first); that question must cost the
+    same on a long thread as on a new one.
+    """
+    theirs = side.theirs_sync()
+    with (
+        closing_theirs(side, theirs),
+        RulvarSaver.from_url(side.ours_url, owner="bench") as ours,
+    ):
+        tag = secrets.token_hex(3)
+        mine = Chain(ours, thread_config(f"long-brief-{tag}"))
+        them = Chain(theirs, thread_config(f"long-t-{tag}"))
+        for i in range(LONG):
+            mine.put(i)
+            them.put(i)
+        puts = interleaved({"ours": mine.put, "theirs": them.put}, ops)
+    return {
+        f"put (unheld) on a {LONG}-checkpoint thread": puts["ours"] / puts["theirs"]
     }
 
 
@@ -644,6 +682,7 @@ def run_side(
             figures.update(asyncio.run(async_invocation_figures(side, invocations)))
         if only in ("all", "puts"):
             figures.update(sync_figures(side, ops))
+            figures.update(long_thread_figures(side, ops))
         if only == "all":
             async_part, served_by = asyncio.run(async_figures(side, ops, rounds))
             figures.update(async_part)
