@@ -91,8 +91,13 @@ def certification_suites(
     return [
         spec.build(certification)
         for spec in _selected(suite_specs(), selection)
-        if spec.capability is None or spec.capability in certification.capabilities
+        if _declared(spec, certification)
     ]
+
+
+def _declared(spec: SuiteSpec, certification: Certification) -> bool:
+    """Whether the backend declares what ``spec`` checks (a suite may need nothing)."""
+    return spec.capability is None or spec.capability in certification.capabilities
 
 
 def named_but_not_declared(
@@ -109,7 +114,7 @@ def named_but_not_declared(
         for spec in suite_specs()
         if spec.name in names
         and spec.capability is not None
-        and spec.capability not in certification.capabilities
+        and not _declared(spec, certification)
     ]
 
 
