@@ -15,6 +15,7 @@ Store users import from ``rulvar_store``; operators from ``rulvar_store.ops``.
 from rulvar_store._async_adapter import adapt_opened
 from rulvar_store._async_closing import AsyncClosing, finish_uncancelled, wait_out
 from rulvar_store._batch import CheckedBatch, blob_batch
+from rulvar_store._brief_put import BriefPutArgs, brief_put_args
 from rulvar_store._call_kinds import CallKind, argument
 from rulvar_store._capabilities import (
     has_get_under,
@@ -162,6 +163,7 @@ __all__ = [
     "AsyncGetUnderTranscriptStore",
     "AsyncLastRefTranscriptStore",
     "Backend",
+    "BriefPutArgs",
     "CallKind",
     "CheckedBatch",
     "DurabilityReport",
@@ -189,6 +191,7 @@ __all__ = [
     "blob_batch",
     "blob_bytes",
     "blobs_under",
+    "brief_put_args",
     "caller_identity",
     "check_run_match",
     "check_safe_token",

@@ -29,21 +29,19 @@ from rulvar_store import (
 )
 from rulvar_store import backend as _intake
 from rulvar_store.backend import (
+    brief_put_args,
     check_run_match,
     finite_seq,
     held_by,
-    last_ref_args,
     load_listing,
     load_record,
     load_records,
     meta_matches_filter,
     not_live_lease,
     parse_cursor,
-    prefix_upper_bound,
     refuse_if_moved,
 )
 from rulvar_store.errors import (
-    InvalidArgumentError,
     JournalOrderViolation,
     LeaseHeldError,
 )
@@ -317,40 +315,24 @@ class Plans:
         only when none was prior: replacing the stored meta, or only where
         the run has none (``meta_replaces=False``).
         """
-        ref, run_id = _intake.ref_for_write(ref, "brief_put")
-        _intake.owner_for_write(owner, "brief_put")
-        _, under = last_ref_args(run_id, under)
-        _intake.text_for_read(tail, "brief_put", "tail")
-        text = None
-        if meta is not None:
-            meta_run, text = _intake.meta_text(meta)
-            if meta_run != run_id:
-                raise InvalidArgumentError(
-                    f"brief_put: meta names run {meta_run!r}, the ref's run is "
-                    f"{run_id!r}",
-                    "brief_put",
-                    "meta",
-                )
-        data = _intake.blob_bytes(blob, "brief_put")  # copied now (D3)
-        bound = prefix_upper_bound(under)
-        assert bound is not None  # the prefix holds a '/', which can be raised
+        checked = brief_put_args(owner, ref, blob, under, tail, meta)
 
         def done(epoch: int) -> bool | Step[bool]:
             if epoch < 0:  # held: the refusal names the holder (L12), and raises
-                return cast(Step[bool], self._refusal(run_id, -epoch))
+                return cast(Step[bool], self._refusal(checked.run_id, -epoch))
             return epoch > 0
 
         args = (
-            run_id,
-            owner,
+            checked.run_id,
+            checked.owner,
             self.clock(),
-            ref,
-            data,
-            under,
-            bound,
+            checked.ref,
+            checked.data,
+            checked.under,
+            checked.bound,
             bool(self.refs_bytewise),
-            tail,
-            text,
+            checked.tail.pattern,
+            checked.meta_text,
             meta_replaces,
             need_prior,
         )

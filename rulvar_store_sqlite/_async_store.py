@@ -45,6 +45,7 @@ from rulvar_store.backend import (
     AsyncClosing,
     Observed,
     armed,
+    brief_put_args,
     finish_uncancelled,
     instrumented,
     wait_out,
@@ -208,6 +209,22 @@ class AsyncSqliteStore(AsyncClosing, Observed):
     async def in_brief_lease(self, run_id: str, owner: str, work: BriefWork[T]) -> T:
         """The sync store's ``in_brief_lease``: the work runs on the door's thread."""
         return await _write(self._door, self.sync_store._brief_op(run_id, owner, work))
+
+    async def brief_put(
+        self,
+        owner: str,
+        ref: str,
+        blob: BlobInput,
+        under: str,
+        tail: str,
+        meta: RunMeta | None = None,
+        meta_replaces: bool = True,
+        need_prior: bool = False,
+    ) -> bool:
+        """The sync store's ``brief_put``: one transaction."""
+        put = brief_put_args(owner, ref, blob, under, tail, meta)
+        op = self.sync_store._brief_put_op(put, meta_replaces, need_prior)
+        return await _write(self._door, op)
 
     async def put_meta_and_release(self, meta: RunMeta, lease: Lease) -> None:
         """The sync store's ``put_meta_and_release``: one transaction."""

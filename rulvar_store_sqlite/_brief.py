@@ -4,7 +4,8 @@ A write outside any hold takes a lease of its own so it is refused while
 another worker holds the run, and so it fences out every earlier lease (the
 epoch moves). As three calls that is three commits: acquire, the write,
 release. ``brief_lease_op`` runs the same steps in one ``BEGIN IMMEDIATE``
-transaction: the acquire's check and epoch bump, a lease row, the caller's
+transaction: the acquire's check (a provably dead holder's live lease is
+taken over, L11) and epoch bump, a lease row, the caller's
 work through ``JournalInside`` and ``BlobsInside`` (reads and fenced writes on the transaction's own
 cursor, the lease checked live as every leased write is), the row deleted,
 COMMIT. What a reader can observe is what acquire + work + release leaves; a
@@ -141,32 +142,42 @@ class BlobsInside(_Inside):
         return found
 
 
+CheckFree = Callable[[], tuple[int, tuple[str, int] | None]]
+"""The acquire's own check: raises ``LeaseHeldError`` while a live lease holds
+the run; else the store's now and a provably dead holder's ``(owner, epoch)``
+whose live row may be taken (L11), or ``None``."""
+
+
 def brief_lease_op(
     run_id: str,
     owner: str,
-    check_free: Callable[[], int],
+    check_free: CheckFree,
     ttl_ms: int,
     fence: Callable[[Lease], None],
     work: Callable[[Lease, Any, Any], T],
 ) -> Operation[T]:
     """The operation of ``in_brief_lease``.
 
-    ``check_free`` is the acquire's own check (raises ``LeaseHeldError`` while
-    a live lease is held; returns the store's now), ``fence`` the store's
+    ``check_free`` is the acquire's own check, ``fence`` the store's
     leased-write check.
     """
     _intake.run_id_for_write(run_id, "in_brief_lease")
     _intake.owner_for_write(owner, "in_brief_lease")
     now = 0
+    dead: tuple[str, int] | None = None
 
     def check() -> None:
-        nonlocal now
-        now = check_free()
+        nonlocal now, dead
+        now, dead = check_free()
 
     def run(cursor: apsw.Cursor) -> T:
         epoch = cursor.execute(sql.BUMP_EPOCH, (run_id,)).fetchall()[0][0]
         assert isinstance(epoch, int)
-        cursor.execute(sql.TAKE_LEASE, (run_id, owner, epoch, now + ttl_ms, now))
+        row = (run_id, owner, epoch, now + ttl_ms, now)
+        if dead is None:
+            cursor.execute(sql.TAKE_LEASE, row)
+        else:
+            cursor.execute(sql.TAKE_LEASE_FROM_DEAD, (*row, *dead))
         if cursor.connection.changes() != 1:
             raise LeaseHeldError(
                 f"run {run_id!r} was leased concurrently", run_id, None, None

@@ -124,6 +124,10 @@ UPSERT_META: Final = (
     "INSERT INTO meta (run_id, payload) VALUES (?, ?) "
     "ON CONFLICT (run_id) DO UPDATE SET payload = excluded.payload"
 )
+# A meta written only where the run has none (brief_put's meta_replaces=False).
+INSERT_META_IF_ABSENT: Final = (
+    "INSERT INTO meta (run_id, payload) VALUES (?, ?) ON CONFLICT (run_id) DO NOTHING"
+)
 GET_META: Final = "SELECT payload FROM meta WHERE run_id = ?"
 DELETE_META: Final = "DELETE FROM meta WHERE run_id = ?"
 DELETE_LEASE_ANY: Final = "DELETE FROM leases WHERE run_id = ?"
@@ -187,6 +191,14 @@ LIST_BLOB_REFS_BY_PREFIX: Final = "SELECT ref FROM blobs WHERE substr(ref, 1, le
 # (BINARY collation: UTF-8 bytes, so code point order).
 LAST_BLOB_REF: Final = (
     "SELECT ref FROM blobs WHERE ref >= ?1 AND ref < ?2 ORDER BY ref DESC LIMIT 1"
+)
+# brief_put's prior-ref search (L16): the least ref in [under, bound), then,
+# only when that one does not match, the rest of the range in key order.
+FIRST_BLOB_REF: Final = (
+    "SELECT ref FROM blobs WHERE ref >= ?1 AND ref < ?2 ORDER BY ref LIMIT 1"
+)
+BLOB_REFS_AFTER: Final = (
+    "SELECT ref FROM blobs WHERE ref > ?1 AND ref < ?2 ORDER BY ref"
 )
 # T13: every (ref, blob) in [prefix, bound), a forward range scan of the ref key.
 BLOBS_UNDER: Final = (

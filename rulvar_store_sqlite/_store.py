@@ -9,6 +9,7 @@ import apsw
 
 from rulvar_store import (
     DEFAULT_LEASE_TTL_MS,
+    BlobInput,
     Clock,
     JournalEntry,
     JournalTail,
@@ -18,10 +19,12 @@ from rulvar_store import (
 )
 from rulvar_store import backend as _intake
 from rulvar_store.backend import (
+    BriefPutArgs,
     DurabilityReport,
     Observed,
     TelemetryTarget,
     batch_recorder,
+    brief_put_args,
     check_run_match,
     finite_seq,
     held_by,
@@ -44,6 +47,7 @@ from rulvar_store.ops import LeaseState
 from rulvar_store_sqlite import _move_rows
 from rulvar_store_sqlite import _sql as sql
 from rulvar_store_sqlite._brief import BriefWork, brief_lease_op
+from rulvar_store_sqlite._brief_put import brief_put_op
 from rulvar_store_sqlite._connection import BootAttempt, BusyDeadline, open_connection
 from rulvar_store_sqlite._exact_seq import seq_text
 from rulvar_store_sqlite._group_commit import GroupCommitter, OwnedRLock
@@ -557,20 +561,63 @@ class SqliteStore(Observed):
 
         The work's reads and writes run inside the transaction (``_brief.Inside``),
         every write under the brief lease. Refused while another lease is live
-        (``LeaseHeldError``, nothing done); the epoch moves as an acquire's does,
+        (``LeaseHeldError``, nothing done), unless its holder is provably dead
+        (L11: taken over, as acquire does); the epoch moves as an acquire's does,
         so every earlier lease stays powerless; the run has no lease row after.
         All or nothing: an error of the work rolls everything back and is raised.
         """
         return self._door.submit(self._brief_op(run_id, owner, work))
 
     def _brief_op(self, run_id: str, owner: str, work: BriefWork[T]) -> Operation[T]:
+        def check_free() -> tuple[int, tuple[str, int] | None]:
+            now, _, dead = self._check_free(run_id, take_dead=True)
+            return now, dead
+
         return brief_lease_op(
             run_id,
             owner,
-            lambda: self._check_free(run_id, take_dead=False)[0],
+            check_free,
             self.lease_ttl_ms,
             self._assert_fencing,
             work,
+        )
+
+    def brief_put(
+        self,
+        owner: str,
+        ref: str,
+        blob: BlobInput,
+        under: str,
+        tail: str,
+        meta: RunMeta | None = None,
+        meta_replaces: bool = True,
+        need_prior: bool = False,
+    ) -> bool:
+        """One blob put under a brief lease of ``owner``, in ONE transaction (L16).
+
+        ``in_brief_lease`` with a fixed work (``_brief_put``): acquire's
+        refusal and takeover, the epoch bump, the put, and ``meta`` where no
+        ref was prior, then release. A ref counts as prior when it starts
+        with ``under`` (a prefix of the blob's run) and its rest matches the
+        regular expression ``tail``. ``need_prior``: with none prior, nothing
+        is written and the call returns ``False``; otherwise ``True``.
+        ``meta_replaces=False`` writes the meta only where the run has none.
+
+        Raises:
+            InvalidArgumentError: an argument breaks a ``_brief_put`` rule.
+            LeaseHeldError: another lease is live (holder, epoch, retry_after_ms).
+        """
+        put = brief_put_args(owner, ref, blob, under, tail, meta)
+        return self._door.submit(self._brief_put_op(put, meta_replaces, need_prior))
+
+    def _brief_put_op(
+        self, put: BriefPutArgs, meta_replaces: bool, need_prior: bool
+    ) -> Operation[bool]:
+        return brief_put_op(
+            put,
+            lambda: self._check_free(put.run_id, take_dead=True)[1],
+            meta_replaces,
+            need_prior,
         )
 
     def _holder_is_dead(self, run_id: str, epoch: int) -> bool:

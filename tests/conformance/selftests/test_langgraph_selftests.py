@@ -19,6 +19,10 @@ from rulvar_conformance.suites._langgraph_surfaces import SURFACE_CHECKS, SaverT
 from rulvar_conformance.suites.langgraph import langgraph_conformance
 from rulvar_langgraph import RulvarSaver
 from rulvar_store_sqlite import SqliteStore
+from tests.conformance.selftests._broken_brief_put import (
+    BriefPutIgnoresLiveLease,
+    BriefPutIgnoresNeedPrior,
+)
 from tests.conformance.selftests._broken_sqlite import sqlite_locations
 from tests.conformance.selftests._broken_surface_savers import (
     AsyncListIgnoresBefore,
@@ -126,11 +130,13 @@ OWNERSHIP_CASES: Final = [
 OWNERSHIP_SELF_TESTED: Final = frozenset(case[0] for case in OWNERSHIP_CASES)
 
 
-def _ownership_check(check_id: str, tmp_path: Path) -> None:
+def _ownership_check(
+    check_id: str, tmp_path: Path, store_type: type[SqliteStore] = SqliteStore
+) -> None:
     (check,) = [
         check
         for check in langgraph_conformance(
-            Certification(sqlite_locations(SqliteStore, tmp_path), FULL)
+            Certification(sqlite_locations(store_type, tmp_path), FULL)
         ).checks
         if check.id == check_id
     ]
@@ -154,6 +160,32 @@ def test_broken_saver_fails_the_ownership_check(
     monkeypatch.setattr(langgraph_ownership, "SAVER_TYPE", broken)
     with pytest.raises(ConformanceFailure) as failed:
         _ownership_check(check_id, tmp_path)
+    assert says in failed.value.detail, failed.value.detail
+
+
+# An unheld put over SQLite is one brief_put (L16): a slip in the store's path
+# is caught by the same ownership checks, the saver itself honest.
+STORE_CASES: Final = [
+    (
+        "lg-brief-lease-refused-while-held",
+        BriefPutIgnoresLiveLease,
+        "another worker's unheld put",
+    ),
+    ("lg-unheld-late-write-after-delete", BriefPutIgnoresNeedPrior, "ThreadGoneError"),
+]
+
+
+@pytest.mark.clause("C4", "L16")
+@pytest.mark.parametrize(
+    ("check_id", "broken", "says"),
+    STORE_CASES,
+    ids=[f"{case[0]}-{case[1].__name__}" for case in STORE_CASES],
+)
+def test_a_broken_brief_put_fails_the_ownership_check(
+    check_id: str, broken: type[SqliteStore], says: str, tmp_path: Path
+) -> None:
+    with pytest.raises(ConformanceFailure) as failed:
+        _ownership_check(check_id, tmp_path, broken)
     assert says in failed.value.detail, failed.value.detail
 
 
