@@ -17,6 +17,8 @@ overwritten, in one fenced ``put_many``, beside raw apsw running the same
 statements (BEGIN IMMEDIATE, the lease SELECT, both upserts, COMMIT) in
 alternating chunks. Its gap is the store's own cost per write: argument
 checks, the operation and its batch, the file identity ``stat``.
+``raw fence SELECT (with / without)`` is raw apsw's same transaction with
+the lease SELECT beside it without one: what the fence check itself costs.
 
 Raw variants open their own connection with the same pragmas (WAL, the same
 ``synchronous``) over a separate file of the same schema.
@@ -33,6 +35,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -184,15 +187,15 @@ def one_rep(pair: Pair, ops: int) -> dict[str, tuple[float, float]]:
 
     pair.raw_txn(TAKE_LEASE, ("fenced", "bench", lease.epoch, 2**62))
 
-    def raw_checkpoint(i: int) -> None:
+    def raw_checkpoint(i: int, tag: str = "ckpt", fenced: bool = True) -> None:
         cursor.execute("BEGIN IMMEDIATE")
-        cursor.execute(
-            LIVE_LEASE, ("fenced", "bench", lease.epoch, int(time.time() * 1000))
-        ).fetchall()
+        if fenced:
+            now = int(time.time() * 1000)
+            cursor.execute(LIVE_LEASE, ("fenced", "bench", lease.epoch, now)).fetchall()
         cursor.executemany(
             PUT_BLOB,
             [
-                (f"fenced/ckpt/{i:08d}", "fenced", BLOB_CHECKPOINT),
+                (f"fenced/{tag}/{i:08d}", "fenced", BLOB_CHECKPOINT),
                 ("fenced/pointer", "fenced", b"%08d" % i),
             ],
         )
@@ -209,6 +212,13 @@ def one_rep(pair: Pair, ops: int) -> dict[str, tuple[float, float]]:
 
     out["checkpoint put_many (leased)"] = alternating(
         store_checkpoint, raw_checkpoint, ops
+    )
+    # What the fence check itself costs: raw apsw with the lease SELECT (the
+    # "store" side of this row) beside the same transaction without it.
+    out["raw fence SELECT (with / without)"] = alternating(
+        partial(raw_checkpoint, tag="with"),
+        partial(raw_checkpoint, tag="without", fenced=False),
+        ops,
     )
 
     # A 1,000-entry journal loaded repeatedly, both sides from their own file.
