@@ -102,7 +102,7 @@ CLAUSES: Final[dict[str, str]] = {
     "Q16": "An AsyncSqliteStore caller cancelled at any point gets CancelledError; its write is all or nothing and no transaction or file lock stays behind.",
     "Q17": "A SQLite store, sync or async, used in a forked child refuses with ForkedStoreError and leaves the parent's connection untouched.",
     "Q18": "Once its database file was removed or replaced, every write through a SQLite store raises ConfigError and writes nothing; an opener refuses a -wal left beside a missing or empty database file.",
-    "Q19": "A queued SQLite write (queue_put) returns from await_put only once decided and durable, shares the COMMIT of the first write submitted within its linger (else commits alone at its end), keeps its order against later writes, and commits at once when flushed before a read.",
+    "Q19": "A queued blob write (queue_put; SQLite and PostgreSQL, sync and asyncio) returns from await_put only once decided and durable, shares the COMMIT of the first write submitted within its linger (else commits alone at its end), keeps its order against later writes, and commits at once when flushed before a read.",
     # 7. PostgreSQL
     "P1": "PostgresStore validates url, schema, ttl and pool size before any connection.",
     "P2": "Each store owns a schema of five TEXT-payload tables, qualified and indexed as listed.",

@@ -230,7 +230,7 @@ class SaverCore(BaseCheckpointSaver[Any]):
         )
         # A hold's task writes queued to share the COMMIT of the step's
         # checkpoint that follows them, where the blob store queues writes
-        # (a sync store's ``queue_put``; asyncio stores offer none).
+        # (``queue_put``: SQLite and PostgreSQL, sync and asyncio).
         self._queue_puts = all(
             callable(getattr(transcripts, name, None))
             for name in ("queue_put", "await_put", "flush_queued")

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, Final, Literal, TypeVar, final
 
@@ -55,9 +56,9 @@ from rulvar_store_sqlite._brief import BriefWork
 from rulvar_store_sqlite._group_commit import GroupCommitter
 from rulvar_store_sqlite._store import SqliteStore, sqlite_target
 from rulvar_store_sqlite._transaction import Operation
-from rulvar_store_sqlite._transcripts import SqliteFencedTranscriptStore
+from rulvar_store_sqlite._transcripts import QUEUE_LINGER_S, SqliteFencedTranscriptStore
 
-__all__ = ["AsyncSqliteStore", "AsyncSqliteTranscriptStore"]
+__all__ = ["AsyncQueuedPut", "AsyncSqliteStore", "AsyncSqliteTranscriptStore"]
 
 T = TypeVar("T")
 
@@ -88,6 +89,10 @@ async def _write(door: GroupCommitter, op: Operation[T]) -> T:
             loop.run_in_executor(None, op.context.run, door.after_commit, op)
         )
     return result
+
+
+def _unchanged(cursor: object) -> None:
+    """The mutation of a write that only orders itself after the queued ones."""
 
 
 async def _wait_for_batch(op: Operation[Any], loop: asyncio.AbstractEventLoop) -> None:
@@ -263,6 +268,19 @@ class AsyncSqliteStore(AsyncClosing, Observed):
 
 
 @final
+@dataclass(frozen=True, slots=True)
+class AsyncQueuedPut:
+    """A put queued by ``AsyncSqliteTranscriptStore.queue_put``: pass it to ``await_put``."""
+
+    ref: str
+    lease: Lease | None
+    op: Operation[None]
+    # The loop time its linger ends, while it waits for company as the next
+    # batch's leader; None once queued behind a leader.
+    deadline: float | None
+
+
+@final
 @instrumented(lambda twin: sqlite_target(twin._door.path), role="blobs")
 class AsyncSqliteTranscriptStore(AsyncClosing, Observed):
     """The fenced blob twin of an ``AsyncSqliteStore``: its writes share the door."""
@@ -279,6 +297,80 @@ class AsyncSqliteTranscriptStore(AsyncClosing, Observed):
 
     async def put(self, ref: str, blob: BlobInput, lease: Lease | None = None) -> None:
         await _write(self._door, self.sync_store._put_op(ref, blob, lease))
+
+    async def queue_put(
+        self,
+        ref: str,
+        blob: BlobInput,
+        lease: Lease | None = None,
+        linger_s: float = QUEUE_LINGER_S,
+    ) -> AsyncQueuedPut:
+        """The sync twin's ``queue_put`` for coroutines: share the next write's COMMIT.
+
+        The first write of the store submitted within ``linger_s`` carries the
+        put in its transaction (one WAL flush for both); with none, it commits
+        alone then. Finish it with ``await_put``.
+
+        Raises:
+            InvalidArgumentError: a bad ref, blob or lease, here; ``await_put``
+                raises the write's own errors.
+        """
+        op = self.sync_store._put_op(ref, blob, lease)
+        loop = asyncio.get_running_loop()
+        op.resume = (loop, loop.create_future())
+        lingers = self._door.queue_detached(op)
+        return AsyncQueuedPut(
+            ref, lease, op, loop.time() + linger_s if lingers else None
+        )
+
+    async def await_put(self, queued: AsyncQueuedPut) -> bool:
+        """Return once a ``queue_put`` write is durable, or raise as ``put``.
+
+        Returns whether a write came within the linger to share its COMMIT. A
+        cancelled waiter's put is never committed unless a batch took it
+        already (then the cancel waits for that batch, as ``put``'s does).
+        """
+        op, door = queued.op, self._door
+        assert op.resume is not None  # set by queue_put
+        loop, future = op.resume
+        alone = False
+
+        def linger_over() -> None:
+            nonlocal alone
+            alone = door.end_linger(op)
+
+        timer = (
+            None
+            if queued.deadline is None
+            else loop.call_at(queued.deadline, linger_over)
+        )
+        try:
+            await future
+        except asyncio.CancelledError:
+            if not door.withdraw_queued(op):
+                await _wait_for_batch(
+                    op, loop
+                )  # a batch carries it: it ends whole first
+            raise
+        finally:
+            if timer is not None:
+                timer.cancel()
+        op.outcome()
+        if armed():  # the caller's own after-commit failpoint, as ``_write`` runs it
+            await finish_uncancelled(
+                loop.run_in_executor(None, op.context.run, door.after_commit, op)
+            )
+        return not alone
+
+    async def flush_queued(self) -> None:
+        """Return once every put queued so far is decided (before a read that must see it).
+
+        A write that changes nothing goes through the door after them: it
+        takes the lead from a lingering put, or queues behind a batch the
+        worker is still handing over, and the door decides in queue order.
+        """
+        if self._door.queued():
+            await _write(self._door, Operation("flush_queued", None, _unchanged, True))
 
     async def put_many(self, items: BlobBatch, lease: Lease | None = None) -> None:
         """``put_many`` through the door: the batch is ONE operation of a commit (T11)."""

@@ -363,13 +363,18 @@ class GroupCommitter:
             with self.lock:
                 self._decide([op], _no_more)
             return Queued(self, op, None)
+        lead = self._queue_lingering(op)
+        return Queued(self, op, time.monotonic() + linger_s if lead else None)
+
+    def _queue_lingering(self, op: Operation[Any]) -> bool:
+        """Queue ``op``; with no batch led, it lingers as the next one's leader (True)."""
         with self._mutex:
             self._queue.append(op)
             lead = not self._leading
             self._leading = True
             if lead:
                 self._lingering = op
-        return Queued(self, op, time.monotonic() + linger_s if lead else None)
+        return lead
 
     def flush(self) -> None:
         """Commit a lingering queued write now (a reader must see it); else nothing.
@@ -409,17 +414,49 @@ class GroupCommitter:
         if lead:
             self._wake_heir(op)
 
+    def queue_detached(self, op: Operation[Any]) -> bool:
+        """Queue an asyncio caller's ``op`` to share the next arriving write's COMMIT.
+
+        ``queue`` for coroutines: returns whether ``op`` lingers as the next
+        batch's leader. If so, the first write to arrive takes the lead over
+        and carries it; with none, the caller calls ``end_linger`` at its
+        deadline and the worker thread commits it. Either way the caller
+        awaits ``op.resume``'s future, as for ``enqueue``.
+        """
+        self.ensure_open(op.name)
+        return self._queue_lingering(op)
+
+    def end_linger(self, op: Operation[Any]) -> bool:
+        """``op``'s linger ran out: the worker leads its batch now; False if a write took over."""
+        with self._mutex:
+            if self._lingering is not op:
+                return False
+            self._lingering = None
+            self._heir = op
+        self._wake_heir(op)
+        return True
+
     def withdraw_queued(self, op: Operation[Any]) -> bool:
         """Take a cancelled asyncio caller's ``op`` out of the queue, if still there.
 
         True: it never runs. False: a batch carries it (or carried it) whole.
-        A withdrawn heir needs no successor: the worker's leading job runs anyway.
+        A withdrawn heir needs no successor: the worker's leading job runs
+        anyway. A withdrawn lingering op (``queue_detached``) hands the lead to
+        the next queued op, as an interrupted sync caller's does.
         """
         with self._mutex:
-            if op in self._queue:
-                self._queue.remove(op)
+            if op not in self._queue:
+                return False
+            self._queue.remove(op)
+            if self._lingering is not op:
                 return True
-            return False
+            self._lingering = None
+            heir = self._heir = self._queue[0] if self._queue else None
+            if heir is None:
+                self._leading = False
+        if heir is not None:
+            self._wake_heir(heir)
+        return True
 
     def run_batch(self, batch: list[Operation[Any]], more: Callable[[], bool]) -> None:
         """Run ``batch`` as one transaction; the caller holds the lock.

@@ -11,10 +11,15 @@ self-tests (its classes are final):
   under its lease waits out its linger instead of riding along;
 - ``first_write_stays``: the rider batch keeps a ref's FIRST write, so a queued
   put wins over the later put of the same ref.
+
+And three of the asyncio SQLite store's queue (``async_sqlite_*``): an
+``await_put`` that answers before the put landed, a ``queue_put`` that waits
+out its linger alone, a ``flush_queued`` that does nothing.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any, Generic, TypeVar, cast
 
@@ -22,6 +27,7 @@ from rulvar_store import BlobInput, Lease
 from rulvar_store_postgres._async_store import AsyncPostgresFencedTranscriptStore
 from rulvar_store_postgres._queued import QueuedPut
 from rulvar_store_sqlite import SqliteStore
+from rulvar_store_sqlite._async_store import AsyncQueuedPut, AsyncSqliteTranscriptStore
 from rulvar_store_sqlite._group_commit import GroupCommitter, Queued
 from rulvar_store_sqlite._transaction import Operation
 
@@ -32,6 +38,9 @@ __all__ = [
     "QueueKeptApart",
     "UnfencedQueue",
     "async_put_leaving_the_queue",
+    "async_sqlite_acked_early",
+    "async_sqlite_flush_ignored",
+    "async_sqlite_queue_apart",
     "first_write_stays",
 ]
 
@@ -152,3 +161,44 @@ def first_write_stays(
     kept = dict(tail)
     kept.update({rider.ref: rider.blob for rider in riders})
     return list(kept.items())
+
+
+# -- the asyncio SQLite store's queue (its class is final: patched in) ------------
+
+
+async def async_sqlite_acked_early(
+    self: AsyncSqliteTranscriptStore, queued: AsyncQueuedPut
+) -> bool:
+    """``await_put`` that answers at once: the put is acknowledged before it landed."""
+    return True
+
+
+async def async_sqlite_queue_apart(
+    self: AsyncSqliteTranscriptStore,
+    ref: str,
+    blob: BlobInput,
+    lease: Lease | None = None,
+    linger_s: float = 0.0,
+) -> AsyncQueuedPut:
+    """``queue_put`` that waits out its linger on its own: the next put never carries it."""
+    loop = asyncio.get_running_loop()
+    op = self.sync_store._put_op(ref, blob, lease)
+
+    async def alone() -> None:
+        await asyncio.sleep(linger_s)
+        await self.put(ref, blob, lease)
+
+    landed: asyncio.Future[None] = loop.create_future()
+
+    def done(_: object) -> None:
+        if not landed.done():
+            landed.set_result(None)
+
+    loop.create_task(alone()).add_done_callback(done)
+    op.succeed(None)
+    op.resume = (loop, landed)
+    return AsyncQueuedPut(ref, lease, op, None)
+
+
+async def async_sqlite_flush_ignored(self: AsyncSqliteTranscriptStore) -> None:
+    """``flush_queued`` that does nothing: a lingering put stays unseen until its deadline."""

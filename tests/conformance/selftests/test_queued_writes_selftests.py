@@ -3,14 +3,16 @@
 Every broken store is the real SqliteStore with one piece of its queued puts
 wrong (``_broken_queued``); the honest SQLite and PostgreSQL stores pass the
 whole suite over the same kind of locations. The suite's asyncio twin runs over
-the asyncio PostgreSQL store's own queue: two defects patched into it are caught
-there too.
+the asyncio stores' own queues: two defects patched into PostgreSQL's and three
+into SQLite's are caught there too.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import pytest
 
@@ -22,6 +24,7 @@ from rulvar_store.backend import parse_store_url, resolve_backend
 from rulvar_store_postgres import _async_store
 from rulvar_store_postgres._async_store import AsyncPostgresFencedTranscriptStore
 from rulvar_store_sqlite import SqliteStore
+from rulvar_store_sqlite._async_store import AsyncSqliteTranscriptStore
 from tests.conformance.selftests import _broken_queued as broken
 from tests.conformance.selftests._broken_postgres import postgres_url
 from tests.conformance.selftests._broken_sqlite import sqlite_locations
@@ -89,16 +92,22 @@ def test_the_honest_postgres_store_passes_the_queued_writes_suite() -> None:
         suite.run()
 
 
-def _async_postgres_failure(check_id: str) -> str:
-    """Run ``check_id`` of the asyncio twin over PostgreSQL; it must fail."""
-    parsed = parse_store_url(postgres_url())
+@contextmanager
+def _async_queued_suite(url: str) -> Iterator[Any]:
+    """The asyncio twin of the suite, over the backend's own locations, as `rulvar check URL`."""
+    parsed = parse_store_url(url)
     backend = resolve_backend(parsed)
     assert backend.certify is not None
     with backend.certify(parsed) as locations:
         # By URL, as `rulvar check URL` does: the native asyncio store opens.
-        certification = by_url(locations, parsed, backend)
-        suite = async_suites(certification, ["queued-writes"])[0]
+        suite = async_suites(by_url(locations, parsed, backend), ["queued-writes"])[0]
         assert suite.name == "queued-writes (async)"
+        yield suite
+
+
+def _async_failure(url: str, check_id: str) -> str:
+    """Run ``check_id`` of the asyncio twin at ``url``; it must fail."""
+    with _async_queued_suite(url) as suite:
         try:
             suite.check(check_id).run()
         except ConformanceFailure as failure:
@@ -137,5 +146,54 @@ def test_an_async_queueing_defect_fails_its_check(
 ) -> None:
     """Q19 on the asyncio path: a defect of the asyncio PostgreSQL queue is caught."""
     monkeypatch.setattr(*defect)
-    detail = _async_postgres_failure(check_id)
+    detail = _async_failure(postgres_url(), check_id)
     assert expected in detail, detail
+
+
+# (check, the asyncio SQLite blob store's method and its stand-in, the failure's words)
+ASYNC_SQLITE_CASES: Final = [
+    (
+        "queued-rides-next-put",
+        ("queue_put", broken.async_sqlite_queue_apart),
+        "did not carry it",
+    ),
+    (
+        "queued-awaited-is-landed",
+        ("await_put", broken.async_sqlite_acked_early),
+        "acknowledged before it landed",
+    ),
+    (
+        "queued-flush-lands-now",
+        ("flush_queued", broken.async_sqlite_flush_ignored),
+        "would miss it",
+    ),
+]
+
+
+@pytest.mark.clause("C4")
+@pytest.mark.clause("Q19")
+@pytest.mark.parametrize(
+    ("check_id", "defect", "expected"),
+    ASYNC_SQLITE_CASES,
+    ids=[f"{check}-{defect[1].__name__}" for check, defect, _ in ASYNC_SQLITE_CASES],
+)
+def test_an_async_sqlite_queueing_defect_fails_its_check(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    check_id: str,
+    defect: tuple[str, object],
+    expected: str,
+) -> None:
+    """Q19 on the asyncio SQLite path: a defect of its queue is caught."""
+    monkeypatch.setattr(AsyncSqliteTranscriptStore, *defect)
+    detail = _async_failure(f"sqlite:///{tmp_path / 'queued.db'}", check_id)
+    assert expected in detail, detail
+
+
+@pytest.mark.clause("C4")
+def test_the_honest_async_sqlite_store_passes_the_queued_writes_suite(
+    tmp_path: Path,
+) -> None:
+    """No false positive: the asyncio SQLite store's own queue passes every check."""
+    with _async_queued_suite(f"sqlite:///{tmp_path / 'queued.db'}") as suite:
+        suite.run()
