@@ -348,9 +348,8 @@ class AsyncSqliteTranscriptStore(AsyncClosing, Observed):
             await future
         except asyncio.CancelledError:
             if not door.withdraw_queued(op):
-                await _wait_for_batch(
-                    op, loop
-                )  # a batch carries it: it ends whole first
+                # A batch carries it: it ends whole first.
+                await _wait_for_batch(op, loop)
             raise
         finally:
             if timer is not None:
