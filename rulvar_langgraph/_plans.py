@@ -439,6 +439,9 @@ def put(
     blob = encode_checkpoint(record)
     if held is None and brief_put:
         # ONE store call: the brief lease, the put, a starting thread's meta.
+        # A put that names a parent needs a prior checkpoint, and one found
+        # means the thread started before: its meta would never be written.
+        continues = record.parent_id is not None
         written = yield (
             "journal",
             "brief_put",
@@ -448,9 +451,9 @@ def put(
                 blob,
                 checkpoint_prefix(run_id, checkpoint_ns),
                 CHECKPOINT_TAIL,
-                thread_meta(run_id),
+                None if continues else thread_meta(run_id),
                 checkpoint_ns == "",  # the root namespace's meta is the saver's own
-                record.parent_id is not None,
+                continues,
             ),
         )
         if not written:

@@ -2,13 +2,15 @@
 
 What ``in_brief_lease`` does for an unheld LangGraph ``put``, without running
 work through the transaction's views: acquire's check, the prior-ref search,
-the epoch bump, the put and a starting run's meta, in one ``BEGIN IMMEDIATE``
-transaction. A lease row taken and deleted in the same transaction is never
-seen by anyone, so none is written: the row the brief lease replaces (an
+the epoch bump where a lease row is replaced, the put and a starting run's
+meta, in one ``BEGIN IMMEDIATE`` transaction. A lease row taken and deleted
+in the same transaction is never seen by anyone, so none is written: the row the brief lease replaces (an
 expired lease, or a provably dead holder's) is deleted, as its release would,
 and the put needs no fence check, since nothing can supersede a lease between
 its take and its release inside one transaction. What a reader can observe
-is what acquire, the put and release leave.
+is what acquire, the put and release leave, the epoch aside: with no lease row
+to replace, none is live and none can become live without an acquire (which
+bumps), so the put spends no epoch (L16): one page less to write.
 """
 
 from __future__ import annotations
@@ -49,9 +51,12 @@ def brief_put_op(
         prior = _prior_ref(cursor, put)
         if need_prior and not prior:
             return False
-        # The bump reads the lease row's epoch too: before that row goes.
-        cursor.execute(sql.BUMP_EPOCH, (put.run_id,)).fetchall()
         if replaced:
+            # The row's lease (expired, or a dead holder's) is fenced out by the
+            # bump, which reads its epoch: before the row goes. With no row
+            # there is no lease to fence out (none is live, and only acquire,
+            # which bumps, makes one), so the put spends no epoch.
+            cursor.execute(sql.BUMP_EPOCH, (put.run_id,)).fetchall()
             cursor.execute(sql.DELETE_LEASE_ANY, (put.run_id,))
         cursor.execute(sql.UPSERT_BLOB, (put.ref, put.run_id, put.data))
         if not prior and put.meta_text is not None:

@@ -76,6 +76,28 @@ def test_brief_put_is_an_acquire_a_put_and_a_release_in_one_commit(path: str) ->
         assert store.acquire("run", "next").epoch == held.epoch + 2
 
 
+@pytest.mark.clause("L16", "L6")
+def test_brief_put_over_no_lease_row_spends_no_epoch_and_fences_all_the_same(
+    path: str,
+) -> None:
+    """With no lease row no lease is live, and none can be again without an acquire
+    (which bumps): the put spends no epoch, and released leases stay fenced out."""
+    with SqliteStore(path, ttl_ms=TTL_MS) as store:
+        blobs = store.transcripts()
+        assert _brief_put(store, "run/c/n/1/z")  # a new run: no epoch at all
+        first = store.acquire("run", "w")
+        assert first.epoch == 1
+        store.release(first)
+        before = store._door.batches
+        assert _brief_put(store, "run/c/n/2/z")
+        assert store._door.batches == before + 1
+        assert store.peek_lease("run") is None
+        with pytest.raises(LeaseHeldError):  # released: never writes again (L6)
+            blobs.put("run/c/n/2/z", b"stale", first)
+        assert blobs.get("run/c/n/2/z") == b"data:run/c/n/2/z"
+        assert store.acquire("run", "next").epoch == first.epoch + 1
+
+
 @pytest.mark.clause("L16")
 def test_brief_put_writes_the_meta_only_where_nothing_was_prior(path: str) -> None:
     with SqliteStore(path, ttl_ms=TTL_MS) as store:
@@ -153,8 +175,8 @@ def test_the_asyncio_brief_put(path: str) -> None:
             assert await store.brief_put("brief", *args)
             assert await store.get_meta("run") == _meta("run", "r")
             assert await opened.transcripts.get("run/c/n/1/z") == b"a"
-            # No lease row stayed, and the brief lease spent an epoch.
-            assert (await store.acquire("run", "next")).epoch == held.epoch + 2
+            # No lease row stayed, and with none to replace no epoch was spent.
+            assert (await store.acquire("run", "next")).epoch == held.epoch + 1
 
     asyncio.run(main())
 
