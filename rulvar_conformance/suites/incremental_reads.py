@@ -5,8 +5,8 @@ concatenating what successive calls return, starting over on ``restarted``,
 must always give exactly what ``load`` returns. Two ways that breaks:
 
 - ``load-since-concurrent-appends``: two other handles append to the run
-  while a third polls it (the writers go on until ``MIN_POLLS`` polls
-  overlapped them). A cursor taken from anything but the last entry
+  while a third polls it (the writers start after its first poll and go
+  on until ``MIN_POLLS`` polls overlapped them). A cursor taken from anything but the last entry
   actually returned (the journal's length read after the entries, an id handed
   out before its commit) skips an entry appended in between; one taken from
   before the entries returns one twice. Every entry must arrive exactly once,
@@ -59,7 +59,7 @@ MIN_POLLS: Final = 40
 """Polls that must overlap the appends (the writers go on until then)."""
 BESIDE_WAIT_S: Final = 1.0
 """How long the other run's append gets to commit while the first is held."""
-MAX_APPENDS: Final = 2_000
+MAX_APPENDS: Final = 20_000
 """Appends per writer at most (a bound if the poller stalls)."""
 POLL_PAUSE_S: Final = 0.001
 """Between polls, so the poller leaves the writers the interpreter."""
@@ -89,6 +89,10 @@ def _concurrent_appends(locations: Any) -> None:
         reader = _reader(site)
         writers = _others(site, WRITERS)
         done = threading.Event()
+        # The writers start once a poll has returned: writers that got the
+        # interpreter first could otherwise reach MAX_APPENDS before the poller
+        # ran at all, and the check would pass with no poll overlapping them.
+        polling = threading.Event()
         polls = [0]
         counts = [0] * WRITERS
         collected: list[JournalEntry] = []
@@ -105,6 +109,7 @@ def _concurrent_appends(locations: Any) -> None:
                 collected.extend(tail.entries)
                 cursor = tail.cursor
                 polls[0] += 1
+                polling.set()
                 if finished:
                     return
                 time.sleep(POLL_PAUSE_S)
@@ -114,7 +119,11 @@ def _concurrent_appends(locations: Any) -> None:
             # times while they ran: every poll overlaps appends, however the
             # machine schedules the threads.
             tag = 0
-            while tag < APPENDS or (polls[0] < MIN_POLLS and tag < MAX_APPENDS):
+            polling.wait(REACH_LIMIT_S)
+            ends = time.monotonic() + REACH_LIMIT_S
+            while tag < APPENDS or (
+                polls[0] < MIN_POLLS and tag < MAX_APPENDS and time.monotonic() < ends
+            ):
                 writers[number].journal.append(RUN, entry(None, f"w{number}", tag))
                 tag += 1
             counts[number] = tag
