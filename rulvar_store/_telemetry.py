@@ -28,6 +28,7 @@ import importlib.util
 import itertools
 import threading
 import weakref
+from collections import deque
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -234,33 +235,52 @@ Target = tuple[str, tuple[tuple[str, Any], ...]]
 class _Process:
     """Every counted object's figures in this process, by what they describe: the
     live objects, and the sums of those already collected (added when their
-    object is), so totals never go back."""
+    object is), so totals never go back.
+
+    An object's finalizer only queues its figures (``dying``): the garbage
+    collector runs finalizers inside any allocation, in whatever thread
+    allocates, so one that took ``lock`` could fire while that very thread held
+    it (``by_target`` or ``settle`` allocating) and wait on itself forever.
+    ``settle`` moves the queued figures to ``retired`` while no lock is held.
+    """
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.live: set[_Telemetry] = set()
         self.retired: dict[Target, dict[str, Any]] = {}
+        self.dying: deque[_Telemetry] = deque()  # appended without a lock
 
     def track(self, owner: object, tel: _Telemetry) -> None:
+        self.settle()
         with self.lock:
             self.live.add(tel)
-        weakref.finalize(owner, self.retire, tel)
+        weakref.finalize(owner, self.dying.append, tel)
 
-    def retire(self, tel: _Telemetry) -> None:
-        snapshot = tel.stats.snapshot()
-        key = _target_key(tel)
-        with self.lock:
-            self.live.discard(tel)
-            earlier = self.retired.get(key)
-            self.retired[key] = (
-                snapshot if earlier is None else merge_stats([earlier, snapshot])
-            )
+    def settle(self) -> None:
+        """Retire every object whose finalizer ran: its figures join ``retired``."""
+        while self.dying:
+            try:
+                tel = self.dying.popleft()
+            except IndexError:  # another thread settled it first
+                return
+            snapshot = tel.stats.snapshot()
+            key = _target_key(tel)
+            with self.lock:
+                self.live.discard(tel)
+                earlier = self.retired.get(key)
+                self.retired[key] = (
+                    snapshot if earlier is None else merge_stats([earlier, snapshot])
+                )
 
     def by_target(self) -> dict[Target, dict[str, Any]]:
         """The figures summed per kind and attributes (what metrics report)."""
+        self.settle()
         with self.lock:
             parts = list(self.retired.items())
-            parts += [(_target_key(tel), tel.stats.snapshot()) for tel in self.live]
+            live = list(self.live)
+        # Snapshots outside the lock: each takes its object's own lock and
+        # allocates. A queued object is still in ``live``: counted once, here.
+        parts += [(_target_key(tel), tel.stats.snapshot()) for tel in live]
         summed: dict[Target, list[dict[str, Any]]] = {}
         for key, snapshot in parts:
             summed.setdefault(key, []).append(snapshot)
