@@ -247,32 +247,3 @@ def test_rulvar_check_json_reports_what_its_stores_counted() -> None:
         figures["stale_writes_refused_by_surface"].values()
     )
     assert figures["stale_writes_refused"] > 0
-
-
-def test_a_store_collected_while_the_figures_are_summed_neither_hangs_nor_is_lost() -> (
-    None
-):
-    """A finalizer runs inside whatever allocation or ``del`` triggers it, in that
-    thread: one that took the process figures' lock while that thread held it
-    (``process_stats()`` allocating as it sums) waited on itself forever."""
-    import gc
-    import threading
-
-    from rulvar_store import _telemetry
-    from rulvar_store.ops import process_stats
-
-    stores = [MemoryStore()]
-    for number in range(3):
-        stores[0].append("run", {"seq": number, "kind": "note"})
-    before = process_stats()["calls"]
-
-    def collect_while_summing() -> None:
-        with _telemetry._PROCESS.lock:  # as by_target holds it while it sums
-            stores.clear()  # the store's last reference: its finalizer runs here
-            gc.collect()
-
-    collector = threading.Thread(target=collect_while_summing, daemon=True)
-    collector.start()
-    collector.join(timeout=10)
-    assert not collector.is_alive(), "the finalizer waited on the lock its thread held"
-    assert process_stats()["calls"] >= before  # the collected store's calls kept
