@@ -4,10 +4,11 @@ What ``in_brief_lease`` does for an unheld LangGraph ``put``, without running
 work through the transaction's views: acquire's check, the prior-ref search,
 the epoch bump where a lease row is replaced, the put and a starting run's
 meta, in one ``BEGIN IMMEDIATE`` transaction. A lease row taken and deleted
-in the same transaction is never seen by anyone, so none is written: the row the brief lease replaces (an
-expired lease, or a provably dead holder's) is deleted, as its release would,
-and the put needs no fence check, since nothing can supersede a lease between
-its take and its release inside one transaction. What a reader can observe
+in the same transaction is never seen by anyone, so none is written: the row
+the brief lease replaces (an expired lease, or a provably dead holder's) is
+deleted, as its release would, and the put needs no fence check, since nothing
+can supersede a lease between its take and its release inside one
+transaction. What a reader can observe
 is what acquire, the put and release leave, the epoch aside: with no lease row
 to replace, none is live and none can become live without an acquire (which
 bumps), so the put spends no epoch (L16): one page less to write.

@@ -597,8 +597,8 @@ class SqliteStore(Observed):
 
         ``in_brief_lease`` with a fixed work (``_brief_put``): acquire's
         refusal and takeover, the epoch bump over a replaced lease row (none
-        without one), the put, and ``meta`` where no
-        ref was prior, then release. A ref counts as prior when it starts
+        without one), the put, and ``meta`` where no ref was prior, then
+        release. A ref counts as prior when it starts
         with ``under`` (a prefix of the blob's run) and its rest matches the
         regular expression ``tail``. ``need_prior``: with none prior, nothing
         is written and the call returns ``False``; otherwise ``True``.

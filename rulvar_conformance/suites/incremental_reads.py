@@ -6,8 +6,8 @@ must always give exactly what ``load`` returns. Two ways that breaks:
 
 - ``load-since-concurrent-appends``: two other handles append to the run
   while a third polls it (the writers start after its first poll and go
-  on until ``MIN_POLLS`` polls overlapped them). A cursor taken from anything but the last entry
-  actually returned (the journal's length read after the entries, an id handed
+  on until ``MIN_POLLS`` polls overlapped them). A cursor taken from
+  anything but the last entry actually returned (the journal's length read after the entries, an id handed
   out before its commit) skips an entry appended in between; one taken from
   before the entries returns one twice. Every entry must arrive exactly once,
   in ``load``'s order, and no poll may claim a restart.
