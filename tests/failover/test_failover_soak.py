@@ -21,7 +21,8 @@ import pytest
 from rulvar_conformance.faults.failover_judge import FAULT_KINDS
 from rulvar_conformance.faults.patroni_cluster import failover_unavailable
 
-pytestmark = pytest.mark.failover
+# About 9 minutes together: past the suite's 15-minute bound on a slow machine.
+pytestmark = [pytest.mark.failover, pytest.mark.timeout(1800)]
 
 
 @pytest.fixture(autouse=True)
