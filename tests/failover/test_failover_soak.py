@@ -21,7 +21,8 @@ import pytest
 from rulvar_conformance.faults.failover_judge import FAULT_KINDS
 from rulvar_conformance.faults.patroni_cluster import failover_unavailable
 
-# About 9 minutes together: past the suite's 15-minute bound on a slow machine.
+# Minutes each (about 9 together here): room beyond the suite's 15-minute bound
+# for a slower machine.
 pytestmark = [pytest.mark.failover, pytest.mark.timeout(1800)]
 
 
