@@ -15,7 +15,7 @@ from tests.docs._pages import ROOT, blocks
 
 README = ROOT / "README.md"
 LINK = re.compile(r"\]\((?P<target>[^)#\s]+)?(?:#(?P<anchor>[^)\s]+))?\)")
-SET_UP = ["pip install -e '.[dev]' && rulvar check", "python -m pytest -n 2"]
+SET_UP = ["pip install -e '.[dev]' && rulvar check", "python -m pytest -n 3"]
 
 
 def _slug(heading: str) -> str:

@@ -4,11 +4,14 @@ Every broken store is the real SqliteStore with one piece of its queued puts
 wrong (``_broken_queued``); the honest SQLite and PostgreSQL stores pass the
 whole suite over the same kind of locations. The suite's asyncio twin runs over
 the asyncio stores' own queues: two defects patched into PostgreSQL's and three
-into SQLite's are caught there too.
+into SQLite's are caught there too, SQLite's also with the door's hand-over
+slowed, under which a put queued at the wrong moment joins a batch at once.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,10 +28,14 @@ from rulvar_store_postgres import _async_store
 from rulvar_store_postgres._async_store import AsyncPostgresFencedTranscriptStore
 from rulvar_store_sqlite import SqliteStore
 from rulvar_store_sqlite._async_store import AsyncSqliteTranscriptStore
+from rulvar_store_sqlite._group_commit import GroupCommitter
 from tests.conformance.selftests import _broken_queued as broken
 from tests.conformance.selftests._broken_postgres import postgres_url
 from tests.conformance.selftests._broken_sqlite import sqlite_locations
 from tests.conformance.selftests._support import FULL, failure_of
+
+# Long beside the loop's hop back to a woken caller (well under a millisecond).
+SLOW_HAND_OVER_S: Final = 0.05
 
 SELF_TESTED: frozenset[str] = frozenset(
     {
@@ -170,8 +177,35 @@ ASYNC_SQLITE_CASES: Final = [
 ]
 
 
+def _slow_hand_over(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The door's worker descheduled between waking a batch's callers and handing over.
+
+    A loaded machine does this now and then: the caller of the batch before a
+    check's queued put (its acquire) runs on while the door still counts a
+    batch as led, and a put queued then joins the next batch at once instead
+    of lingering. Each check must still see a lingering put (the suite's
+    docstring); once, under a loaded run, a check whose put joined such a batch
+    passed a store whose ``flush_queued`` did nothing.
+    """
+    hand_over = GroupCommitter._hand_over
+
+    def slowly(self: GroupCommitter, batch: Any, own: Any) -> None:
+        time.sleep(SLOW_HAND_OVER_S)
+        hand_over(self, batch, own)
+
+    monkeypatch.setattr(GroupCommitter, "_hand_over", slowly)
+
+
+@pytest.fixture(params=["prompt", "slow-hand-over"])
+def hand_over(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The door's hand-over as it comes, then slowed (``_slow_hand_over``)."""
+    if request.param == "slow-hand-over":
+        _slow_hand_over(monkeypatch)
+
+
 @pytest.mark.clause("C4")
 @pytest.mark.clause("Q19")
+@pytest.mark.usefixtures("hand_over")
 @pytest.mark.parametrize(
     ("check_id", "defect", "expected"),
     ASYNC_SQLITE_CASES,
@@ -191,9 +225,36 @@ def test_an_async_sqlite_queueing_defect_fails_its_check(
 
 
 @pytest.mark.clause("C4")
+@pytest.mark.usefixtures("hand_over")
 def test_the_honest_async_sqlite_store_passes_the_queued_writes_suite(
     tmp_path: Path,
 ) -> None:
     """No false positive: the asyncio SQLite store's own queue passes every check."""
     with _async_queued_suite(f"sqlite:///{tmp_path / 'queued.db'}") as suite:
         suite.run()
+
+
+async def _flush_ignored_slowly(self: AsyncSqliteTranscriptStore) -> None:
+    """``flush_queued`` doing nothing, slowly: the door's hand-over ends meanwhile."""
+    await asyncio.sleep(2 * SLOW_HAND_OVER_S)
+
+
+@pytest.mark.clause("C4")
+@pytest.mark.clause("Q19")
+def test_a_put_queued_during_a_hand_over_does_not_hide_an_ignored_flush(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Q19: the flaky miss, made certain, is caught.
+
+    Queued while the door still hands over the acquire's batch, a put joins
+    the next batch, which lands it while the do-nothing flush sleeps: a check
+    that queued then would read the put and pass the broken store.
+    """
+    _slow_hand_over(monkeypatch)
+    monkeypatch.setattr(
+        AsyncSqliteTranscriptStore, "flush_queued", _flush_ignored_slowly
+    )
+    detail = _async_failure(
+        f"sqlite:///{tmp_path / 'queued.db'}", "queued-flush-lands-now"
+    )
+    assert "would miss it" in detail, detail
