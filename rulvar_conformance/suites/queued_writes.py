@@ -9,7 +9,8 @@ still finishes its previous batch in the background (an asyncio SQLite store's
 worker thread hands over after waking the caller) joins the next batch at once,
 which is allowed and tests nothing; so each check reads through the store before
 it queues (answered once that batch is over) and then sees its put unlanded, or
-awaits it and queues another, up to ``LINGER_TRIES`` times.
+awaits it and queues another, up to ``LINGER_TRIES`` times; a store none of
+whose puts lingers fails.
 
 - the next put under the same lease carries the queued one: both readable once
   that put returns, and ``await_put`` reports it was accompanied;
@@ -87,7 +88,8 @@ def _lingering(
     """Queue a put that lingers, seen unlanded once queued: its ref and handle.
 
     A put the store carried at once anyway is awaited and another queued (the
-    module docstring).
+    module docstring); a store whose every queued put lands at once shares no
+    COMMIT with the next write and fails (Q19).
     """
     for tried in range(LINGER_TRIES):
         ref = f"{RUN}/{name}-{tried}"
@@ -96,14 +98,16 @@ def _lingering(
         # the put queued next lingers instead of joining a batch in flight.
         blobs.get(ref)
         queued = blobs.queue_put(ref, blob, lease, linger_s=linger_s)
-        if blobs.get(ref) is None:
+        lingers = blobs.get(ref) is None
+        if lingers:
             break
         blobs.await_put(queued)
-    else:
-        not_run(
-            f"each of {LINGER_TRIES} queued puts was readable as soon as queue_put "
-            "returned: none lingered for this check to use"
-        )
+    require(
+        lingers,
+        f"each of {LINGER_TRIES} queued puts (linger {linger_s} s) was readable as "
+        "soon as queue_put returned: a queued put must wait for the next write "
+        "to share its COMMIT (Q19)",
+    )
     return ref, queued
 
 

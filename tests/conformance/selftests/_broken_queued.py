@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from contextlib import suppress
 from typing import Any, Generic, TypeVar, cast
 
 from rulvar_store import BlobInput, Lease
@@ -34,6 +35,7 @@ from rulvar_store_sqlite._transaction import Operation
 __all__ = [
     "AckedEarly",
     "ArrivalFirst",
+    "CommitsAtOnce",
     "FlushIgnored",
     "QueueKeptApart",
     "UnfencedQueue",
@@ -129,6 +131,20 @@ class QueueKeptApart(SqliteStore):
     """Queued puts wait beside the write queue: no later write carries them."""
 
     _door_type = _KeptApartDoor
+
+
+class _CommitsAtOnceDoor(GroupCommitter):
+    def queue(self, op: Operation[T], linger_s: float) -> Queued[T]:
+        # "Why wait?": the put commits now, alone, and is reported as queued.
+        with suppress(Exception):  # its error is for await_put, as a queued one's
+            self.submit(op)
+        return Queued(self, op, None)
+
+
+class CommitsAtOnce(SqliteStore):
+    """``queue_put`` commits the put at once, alone: it never shares a COMMIT."""
+
+    _door_type = _CommitsAtOnceDoor
 
 
 class _UnfencedQueueDoor(GroupCommitter):

@@ -49,6 +49,7 @@ SELF_TESTED: frozenset[str] = frozenset(
 
 CASES: Final = [
     ("queued-rides-next-put", broken.QueueKeptApart, "did not carry it"),
+    ("queued-rides-next-put", broken.CommitsAtOnce, "must wait for the next write"),
     ("queued-keeps-order", broken.ArrivalFirst, "landed after the later put"),
     ("queued-flush-lands-now", broken.FlushIgnored, "would miss it"),
     ("queued-awaited-is-landed", broken.AckedEarly, "acknowledged before it landed"),
